@@ -1,0 +1,43 @@
+# The two commands: `make run` (the product) and `make test` (ruff, then pytest).
+# Both build .venv from uv.lock first; nothing else needs installing by hand.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+UV_VERSION := 0.13.9
+STAMP := $(VENV)/.synced-$(shell cat uv.lock pyproject.toml | cksum | cut -d' ' -f1)
+
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+
+.PHONY: install run test lint fmt bench lock
+
+install: $(STAMP)
+
+$(STAMP): uv.lock pyproject.toml
+	@test -x $(BIN)/uv || { $(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q uv==$(UV_VERSION); }
+	$(BIN)/uv sync --frozen --python $(BIN)/python
+	@rm -f $(VENV)/.synced-* && touch $@
+
+run: $(STAMP)
+	@PATH="$(CURDIR)/$(BIN):$$PATH" ./bin/run
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+fmt: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: $(STAMP)
+	@set -e; for script in bench/bench_*.py; do $(BIN)/python "$$script"; done
+
+# Regenerate uv.lock after editing pyproject.toml's dependencies.
+lock: $(STAMP)
+	$(BIN)/uv lock

@@ -1,0 +1,1 @@
+"""Agents, the chat WebSocket, the turn runner, providers and worker tasks."""

@@ -1,0 +1,1 @@
+"""Tool profiles and global disables: what people and operators choose to offer."""

@@ -1,0 +1,1 @@
+"""Chat sessions: their tool intent, the durable event log and provider usage."""

@@ -1,0 +1,162 @@
+"""Shared fixtures: personas, the real services, and a real daphne server.
+
+Tests that need PostgreSQL, Redis or Chromium ask for them through a fixture. On a laptop
+without them the test skips; with ``TOOLHUB_REQUIRE_SERVICES=1`` (CI) it fails instead, so
+a missing service can never pass CI silently.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+REQUIRE_SERVICES = os.environ.get("TOOLHUB_REQUIRE_SERVICES") == "1"
+DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/postgres"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+CHROMIUM = "/usr/bin/chromium"
+
+
+def need(service: str, reason: str) -> None:
+    """Skip for a missing service, or fail when CI says every service must be there."""
+    message = f"{service} is not available: {reason}"
+    if REQUIRE_SERVICES:
+        pytest.fail(f"{message} (TOOLHUB_REQUIRE_SERVICES=1)")
+    pytest.skip(message)
+
+
+def _accepts(url: str) -> bool:
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith("postgres"):
+        url = DEFAULT_POSTGRES_URL
+    if not _accepts(url):
+        need("PostgreSQL", f"nothing accepts connections at {urlsplit(url).netloc}")
+    return url
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    url = os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
+    if not _accepts(url):
+        need("Redis", f"nothing accepts connections at {urlsplit(url).netloc}")
+    return url
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    if not Path(CHROMIUM).exists():
+        need("Chromium", f"{CHROMIUM} is missing (apt-get install chromium)")
+    return CHROMIUM
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def closed_port_url(scheme: str) -> str:
+    """A URL on loopback where nothing listens: the port was just free and stays unbound."""
+    return f"{scheme}://127.0.0.1:{free_port()}/0"
+
+
+def app_env(var_dir: Path, **overrides: str) -> dict[str, str]:
+    """The environment a toolhub process gets: this one, minus the test's own service URLs,
+    with its local state (SQLite file, static files, demo password) kept in ``var_dir``."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}
+    }
+    env.update({"DEBUG": "1", "PYTHONPATH": str(ROOT), "TOOLHUB_VAR_DIR": str(var_dir)})
+    env.update(overrides)
+    return env
+
+
+def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@contextmanager
+def daphne(env: dict[str, str]) -> Iterator[str]:
+    """Serve toolhub.asgi with daphne on a free loopback port; yields the base URL."""
+    port = free_port()
+    daphne_bin = shutil.which("daphne", path=str(Path(sys.executable).parent))
+    assert daphne_bin, "daphne is not installed in this environment"
+    process = subprocess.Popen(
+        [daphne_bin, "--bind", "127.0.0.1", "--port", str(port), "toolhub.asgi:application"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not _accepts(f"http://127.0.0.1:{port}"):
+            if process.poll() is not None:
+                raise RuntimeError(f"daphne exited early:\n{process.stderr.read()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("daphne did not start listening within 30 s")
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def serve() -> Callable[[dict[str, str]], object]:
+    return daphne
+
+
+@pytest.fixture
+def password() -> str:
+    return "correct horse battery staple"
+
+
+@pytest.fixture
+def owner(django_user_model, password):
+    return django_user_model.objects.create_user(username="owner", password=password)
+
+
+@pytest.fixture
+def other_user(django_user_model, password):
+    return django_user_model.objects.create_user(username="other", password=password)
+
+
+@pytest.fixture
+def staff(django_user_model, password):
+    return django_user_model.objects.create_user(username="ops", password=password, is_staff=True)

@@ -1,0 +1,51 @@
+"""Signing in and out, and what an anonymous visitor is allowed to see."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+def test_an_anonymous_request_to_the_home_page_redirects_to_login(client):
+    response = client.get("/")
+
+    assert response.status_code == 302
+    assert response["Location"] == "/accounts/login/?next=/"
+
+
+def test_signing_in_with_the_right_password_lands_on_the_home_page(client, owner, password):
+    response = client.post(
+        "/accounts/login/", {"username": "owner", "password": password}, follow=True
+    )
+
+    assert response.redirect_chain[-1][0] == "/"
+    assert response.status_code == 200
+    assert "Welcome, owner" in response.content.decode()
+
+
+def test_signing_in_with_a_wrong_password_shows_an_error_and_stays_signed_out(client, owner):
+    response = client.post("/accounts/login/", {"username": "owner", "password": "nope"})
+
+    assert response.status_code == 200
+    assert "Please enter a correct username and password" in response.content.decode()
+    assert client.get("/").status_code == 302
+
+
+def test_signing_out_ends_the_session(client, owner):
+    client.force_login(owner)
+    assert client.get("/").status_code == 200
+
+    response = client.post("/accounts/logout/")
+
+    assert response.status_code == 302
+    assert client.get("/").status_code == 302
+
+
+def test_pages_carry_a_strict_content_security_policy(client):
+    response = client.get("/accounts/login/")
+
+    policy = response["Content-Security-Policy"]
+    assert "script-src 'self'" in policy
+    assert "unsafe-inline" not in policy
+    assert "frame-ancestors 'none'" in policy

@@ -1,0 +1,96 @@
+"""The one settings file picks its backends from the environment, and passes --deploy."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import ROOT, app_env, manage
+
+_PROBE = """
+import json, django
+django.setup()
+from django.conf import settings
+print(json.dumps({
+    "database": settings.DATABASES["default"]["ENGINE"],
+    "database_name": str(settings.DATABASES["default"]["NAME"]),
+    "cache": settings.CACHES["default"]["BACKEND"],
+    "channel_layer": settings.CHANNEL_LAYERS["default"]["BACKEND"],
+    "broker": settings.CELERY_BROKER_URL,
+    "eager": settings.CELERY_TASK_ALWAYS_EAGER,
+}))
+"""
+
+
+def _configured(var_dir, **env: str) -> dict[str, object]:
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE],
+        cwd=ROOT,
+        env=app_env(var_dir, DJANGO_SETTINGS_MODULE="toolhub.settings", **env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(result.stdout)
+
+
+def test_without_urls_the_embedded_default_uses_sqlite_memory_layers_and_inline_tasks(tmp_path):
+    config = _configured(tmp_path)
+
+    assert config["database"] == "django.db.backends.sqlite3"
+    assert config["database_name"] == str(tmp_path / "toolhub.sqlite3")
+    assert config["cache"] == "django.core.cache.backends.locmem.LocMemCache"
+    assert config["channel_layer"] == "channels.layers.InMemoryChannelLayer"
+    assert config["eager"] is True
+
+
+def test_with_urls_postgres_redis_cache_redis_channels_and_redis_broker_are_used(tmp_path):
+    config = _configured(
+        tmp_path,
+        DATABASE_URL="postgres://u:p@db.internal:5432/toolhub",
+        REDIS_URL="redis://cache.internal:6379/2",
+    )
+
+    assert config["database"] == "django.db.backends.postgresql"
+    assert config["database_name"] == "toolhub"
+    assert config["cache"] == "django.core.cache.backends.redis.RedisCache"
+    assert config["channel_layer"] == "channels_redis.core.RedisChannelLayer"
+    assert config["broker"] == "redis://cache.internal:6379/2"
+    assert config["eager"] is False
+
+
+def test_production_configuration_passes_check_deploy_without_warnings(tmp_path):
+    result = manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        env=app_env(
+            tmp_path,
+            DEBUG="0",
+            SECRET_KEY="k3y-" + "s9Vd0qLr7TzX2mWc8HbN4yPj6FgA1eKu5iOt3RwQ" * 2,
+            ALLOWED_HOSTS="toolhub.example.com",
+        ),
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues" in result.stdout
+
+
+def test_production_without_a_secret_key_refuses_to_start_with_a_clear_message(tmp_path):
+    env = app_env(tmp_path, DEBUG="0")
+    env.pop("SECRET_KEY", None)
+
+    result = manage("check", env=env)
+
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set when DEBUG is off" in result.stderr
+
+
+def test_a_debug_value_that_is_not_a_boolean_is_refused(tmp_path):
+    result = manage("check", env=app_env(tmp_path, DEBUG="maybe"))
+
+    assert result.returncode != 0
+    assert "DEBUG must be a boolean" in result.stderr

@@ -1,0 +1,26 @@
+"""Project-level pages: the home page and the health probe."""
+
+from __future__ import annotations
+
+from asgiref.sync import async_to_sync
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_safe
+
+from toolhub.health import health_report
+
+
+@require_safe
+@never_cache
+async def healthz(request: HttpRequest) -> JsonResponse:
+    report = await health_report()
+    return JsonResponse(report, status=200 if report["status"] == "ok" else 503)
+
+
+@require_safe
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    report = async_to_sync(health_report)()
+    return render(request, "toolhub/home.html", {"report": report})
