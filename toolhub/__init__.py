@@ -1,9 +1,6 @@
 """toolhub: chat with LLM agents whose tools are curated.
 
-Importing the package loads the Celery app, so `@shared_task` functions bind to it in every
-process (web, worker, management commands).
+This package stays light: importing ``toolhub.tools`` must not pull in Django or Celery.
+The Celery app lives in ``toolhub.celery`` and is loaded by ``agent_app`` when Django starts
+and by ``celery -A toolhub`` in workers.
 """
-
-from toolhub.celery import app as celery_app
-
-__all__ = ["celery_app"]

@@ -210,6 +210,12 @@ if not DEBUG:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
 
+# --- Tools ---------------------------------------------------------------------------
+
+# Extra modules whose @function tools register at start-up, besides the `toolhub.tools`
+# entry-point group (comma-separated dotted paths).
+TOOLHUB_TOOL_MODULES = _env_list("TOOLHUB_TOOL_MODULES", "")
+
 # --- Static files ----------------------------------------------------------------------
 
 STATIC_URL = "static/"

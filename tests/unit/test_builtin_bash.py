@@ -1,0 +1,102 @@
+"""bash: output and exit code, live streaming, a clean environment, and no survivors."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+from toolhub.tools import CancelToken, get
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); it is dead for our purposes.
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(") ", 1)[1][0] != "Z"
+
+
+async def test_bash_returns_output_and_the_exit_code(ctx):
+    ok = await get("bash").execute({"command": "echo hello; echo oops >&2"}, ctx)
+    failed = await get("bash").execute({"command": "exit 3"}, ctx)
+
+    assert ok.content == "hello\noops\n[exit code 0]"
+    assert not ok.is_error
+    assert failed.is_error
+    assert failed.content.endswith("[exit code 3]")
+
+
+async def test_bash_runs_in_the_workspace_without_server_secrets(ctx, workspace, monkeypatch):
+    monkeypatch.setenv("SECRET_KEY", "do-not-leak")
+
+    result = await get("bash").execute({"command": "pwd; echo key=${SECRET_KEY:-none}"}, ctx)
+
+    assert result.content.splitlines()[:2] == [str(workspace.resolve()), "key=none"]
+
+
+async def test_bash_streams_output_while_it_runs(ctx):
+    from dataclasses import replace
+
+    updates = []
+    streaming = replace(ctx, on_update=updates.append)
+
+    result = await get("bash").execute(
+        {"command": "for i in 1 2 3; do echo tick $i; sleep 0.05; done"}, streaming
+    )
+
+    assert "".join(update.chunk for update in updates) == "tick 1\ntick 2\ntick 3\n"
+    assert len(updates) >= 2
+    assert updates[-1].tail == "tick 1\ntick 2\ntick 3\n"
+    assert result.content.startswith("tick 1")
+
+
+async def test_a_timeout_kills_the_whole_process_group(ctx, workspace):
+    result = await get("bash").execute(
+        {"command": "sleep 60 & echo $! > child.pid; sleep 60", "timeout": 1}, ctx
+    )
+    child = int((workspace / "child.pid").read_text())
+
+    assert result.is_error
+    assert "timed out after 1 s" in result.content
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not _alive(child)
+
+
+async def test_cancel_kills_the_running_command(ctx, workspace):
+    from dataclasses import replace
+
+    token = CancelToken()
+    running = asyncio.create_task(
+        get("bash").execute(
+            {"command": "echo $$ > shell.pid; sleep 60"}, replace(ctx, cancel=token)
+        )
+    )
+    while not (workspace / "shell.pid").exists() or not (workspace / "shell.pid").read_text():
+        await asyncio.sleep(0.02)
+    shell = int((workspace / "shell.pid").read_text())
+    token.cancel()
+    result = await running
+
+    assert result.status == "cancelled"
+    assert not _alive(shell)
+
+
+async def test_a_flood_of_output_keeps_its_start_and_end_within_the_cap(ctx):
+    result = await get("bash").execute(
+        {"command": "echo START; head -c 3000000 /dev/zero | tr '\\0' x; echo; echo END"}, ctx
+    )
+
+    assert result.content.startswith("START")
+    assert "END\n[exit code 0]" in result.content
+    assert "characters omitted" in result.content
+    assert len(result.content) <= get("bash").max_result_chars
+
+
+def test_the_model_cannot_ask_for_a_timeout_beyond_the_maximum():
+    assert get("bash").clamp_timeout(10**6) == 3600
+    assert get("bash").clamp_timeout(0) == 1

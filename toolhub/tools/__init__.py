@@ -1,0 +1,63 @@
+"""The tool runtime: pure Python, importing nothing from Django.
+
+``@function`` builds and registers a ``Tool``; the ``registry`` keeps them in registration
+order; ``agent_tools`` filters them through layers 1 to 5 with a reason for every tool it
+leaves out; presets (``TOOLSETS``) name subsets; the built-in tool pack registers on
+import. The Django apps adapt this package through the interfaces in ``context`` and never
+re-implement it.
+"""
+
+from toolhub.tools import builtin  # noqa: F401  (registers the built-in pack)
+from toolhub.tools.context import (
+    CancelToken,
+    RuntimeSettings,
+    TailAccumulator,
+    TailUpdate,
+    ToolContext,
+    ToolServices,
+)
+from toolhub.tools.layers import Hidden, Selection, agent_tools, availability
+from toolhub.tools.plugins import load_plugins
+from toolhub.tools.presets import (
+    DEFAULT_TOOLSET,
+    TOOLSETS,
+    Toolset,
+    ToolsetCycleError,
+    UnknownToolsetError,
+    default_tools,
+    define_toolsets,
+    toolset_members,
+)
+from toolhub.tools.registry import DuplicateToolError, ToolRegistry, all_tools, get, registry, reset
+from toolhub.tools.tool import Tool, ToolResult, function
+
+__all__ = [
+    "DEFAULT_TOOLSET",
+    "TOOLSETS",
+    "CancelToken",
+    "DuplicateToolError",
+    "Hidden",
+    "RuntimeSettings",
+    "Selection",
+    "TailAccumulator",
+    "TailUpdate",
+    "Tool",
+    "ToolContext",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolServices",
+    "Toolset",
+    "ToolsetCycleError",
+    "UnknownToolsetError",
+    "agent_tools",
+    "all_tools",
+    "availability",
+    "default_tools",
+    "define_toolsets",
+    "function",
+    "get",
+    "load_plugins",
+    "registry",
+    "reset",
+    "toolset_members",
+]

@@ -1,0 +1,107 @@
+"""``calculate``: arithmetic on numbers, evaluated from the syntax tree, never with eval.
+
+Only number literals, the named constants and functions below, unary and binary
+arithmetic and parentheses are accepted. Exponents and results are bounded so an
+expression cannot exhaust memory or CPU.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from collections.abc import Callable
+from typing import Any
+
+from toolhub.tools.tool import function
+
+MAX_EXPRESSION_CHARS = 500
+MAX_EXPONENT = 10_000
+MAX_INT_DIGITS = 4_000
+
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
+    ast.UAdd: operator.pos,
+    ast.USub: operator.neg,
+}
+_CONSTANTS = {"pi": math.pi, "e": math.e, "tau": math.tau}
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "abs": abs,
+    "round": round,
+    "min": min,
+    "max": max,
+    "sqrt": math.sqrt,
+    "exp": math.exp,
+    "log": math.log,
+    "log10": math.log10,
+    "log2": math.log2,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
+    "asin": math.asin,
+    "acos": math.acos,
+    "atan": math.atan,
+    "floor": math.floor,
+    "ceil": math.ceil,
+    "factorial": math.factorial,
+}
+
+
+def evaluate(expression: str) -> int | float:
+    if len(expression) > MAX_EXPRESSION_CHARS:
+        raise ValueError(f"expression longer than {MAX_EXPRESSION_CHARS} characters")
+    try:
+        tree = ast.parse(expression.replace("^", "**"), mode="eval")
+    except SyntaxError:
+        raise ValueError(f"not an arithmetic expression: {expression!r}") from None
+    return _eval(tree.body)
+
+
+def _eval(node: ast.AST) -> Any:
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in _CONSTANTS:
+        return _CONSTANTS[node.id]
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        return _UNARY[type(node.op)](_eval(node.operand))
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        left, right = _eval(node.left), _eval(node.right)
+        if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
+            raise ValueError(f"exponent larger than {MAX_EXPONENT}")
+        return _bounded(_BINARY[type(node.op)](left, right))
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _FUNCTIONS
+        and not node.keywords
+    ):
+        args = [_eval(arg) for arg in node.args]
+        if node.func.id == "factorial" and args and args[0] > 1000:
+            raise ValueError("factorial argument larger than 1000")
+        return _bounded(_FUNCTIONS[node.func.id](*args))
+    raise ValueError(f"not allowed in a calculation: {ast.unparse(node)!r}")
+
+
+def _bounded(value: Any) -> Any:
+    if isinstance(value, int) and value.bit_length() > MAX_INT_DIGITS * 3.33:
+        raise ValueError("result too large")
+    return value
+
+
+@function(label="Calculator")
+def calculate(expression: str) -> str:
+    """Evaluate an arithmetic expression, such as "2 * (3 + 4) ** 2" or "sqrt(2) * pi".
+
+    Args:
+        expression: Numbers, + - * / // % ** (or ^), parentheses, pi, e, and functions
+            such as sqrt, log, sin, round, min, max.
+    """
+    return repr(evaluate(expression))

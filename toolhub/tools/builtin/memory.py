@@ -1,0 +1,37 @@
+"""``remember`` and ``recall``: the person's own notes, kept across sessions."""
+
+from __future__ import annotations
+
+from toolhub.tools.context import ToolContext
+from toolhub.tools.tool import function
+
+
+def _has_notes(ctx: ToolContext) -> bool:
+    return ctx.services.notes is not None and ctx.user_id is not None
+
+
+@function(can_use=_has_notes, label="Remember")
+def remember(text: str, ctx: ToolContext | None = None) -> str:
+    """Save a note for this person, to recall in later conversations.
+
+    Args:
+        text: What to remember, self-contained.
+    """
+    if not text.strip():
+        raise ValueError("text must not be empty")
+    note_id = ctx.services.notes.add(user_id=ctx.user_id, text=text.strip())
+    return f"remembered (note {note_id})"
+
+
+@function(can_use=_has_notes, label="Recall")
+def recall(query: str, limit: int = 5, ctx: ToolContext | None = None) -> str:
+    """Find this person's saved notes that match a query.
+
+    Args:
+        query: Words to look for.
+        limit: Most notes to return.
+    """
+    notes = ctx.services.notes.search(user_id=ctx.user_id, query=query, limit=limit)
+    if not notes:
+        return f"no notes match {query!r}"
+    return "\n".join(f"- {note['text']} (note {note['id']})" for note in notes)

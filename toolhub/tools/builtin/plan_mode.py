@@ -1,0 +1,38 @@
+"""``enter_plan_mode`` and ``exit_plan_mode``: switch the session into and out of planning.
+
+In plan mode the tools that change things are hidden (their ``unsafe_in`` names ``plan``);
+leaving it presents the plan and needs the person's approval.
+"""
+
+from __future__ import annotations
+
+from toolhub.tools.context import ToolContext
+from toolhub.tools.tool import function
+
+PLAN = "plan"
+
+
+def _has_switch(ctx: ToolContext) -> bool:
+    return ctx.services.plan_mode is not None and ctx.session_id is not None
+
+
+def _in_plan_mode(ctx: ToolContext) -> bool:
+    return _has_switch(ctx) and ctx.mode == PLAN
+
+
+@function(can_use=_has_switch, unsafe_in=(PLAN,), label="Enter plan mode")
+def enter_plan_mode(ctx: ToolContext | None = None) -> str:
+    """Switch to plan mode: explore and propose a plan before changing anything."""
+    ctx.services.plan_mode.set_plan_mode(session_id=ctx.session_id, on=True)
+    return "Plan mode is on from the next turn: tools that change things are hidden."
+
+
+@function(can_use=_in_plan_mode, requires_approval=True, label="Exit plan mode")
+def exit_plan_mode(plan: str, ctx: ToolContext | None = None) -> str:
+    """Present the plan to the person and, once they approve, leave plan mode.
+
+    Args:
+        plan: The plan, in Markdown.
+    """
+    ctx.services.plan_mode.set_plan_mode(session_id=ctx.session_id, on=False, plan=plan)
+    return "The person approved the plan; plan mode is off from the next turn."

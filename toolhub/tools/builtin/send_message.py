@@ -1,0 +1,30 @@
+"""``send_message``: post a message to another session of the same person."""
+
+from __future__ import annotations
+
+from toolhub.tools.context import ToolContext
+from toolhub.tools.tool import function
+
+
+def _can_send(ctx: ToolContext) -> bool:
+    return ctx.services.messenger is not None and ctx.user_id is not None
+
+
+@function(can_use=_can_send, unsafe_in=("plan",), label="Send message")
+def send_message(session_id: str, text: str, ctx: ToolContext | None = None) -> str:
+    """Send a message to another of the person's chat sessions.
+
+    Args:
+        session_id: The id of the session to write to.
+        text: The message.
+    """
+    if session_id == ctx.session_id:
+        raise ValueError("that is this session; answer here instead")
+    try:
+        ref = ctx.services.messenger.send(
+            user_id=ctx.user_id, from_session=ctx.session_id, to_session=session_id, text=text
+        )
+    except LookupError:
+        # The same answer for a missing session and someone else's: nothing leaks.
+        raise LookupError(f"no session {session_id} of yours") from None
+    return f"sent to session {session_id} ({ref})"

@@ -1,0 +1,236 @@
+"""What a tool call runs with: who and where (``ToolContext``), how it is stopped
+(``CancelToken``), how it streams (``TailAccumulator``) and what the apps plug in.
+
+The runtime imports nothing from Django. Everything persistent reaches tools through the
+small protocols below (notes, other sessions, agents, asking the person, plan mode, the
+result cache, the full-result store); the apps implement them, and a tool whose interface
+is missing is unavailable (layer 4) rather than failing at run time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from toolhub.tools.search import ToolIndex
+
+
+class CancelToken:
+    """A cancellation flag that works from the event loop and from worker threads.
+
+    ``cancel()`` may be called from any thread; async waiters are woken through their own
+    loop, and sync tools running in a thread can poll ``cancelled``.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._children: weakref.WeakSet[CancelToken] = weakref.WeakSet()
+
+    def child(self) -> CancelToken:
+        """A token cancelled with this one, that can also be cancelled alone (one call's
+        timeout must not cancel the rest of the turn)."""
+        token = CancelToken()
+        with self._lock:
+            if not self._event.is_set():
+                self._children.add(token)
+                return token
+        token.cancel()
+        return token
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._event.set()
+            waiters, self._waiters = self._waiters, []
+            children = list(self._children)
+        for loop, future in waiters:
+            loop.call_soon_threadsafe(_resolve, future)
+        for child in children:
+            child.cancel()
+
+    async def wait(self) -> None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._waiters.append((loop, future))
+        try:
+            await future
+        finally:
+            with self._lock:
+                if (loop, future) in self._waiters:
+                    self._waiters.remove((loop, future))
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class TailAccumulator:
+    """The last ``capacity`` characters of a stream; older text is evicted, never buffered.
+
+    Memory stays bounded whatever a tool prints; ``total_chars`` counts everything seen.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        if capacity <= 0:
+            raise ValueError("capacity must be positive")
+        self.capacity = capacity
+        self.total_chars = 0
+        self._chunks: deque[str] = deque()
+        self._size = 0
+
+    def append(self, text: str) -> None:
+        if not text:
+            return
+        self.total_chars += len(text)
+        if len(text) >= self.capacity:
+            self._chunks.clear()
+            self._chunks.append(text[-self.capacity :])
+            self._size = self.capacity
+            return
+        self._chunks.append(text)
+        self._size += len(text)
+        while self._size > self.capacity:
+            overflow = self._size - self.capacity
+            oldest = self._chunks[0]
+            if len(oldest) <= overflow:
+                self._chunks.popleft()
+                self._size -= len(oldest)
+            else:
+                self._chunks[0] = oldest[overflow:]
+                self._size -= overflow
+
+    @property
+    def text(self) -> str:
+        return "".join(self._chunks)
+
+    @property
+    def dropped_chars(self) -> int:
+        return self.total_chars - self._size
+
+
+@dataclass(frozen=True, slots=True)
+class TailUpdate:
+    """What ``on_update`` receives: the current tail and how much has streamed so far."""
+
+    chunk: str
+    tail: str
+    total_chars: int
+    elapsed_ms: int
+
+
+class ResultCache(Protocol):
+    def get(self, key: str) -> str | None: ...
+    def set(self, key: str, value: str, ttl: float) -> None: ...
+
+
+class FullResultStore(Protocol):
+    def put(self, *, tool: str, text: str, ctx: ToolContext) -> str:
+        """Keep ``text`` and return a reference a person can follow (a URL or an id)."""
+        ...
+
+
+class NotesStore(Protocol):
+    def add(self, *, user_id: str, text: str) -> str: ...
+    def search(self, *, user_id: str, query: str, limit: int) -> list[dict[str, Any]]: ...
+
+
+class SessionMessenger(Protocol):
+    def send(self, *, user_id: str, from_session: str | None, to_session: str, text: str) -> str:
+        """Post ``text`` to another session of ``user_id``; raise LookupError if not theirs."""
+        ...
+
+
+class AgentDirectory(Protocol):
+    def list(self, *, user_id: str) -> list[dict[str, Any]]: ...
+
+
+class QuestionAsker(Protocol):
+    async def ask(self, *, question: str, options: list[str]) -> str: ...
+
+
+class PlanModeSwitch(Protocol):
+    def set_plan_mode(self, *, session_id: str, on: bool, plan: str | None = None) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolServices:
+    notes: NotesStore | None = None
+    messenger: SessionMessenger | None = None
+    agents: AgentDirectory | None = None
+    asker: QuestionAsker | None = None
+    plan_mode: PlanModeSwitch | None = None
+    tool_index: ToolIndex | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeSettings:
+    """Process-wide knobs the apps fill from Django settings."""
+
+    allow_private_fetch: bool = False
+    fetch_max_bytes: int = 2_000_000
+    fetch_timeout: float = 20.0
+    search_url: str = "https://api.search.brave.com/res/v1/web/search"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Who is calling, where, and the plugged-in interfaces. One per call (``for_call``)."""
+
+    user_id: str | None = None
+    session_id: str | None = None
+    channel: str = "web"
+    mode: str | None = None
+    attended: bool = True
+    workspace: Path | None = None
+    context_window_tokens: int | None = None
+    env: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    services: ToolServices = field(default_factory=ToolServices)
+    settings: RuntimeSettings = field(default_factory=RuntimeSettings)
+    cache: ResultCache | None = None
+    store: FullResultStore | None = None
+    on_update: Callable[[TailUpdate], None] | None = None
+    cancel: CancelToken = field(default_factory=CancelToken)
+    tail: TailAccumulator | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    def for_call(self, *, stream_capacity: int) -> ToolContext:
+        """A fresh per-call copy: its own tail, its own clock, and a child cancel token."""
+        return replace(
+            self,
+            tail=TailAccumulator(stream_capacity),
+            started=time.monotonic(),
+            cancel=self.cancel.child(),
+        )
+
+    def update(self, chunk: str) -> None:
+        """Stream progress: feed the bounded tail and tell ``on_update`` (if any)."""
+        if self.tail is None or not chunk:
+            return
+        self.tail.append(chunk)
+        if self.on_update is not None:
+            self.on_update(
+                TailUpdate(
+                    chunk=chunk,
+                    tail=self.tail.text,
+                    total_chars=self.tail.total_chars,
+                    elapsed_ms=int((time.monotonic() - self.started) * 1000),
+                )
+            )

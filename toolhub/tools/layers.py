@@ -1,0 +1,155 @@
+"""Layers 1 to 5 as one filter: which registered tools a turn may offer, and why not the rest.
+
+The result keeps registry order and has no duplicates whatever order or repetition the
+inputs have, and every tool left out carries the first layer that removed it and a reason
+a person can read ("disabled globally by ops@example.com: leaks secrets", "needs
+BRAVE_API_KEY"). Layer 1 tools were never registered; they are reported from the
+registry's memory of them. Layer 6 (deferral) is decided after this, on what it returns.
+
+| layer | removes a tool when |
+|---|---|
+| L1 | ``available_if`` was false at registration |
+| L2 | ``expose=False`` |
+| L2b | it is outside the picked names, or outside the toolset |
+| L3 | the channel or mode is in its ``unsafe_in`` |
+| L4 | ``check_fn`` fails, an env variable in ``requires_env`` is unset, ``can_use`` fails |
+| L5 | a person or agent removed it, the agent's allow-list lacks it, ops disabled it |
+|    | globally, or the turn is unattended and it needs a person (``ask_user_question``) |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from toolhub.tools.context import ToolContext
+from toolhub.tools.presets import toolset_members
+from toolhub.tools.registry import ToolRegistry
+from toolhub.tools.registry import registry as default_registry
+from toolhub.tools.tool import Tool
+
+NEEDS_A_PERSON = frozenset({"ask_user_question"})
+
+
+@dataclass(frozen=True, slots=True)
+class Hidden:
+    name: str
+    layer: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    tools: tuple[Tool, ...]
+    hidden: tuple[Hidden, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(tool.name for tool in self.tools)
+
+    def reason_for(self, name: str) -> Hidden | None:
+        return next((hidden for hidden in self.hidden if hidden.name == name), None)
+
+
+def availability(tool: Tool, ctx: ToolContext) -> str | None:
+    """Layer 4 on its own: ``None`` when the tool can run now, else why not."""
+    missing = [name for name in tool.requires_env if not ctx.env.get(name)]
+    if missing:
+        return "needs " + ", ".join(missing)
+    if tool.check_fn is not None:
+        try:
+            if not tool.check_fn():
+                return "not available right now"
+        except Exception as exc:
+            return f"availability check failed: {type(exc).__name__}: {exc}"
+    if tool.can_use is not None:
+        try:
+            if not tool.can_use(ctx):
+                return "not available in this session"
+        except Exception as exc:
+            return f"availability check failed: {type(exc).__name__}: {exc}"
+    return None
+
+
+def _channel_reason(tool: Tool, ctx: ToolContext) -> str | None:
+    if ctx.mode and ctx.mode in tool.unsafe_in:
+        return f"hidden in {ctx.mode} mode"
+    if ctx.channel in tool.unsafe_in:
+        return f"hidden in the {ctx.channel} channel"
+    return None
+
+
+def agent_tools(
+    registry: ToolRegistry | None = None,
+    *,
+    ctx: ToolContext | None = None,
+    toolset: str | None = None,
+    names: Iterable[str] | None = None,
+    allow: Iterable[str] | None = None,
+    deny: Iterable[str] = (),
+    agent_deny: Iterable[str] = (),
+    disabled: Mapping[str, str] | None = None,
+) -> Selection:
+    """Filter the registry through layers 1 to 5.
+
+    ``names`` (hand-picked) wins over ``toolset``; with neither, every exposed tool is in.
+    ``allow`` is the agent's allow-list (``None``: no list); ``deny`` the names a person
+    removed; ``agent_deny`` those the agent removed; ``disabled`` maps globally disabled
+    names to their reason. Deny beats allow.
+    """
+    registry = default_registry if registry is None else registry
+    ctx = ctx or ToolContext()
+    picked = frozenset(names) if names is not None else None
+    members = toolset_members(toolset, registry) if toolset and picked is None else None
+    allowed = frozenset(allow) if allow is not None else None
+    denied = frozenset(deny)
+    agent_denied = frozenset(agent_deny)
+    disabled = disabled or {}
+
+    tools: list[Tool] = []
+    hidden = [Hidden(skip.name, "L1", skip.reason) for skip in registry.skipped]
+    for tool in registry.all_tools():
+        layer, reason = _first_removal(
+            tool, ctx, picked, members, toolset, allowed, denied, agent_denied, disabled
+        )
+        if layer is None:
+            tools.append(tool)
+        else:
+            hidden.append(Hidden(tool.name, layer, reason))
+    return Selection(tools=tuple(tools), hidden=tuple(hidden))
+
+
+def _first_removal(
+    tool: Tool,
+    ctx: ToolContext,
+    picked: frozenset[str] | None,
+    members: frozenset[str] | None,
+    toolset: str | None,
+    allowed: frozenset[str] | None,
+    denied: frozenset[str],
+    agent_denied: frozenset[str],
+    disabled: Mapping[str, str],
+) -> tuple[str | None, str]:
+    if not tool.expose:
+        return "L2", "internal: callable from code, never offered to a model"
+    if picked is not None and tool.name not in picked:
+        return "L2b", "not among the picked tools"
+    if members is not None and tool.name not in members:
+        return "L2b", f"not in the '{toolset}' toolset"
+    reason = _channel_reason(tool, ctx)
+    if reason:
+        return "L3", reason
+    reason = availability(tool, ctx)
+    if reason:
+        return "L4", reason
+    if tool.name in disabled:
+        return "L5", disabled[tool.name]
+    if tool.name in denied:
+        return "L5", "removed in this conversation"
+    if tool.name in agent_denied:
+        return "L5", "removed by the agent"
+    if allowed is not None and tool.name not in allowed:
+        return "L5", "not in the agent's allowed tools"
+    if not ctx.attended and tool.name in NEEDS_A_PERSON:
+        return "L5", "needs a person watching; this turn is unattended"
+    return None, ""

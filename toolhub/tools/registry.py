@@ -1,0 +1,123 @@
+"""The tool registry: every registered ``Tool`` by name, in registration order.
+
+Registration order is the primary order of every tool array (DESIGN.md hard line 2), so
+it is kept exactly; nothing here iterates a set. A duplicate name is an error naming both
+definitions. Tools that ``available_if`` kept out, and plugin modules that failed to
+import, are remembered with their reasons so the catalog can show why they are missing.
+``generation`` increases on every change, so callers can memoize on it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from toolhub.tools.tool import Tool
+
+
+class DuplicateToolError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    name: str
+    reason: str
+    origin: str
+
+
+class ToolRegistry:
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._tools: dict[str, Tool] = {}
+        self._skipped: dict[str, Skipped] = {}
+        self._load_errors: dict[str, str] = {}
+        self.generation = 0
+
+    def register(self, tool: Tool) -> Tool:
+        with self._lock:
+            existing = self._tools.get(tool.name)
+            if existing is not None:
+                raise DuplicateToolError(
+                    f"tool '{tool.name}' is defined twice: {existing.origin} and {tool.origin}"
+                )
+            self._tools[tool.name] = tool
+            self._skipped.pop(tool.name, None)
+            self.generation += 1
+        return tool
+
+    def skip(self, tool: Tool, reason: str) -> None:
+        """Remember a tool that layer 1 (``available_if``) kept out, and why."""
+        with self._lock:
+            self._skipped[tool.name] = Skipped(tool.name, reason, tool.origin)
+            self.generation += 1
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            if self._tools.pop(name, None) is not None:
+                self.generation += 1
+
+    def record_load_error(self, module: str, reason: str) -> None:
+        with self._lock:
+            self._load_errors[module] = reason
+            self.generation += 1
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def all_tools(self) -> list[Tool]:
+        with self._lock:
+            return list(self._tools.values())
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return list(self._tools)
+
+    @property
+    def skipped(self) -> list[Skipped]:
+        with self._lock:
+            return list(self._skipped.values())
+
+    @property
+    def load_errors(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._load_errors)
+
+    def reset(self) -> None:
+        """Forget everything (tests)."""
+        with self._lock:
+            self._tools.clear()
+            self._skipped.clear()
+            self._load_errors.clear()
+            self.generation += 1
+
+    def snapshot(self) -> tuple[dict[str, Tool], dict[str, Skipped], dict[str, str]]:
+        with self._lock:
+            return dict(self._tools), dict(self._skipped), dict(self._load_errors)
+
+    def restore(self, state: tuple[dict[str, Tool], dict[str, Skipped], dict[str, str]]) -> None:
+        with self._lock:
+            tools, skipped, errors = state
+            self._tools, self._skipped, self._load_errors = dict(tools), dict(skipped), dict(errors)
+            self.generation += 1
+
+
+registry = ToolRegistry()
+
+
+def get(name: str) -> Tool | None:
+    return registry.get(name)
+
+
+def all_tools() -> list[Tool]:
+    return registry.all_tools()
+
+
+def reset() -> None:
+    registry.reset()

@@ -1,0 +1,400 @@
+"""``@function`` and the ``Tool`` it builds: one model-facing surface, one way to run it.
+
+``Tool.execute`` never raises for anything a tool or a model does wrong: bad arguments,
+exceptions, timeouts and cancellation all come back as a ``ToolResult`` with
+``is_error``. Only cancellation of the caller itself propagates (``CancelledError``), after
+the running tool has been cancelled too. Results are capped at
+``min(max_result_chars, 0.3 x the model's context window in characters)``, keeping head and
+tail around a marker, so no single result can flood a context window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import inspect
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from toolhub.tools import presets
+from toolhub.tools.context import ToolContext
+from toolhub.tools.schema import (
+    INJECTED_PARAMETERS,
+    ArgumentError,
+    canonical_json,
+    check_schema,
+    compile_validator,
+    parse_docstring,
+    signature_schema,
+    validate_arguments,
+)
+
+DEFAULT_MAX_RESULT_CHARS = 50_000
+DEFAULT_TIMEOUT_SECONDS = 120.0
+CHARS_PER_TOKEN = 4
+CONTEXT_SHARE = 0.3
+RUNS_ON = ("inline", "worker")
+# The tool-name alphabet every provider accepts (Anthropic's and OpenAI's common subset).
+NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+Status = Literal["ok", "error", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    content: str
+    is_error: bool = False
+    status: Status = "ok"
+    truncated: bool = False
+    full_ref: str | None = None
+    cached: bool = False
+
+    @classmethod
+    def error(cls, message: str) -> ToolResult:
+        return cls(content=message, is_error=True, status="error")
+
+    @classmethod
+    def cancelled(cls, message: str = "cancelled") -> ToolResult:
+        return cls(content=message, is_error=True, status="cancelled")
+
+
+ApprovalRule = bool | Callable[[Mapping[str, Any], ToolContext], bool]
+
+
+@dataclass(frozen=True, eq=False)
+class Tool:
+    """A registered capability. Frozen: changing a tool means registering another one."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    fn: Callable[..., Any]
+    label: str = ""
+    origin: str = ""
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
+    head_ratio: float = 0.5
+    persist_full: bool = False
+    stream_capacity_chars: int | None = None
+    timeout: float | None = DEFAULT_TIMEOUT_SECONDS
+    timeout_min: float | None = None
+    timeout_max: float | None = None
+    cache: bool = False
+    cache_ttl: float = 300.0
+    cache_per_user: bool = True
+    check_fn: Callable[[], bool] | None = None
+    requires_env: tuple[str, ...] = ()
+    can_use: Callable[[ToolContext], bool] | None = None
+    requires_approval: ApprovalRule = False
+    expose: bool = True
+    toolset: tuple[str, ...] = ()
+    unsafe_in: tuple[str, ...] = ()
+    defer: bool = False
+    runs_on: str = "inline"
+    source: str = "code"
+    _validator: Any = field(default=None, repr=False)
+    _wants_ctx: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not NAME_PATTERN.match(self.name):
+            raise ValueError(f"tool name {self.name!r} must match {NAME_PATTERN.pattern}")
+        if self.runs_on not in RUNS_ON:
+            raise ValueError(f"{self.name}: runs_on must be one of {RUNS_ON}")
+        if not 0.0 <= self.head_ratio <= 1.0:
+            raise ValueError(f"{self.name}: head_ratio must be within [0, 1]")
+        if self.max_result_chars <= 0:
+            raise ValueError(f"{self.name}: max_result_chars must be positive")
+        if (
+            self.timeout_min is not None
+            and self.timeout_max is not None
+            and self.timeout_min > self.timeout_max
+        ):
+            raise ValueError(f"{self.name}: timeout_min is above timeout_max")
+        presets.check_memberships(self.name, self.toolset)
+        wants_ctx = "ctx" in inspect.signature(self.fn).parameters
+        object.__setattr__(self, "_wants_ctx", wants_ctx)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the plain function: a tool stays usable from Python."""
+        return self.fn(*args, **kwargs)
+
+    @property
+    def takes_timeout(self) -> bool:
+        return "timeout" in self.parameters.get("properties", {})
+
+    @property
+    def wants_ctx(self) -> bool:
+        return self._wants_ctx
+
+    @property
+    def first_line(self) -> str:
+        return self.description.strip().splitlines()[0] if self.description.strip() else ""
+
+    def provider_schema(self) -> dict[str, Any]:
+        """The wire form every provider adapter starts from."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.parameters,
+        }
+
+    def needs_approval(self, arguments: Mapping[str, Any], ctx: ToolContext) -> bool:
+        """Evaluate ``requires_approval``; a rule that raises asks, to be safe."""
+        rule = self.requires_approval
+        if not callable(rule):
+            return bool(rule)
+        try:
+            return bool(rule(arguments, ctx))
+        except Exception:
+            return True
+
+    def effective_ceiling(self, ctx: ToolContext) -> int:
+        if not ctx.context_window_tokens:
+            return self.max_result_chars
+        window_chars = ctx.context_window_tokens * CHARS_PER_TOKEN
+        return max(1, min(self.max_result_chars, int(window_chars * CONTEXT_SHARE)))
+
+    def clamp_timeout(self, requested: float | None) -> float | None:
+        value = self.timeout if requested is None else float(requested)
+        if value is None:
+            return None
+        if self.timeout_min is not None:
+            value = max(value, self.timeout_min)
+        if self.timeout_max is not None:
+            value = min(value, self.timeout_max)
+        return value
+
+    def cache_key(self, arguments: Mapping[str, Any], ctx: ToolContext) -> str:
+        scope = ctx.user_id if self.cache_per_user else None
+        payload = canonical_json({"tool": self.name, "args": arguments, "user": scope})
+        return "toolhub:result:" + hashlib.sha256(payload.encode()).hexdigest()
+
+    async def execute(
+        self, arguments: Mapping[str, Any] | None = None, ctx: ToolContext | None = None
+    ) -> ToolResult:
+        """Validate, run under the timeout and cancel token, convert, cap and cache."""
+        capacity = self.stream_capacity_chars or self.max_result_chars
+        ctx = (ctx or ToolContext()).for_call(stream_capacity=capacity)
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, Mapping):
+            return ToolResult.error(f"{self.name}: arguments must be a JSON object")
+        args = dict(arguments)
+        if self._validator is None:
+            # Compiled on first use: registering hundreds of MCP tools stays cheap.
+            object.__setattr__(self, "_validator", compile_validator(self.parameters))
+        try:
+            validate_arguments(self._validator, args)
+        except ArgumentError as exc:
+            return ToolResult.error(f"{self.name}: {exc}")
+
+        budget = self.timeout
+        if self.takes_timeout:
+            spec = self.parameters["properties"]["timeout"]
+            budget = self.clamp_timeout(args.get("timeout", spec.get("default")))
+            if budget is not None:
+                args["timeout"] = int(budget) if spec.get("type") == "integer" else budget
+
+        key = self.cache_key(args, ctx) if self.cache and ctx.cache is not None else None
+        if key is not None:
+            hit = ctx.cache.get(key)
+            if hit is not None:
+                return self._cap(ToolResult(content=hit, cached=True), ctx)
+
+        if ctx.cancel.cancelled:
+            return ToolResult.cancelled(f"{self.name}: cancelled before it started")
+        outcome = await self._run(args, ctx, budget)
+        if not isinstance(outcome, ToolResult):
+            outcome = ToolResult(content=_to_text(outcome))
+        if key is not None and outcome.status == "ok":
+            ctx.cache.set(key, outcome.content, self.cache_ttl)
+        return self._cap(outcome, ctx)
+
+    async def _run(self, args: dict[str, Any], ctx: ToolContext, budget: float | None) -> Any:
+        call_args = {**args, "ctx": ctx} if self.wants_ctx else args
+        if inspect.iscoroutinefunction(self.fn):
+            work = asyncio.ensure_future(self.fn(**call_args))
+        else:
+            # A sync tool runs in a thread; on cancel or timeout the caller moves on, and
+            # the tool can stop early by polling ctx.cancel.cancelled.
+            work = asyncio.ensure_future(asyncio.to_thread(functools.partial(self.fn, **call_args)))
+        cancelled = asyncio.ensure_future(ctx.cancel.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {work, cancelled}, timeout=budget, return_when=asyncio.FIRST_COMPLETED
+            )
+        except asyncio.CancelledError:
+            ctx.cancel.cancel()
+            await _stop(work)
+            raise
+        finally:
+            cancelled.cancel()
+        if work in done:
+            if work.cancelled():
+                return ToolResult.cancelled(f"{self.name}: cancelled")
+            exc = work.exception()
+            if exc is not None:
+                return ToolResult.error(f"{self.name} failed: {type(exc).__name__}: {exc}")
+            return work.result()
+        await _stop(work)
+        if cancelled in done:
+            return ToolResult.cancelled(f"{self.name}: cancelled")
+        ctx.cancel.cancel()
+        return ToolResult.error(f"{self.name}: timed out after {budget:g} s")
+
+    def _cap(self, result: ToolResult, ctx: ToolContext) -> ToolResult:
+        text = result.content
+        ceiling = self.effective_ceiling(ctx)
+        if len(text) <= ceiling:
+            return result
+        ref = None
+        if self.persist_full and ctx.store is not None:
+            ref = ctx.store.put(tool=self.name, text=text, ctx=ctx)
+        marker = _marker(len(text), ref)
+        keep = max(ceiling - len(marker), 0)
+        head = int(keep * self.head_ratio)
+        tail = keep - head
+        marker = _marker(len(text) - keep, ref)
+        capped = text[:head] + marker + (text[len(text) - tail :] if tail else "")
+        return ToolResult(
+            content=capped,
+            is_error=result.is_error,
+            status=result.status,
+            truncated=True,
+            full_ref=ref,
+            cached=result.cached,
+        )
+
+
+def _marker(omitted: int, ref: str | None) -> str:
+    where = f"; full output: {ref}" if ref else ""
+    return f"\n\n[… {omitted:,} characters omitted{where} …]\n\n"
+
+
+async def _stop(task: asyncio.Future[Any]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
+
+
+def _to_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return canonical_json(value) if _jsonable(value) else str(value)
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        canonical_json(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _origin(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def _evaluate_available_if(rule: bool | Callable[[], bool]) -> tuple[bool, str]:
+    if not callable(rule):
+        return bool(rule), "available_if is false"
+    try:
+        return bool(rule()), "available_if returned false"
+    except Exception as exc:
+        return False, f"available_if raised {type(exc).__name__}: {exc}"
+
+
+def function(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    label: str | None = None,
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+    head_ratio: float = 0.5,
+    persist_full: bool = False,
+    stream_capacity_chars: int | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_SECONDS,
+    timeout_min: float | None = None,
+    timeout_max: float | None = None,
+    cache: bool = False,
+    cache_ttl: float = 300.0,
+    cache_per_user: bool = True,
+    check_fn: Callable[[], bool] | None = None,
+    requires_env: Iterable[str] = (),
+    can_use: Callable[[ToolContext], bool] | None = None,
+    requires_approval: ApprovalRule = False,
+    expose: bool = True,
+    toolset: Iterable[str] = (),
+    unsafe_in: Iterable[str] = (),
+    available_if: bool | Callable[[], bool] = True,
+    defer: bool = False,
+    runs_on: str = "inline",
+    register_globally: bool = True,
+    registry: Any = None,
+    source: str = "code",
+) -> Any:
+    """Turn a plain (sync or async) function into a ``Tool`` and register it.
+
+    Used bare (``@function``) or with keyword arguments (``@function(timeout=5)``); see
+    DESIGN.md section 3 for each one. Returns the ``Tool``, which stays callable.
+    """
+
+    def build(target: Callable[..., Any]) -> Tool:
+        if parameters is not None:
+            check_schema(parameters)
+        doc_description, param_docs = parse_docstring(inspect.getdoc(target))
+        tool_name = name or target.__name__
+        tool = Tool(
+            name=tool_name,
+            description=description if description is not None else doc_description,
+            parameters=dict(parameters)
+            if parameters is not None
+            else signature_schema(target, param_docs),
+            fn=target,
+            label=label or tool_name.replace("_", " ").capitalize(),
+            origin=_origin(target),
+            max_result_chars=max_result_chars,
+            head_ratio=head_ratio,
+            persist_full=persist_full,
+            stream_capacity_chars=stream_capacity_chars,
+            timeout=timeout,
+            timeout_min=timeout_min,
+            timeout_max=timeout_max,
+            cache=cache,
+            cache_ttl=cache_ttl,
+            cache_per_user=cache_per_user,
+            check_fn=check_fn,
+            requires_env=tuple(requires_env),
+            can_use=can_use,
+            requires_approval=requires_approval,
+            expose=expose,
+            toolset=tuple(toolset),
+            unsafe_in=tuple(unsafe_in),
+            defer=defer,
+            runs_on=runs_on,
+            source=source,
+        )
+        if register_globally:
+            from toolhub.tools.registry import registry as default_registry
+
+            target_registry = registry if registry is not None else default_registry
+            available, reason = _evaluate_available_if(available_if)
+            if available:
+                target_registry.register(tool)
+            else:
+                target_registry.skip(tool, reason)
+        return tool
+
+    if fn is not None:
+        return build(fn)
+    return build
+
+
+__all__ = ["INJECTED_PARAMETERS", "Tool", "ToolResult", "function"]
