@@ -136,7 +136,8 @@ def test_the_tail_accumulator_evicts_the_oldest_text_and_counts_everything():
     assert tail.text == "6789ABCDEF"
 
 
-async def test_cancelling_the_token_stops_an_async_tool_and_yields_cancelled():
+def _sleeper():
+    """A tool that sleeps for long, and the event it sets once it has stopped."""
     stopped = asyncio.Event()
 
     async def slow() -> str:
@@ -145,6 +146,12 @@ async def test_cancelling_the_token_stops_an_async_tool_and_yields_cancelled():
         finally:
             stopped.set()
         return "never"
+
+    return slow, stopped
+
+
+async def test_cancelling_the_token_stops_an_async_tool_and_yields_cancelled():
+    slow, stopped = _sleeper()
 
     token = CancelToken()
     running = asyncio.create_task(_tool(slow).execute(ctx=ToolContext(cancel=token)))
@@ -179,14 +186,7 @@ async def test_a_sync_tool_sees_the_cancel_token_from_its_thread():
 
 
 async def test_cancelling_the_caller_propagates_and_cancels_the_tool():
-    stopped = asyncio.Event()
-
-    async def slow() -> str:
-        try:
-            await asyncio.sleep(30)
-        finally:
-            stopped.set()
-        return "never"
+    slow, stopped = _sleeper()
 
     running = asyncio.create_task(_tool(slow).execute())
     await asyncio.sleep(0.05)
