@@ -85,6 +85,8 @@ def agent_tools(
     ctx: ToolContext | None = None,
     toolset: str | None = None,
     names: Iterable[str] | None = None,
+    names_reason: str = "not among the picked tools",
+    exclude: Mapping[str, str] | None = None,
     allow: Iterable[str] | None = None,
     deny: Iterable[str] = (),
     agent_deny: Iterable[str] = (),
@@ -92,26 +94,33 @@ def agent_tools(
 ) -> Selection:
     """Filter the registry through layers 1 to 5.
 
-    ``names`` (hand-picked) wins over ``toolset``; with neither, every exposed tool is in.
-    ``allow`` is the agent's allow-list (``None``: no list); ``deny`` the names a person
-    removed; ``agent_deny`` those the agent removed; ``disabled`` maps globally disabled
-    names to their reason. Deny beats allow.
+    ``names`` (hand-picked) wins over ``toolset``; with neither, every exposed tool is in;
+    ``names_reason`` explains a tool outside ``names``, and ``exclude`` removes more at
+    L2b with a reason each (a profile's removals). ``allow`` is the agent's allow-list
+    (``None``: no list); ``deny`` the names a person removed; ``agent_deny`` those the
+    agent removed; ``disabled`` maps other L5 vetoes (global disables) to their reason.
+    Deny beats allow.
     """
     registry = default_registry if registry is None else registry
     ctx = ctx or ToolContext()
     picked = frozenset(names) if names is not None else None
     members = toolset_members(toolset, registry) if toolset and picked is None else None
-    allowed = frozenset(allow) if allow is not None else None
-    denied = frozenset(deny)
-    agent_denied = frozenset(agent_deny)
-    disabled = disabled or {}
+    selection = _Selection(
+        picked=picked,
+        picked_reason=names_reason,
+        members=members,
+        toolset=toolset,
+        exclude=exclude or {},
+        allowed=frozenset(allow) if allow is not None else None,
+        denied=frozenset(deny),
+        agent_denied=frozenset(agent_deny),
+        disabled=disabled or {},
+    )
 
     tools: list[Tool] = []
     hidden = [Hidden(skip.name, "L1", skip.reason) for skip in registry.skipped]
     for tool in registry.all_tools():
-        layer, reason = _first_removal(
-            tool, ctx, picked, members, toolset, allowed, denied, agent_denied, disabled
-        )
+        layer, reason = _first_removal(tool, ctx, selection)
         if layer is None:
             tools.append(tool)
         else:
@@ -119,36 +128,42 @@ def agent_tools(
     return Selection(tools=tuple(tools), hidden=tuple(hidden))
 
 
-def _first_removal(
-    tool: Tool,
-    ctx: ToolContext,
-    picked: frozenset[str] | None,
-    members: frozenset[str] | None,
-    toolset: str | None,
-    allowed: frozenset[str] | None,
-    denied: frozenset[str],
-    agent_denied: frozenset[str],
-    disabled: Mapping[str, str],
-) -> tuple[str | None, str]:
+@dataclass(frozen=True, slots=True)
+class _Selection:
+    picked: frozenset[str] | None
+    picked_reason: str
+    members: frozenset[str] | None
+    toolset: str | None
+    exclude: Mapping[str, str]
+    allowed: frozenset[str] | None
+    denied: frozenset[str]
+    agent_denied: frozenset[str]
+    disabled: Mapping[str, str]
+
+
+def _first_removal(tool: Tool, ctx: ToolContext, sel: _Selection) -> tuple[str | None, str]:
     if not tool.expose:
         return "L2", "internal: callable from code, never offered to a model"
-    if picked is not None and tool.name not in picked:
-        return "L2b", "not among the picked tools"
-    if members is not None and tool.name not in members:
-        return "L2b", f"not in the '{toolset}' toolset"
+    if sel.picked is not None and tool.name not in sel.picked:
+        return "L2b", sel.picked_reason
+    if sel.members is not None and tool.name not in sel.members:
+        return "L2b", f"not in the '{sel.toolset}' toolset"
+    if tool.name in sel.exclude:
+        return "L2b", sel.exclude[tool.name]
     reason = _channel_reason(tool, ctx)
     if reason:
         return "L3", reason
-    reason = availability(tool, ctx)
-    if reason:
-        return "L4", reason
-    if tool.name in disabled:
-        return "L5", disabled[tool.name]
-    if tool.name in denied:
+    if tool.requires_env or tool.check_fn is not None or tool.can_use is not None:
+        reason = availability(tool, ctx)
+        if reason:
+            return "L4", reason
+    if tool.name in sel.disabled:
+        return "L5", sel.disabled[tool.name]
+    if tool.name in sel.denied:
         return "L5", "removed in this conversation"
-    if tool.name in agent_denied:
+    if tool.name in sel.agent_denied:
         return "L5", "removed by the agent"
-    if allowed is not None and tool.name not in allowed:
+    if sel.allowed is not None and tool.name not in sel.allowed:
         return "L5", "not in the agent's allowed tools"
     if not ctx.attended and tool.name in NEEDS_A_PERSON:
         return "L5", "needs a person watching; this turn is unattended"

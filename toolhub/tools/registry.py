@@ -33,6 +33,7 @@ class ToolRegistry:
         self._skipped: dict[str, Skipped] = {}
         self._load_errors: dict[str, str] = {}
         self.generation = 0
+        self._gated: tuple[int, tuple[Tool, ...]] = (-1, ())
 
     def register(self, tool: Tool) -> Tool:
         with self._lock:
@@ -74,6 +75,18 @@ class ToolRegistry:
     def all_tools(self) -> list[Tool]:
         with self._lock:
             return list(self._tools.values())
+
+    def gated_tools(self) -> tuple[Tool, ...]:
+        """Tools with a layer-4 gate (env, check_fn, can_use), kept per generation."""
+        with self._lock:
+            if self._gated[0] != self.generation:
+                gated = tuple(
+                    tool
+                    for tool in self._tools.values()
+                    if tool.requires_env or tool.check_fn is not None or tool.can_use is not None
+                )
+                self._gated = (self.generation, gated)
+            return self._gated[1]
 
     def names(self) -> list[str]:
         with self._lock:

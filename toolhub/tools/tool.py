@@ -141,6 +141,23 @@ class Tool:
             "input_schema": self.parameters,
         }
 
+    @functools.cached_property
+    def wire_json(self) -> str:
+        """``provider_schema`` as canonical JSON, built once: a tool never changes."""
+        return canonical_json(self.provider_schema())
+
+    @functools.cached_property
+    def wire_piece(self) -> str:
+        """This tool's piece of a tools array, when another tool follows it."""
+        return self.wire_json + ",\n"
+
+    @functools.cached_property
+    def wire_tokens(self) -> int:
+        """Tokens of ``wire_piece``: what this tool costs in a resident array."""
+        from toolhub.tools.tokens import count_cached
+
+        return count_cached(self.wire_piece)
+
     def needs_approval(self, arguments: Mapping[str, Any], ctx: ToolContext) -> bool:
         """Evaluate ``requires_approval``; a rule that raises asks, to be safe."""
         rule = self.requires_approval

@@ -1,0 +1,453 @@
+"""Resolution: from intent to the exact tools array a turn sends, deterministically.
+
+``resolve`` combines the session's intent, the agent's intent, a profile, global disables,
+the channel, mode and attendance (in ``ctx``) with the live registry, and returns a
+``ResolvedToolset``: the offered tools in registry order, the resident/deferred split by
+tier, the canonical provider array and its sha256 fingerprint, the catalog block for the
+system prompt, and for every registered tool left out, the first layer and why.
+
+Invariants (DESIGN.md hard lines 1 and 2):
+- Nothing is stored but intent; a tool registered tomorrow reaches every "all tools"
+  intent on its next resolution.
+- Same inputs, same bytes: order comes from the registry (never a set or dict order),
+  JSON is canonical, and the array is laid out as ``[\\n`` + pieces joined by ``,\\n`` +
+  ``\\n]`` so each tool's piece ends on a tokenizer boundary and prices exactly.
+- If anything is deferred, ``tool_search`` is resident, whatever else would remove it;
+  it is never deferred.
+- Results are memoized on (registry generation, every input that can change the output),
+  so an unchanged turn does not recompute.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from toolhub.tools.context import ToolContext
+from toolhub.tools.intent import ToolIntent
+from toolhub.tools.layers import Hidden, agent_tools, availability
+from toolhub.tools.presets import TOOLSETS, UnknownToolsetError, toolset_members
+from toolhub.tools.registry import ToolRegistry
+from toolhub.tools.registry import registry as default_registry
+from toolhub.tools.schema import canonical_json
+from toolhub.tools.tokens import count_cached
+from toolhub.tools.tool import Tool, function
+
+STRATEGIES = ("call_tool", "promote", "native")
+TIERS = ("core", "listed", "deferred")
+TOOL_SEARCH = "tool_search"
+WEB_SEARCH = "web_search"
+DEFAULT_CONTEXT_WINDOW = 200_000
+DEFAULT_BUDGET_SHARE = 0.05
+# A schema this large stays out of the array until asked for, unless it has been used.
+BIG_TOOL_TOKENS = 1_500
+LISTED_LINE_BYTES = 120
+ARRAY_HEAD = "[\n"
+CATALOG_HEADER = (
+    "Deferred tools: available, but their schemas are not loaded. Load one with "
+    'tool_search (query "select:<name>", or describe what you need) before calling it.\n'
+)
+_MEMO_SIZE = 512
+
+
+def _call_tool_body(name: str, arguments: dict | None = None) -> str:
+    """Call a tool that tool_search loaded.
+
+    Args:
+        name: The loaded tool's exact name.
+        arguments: The tool's arguments, as its schema describes them.
+    """
+    raise RuntimeError("call_tool is unwrapped by the turn runner, never run")
+
+
+# The meta tool of the call_tool strategy: never registered, so no layer or veto sees it;
+# the turn runner unwraps it and every check applies to the real tool inside.
+CALL_TOOL = function(_call_tool_body, name="call_tool", register_globally=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileSpec:
+    """A tool profile as the apps store it: intent, never an expansion."""
+
+    name: str
+    mode: str  # "all_except" | "only"
+    tools: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TierPlan:
+    """Which tier each tool is in, decided once and kept with the session."""
+
+    key: str
+    tiers: tuple[tuple[str, str], ...]
+
+    def tier_of(self, name: str) -> str | None:
+        return dict(self.tiers).get(name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "tiers": dict(self.tiers)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> TierPlan | None:
+        if not isinstance(data, Mapping) or not isinstance(data.get("tiers"), Mapping):
+            return None
+        tiers = tuple(
+            sorted((str(name), tier) for name, tier in data["tiers"].items() if tier in TIERS)
+        )
+        return cls(key=str(data.get("key", "")), tiers=tiers)
+
+
+@dataclass(frozen=True)
+class ResolvedToolset:
+    strategy: str
+    offered: tuple[Tool, ...]
+    resident: tuple[Tool, ...]
+    deferred: tuple[Tool, ...]
+    tiers: Mapping[str, str]
+    hidden: tuple[Hidden, ...]
+    plan: TierPlan
+    array_pieces: tuple[str, ...]
+    array_names: tuple[str, ...]
+    catalog_pieces: tuple[str, ...]
+    fingerprint: str
+    budget_tokens: int
+
+    @property
+    def tools_json(self) -> str:
+        return "".join(self.array_pieces)
+
+    @property
+    def catalog(self) -> str:
+        return "".join(self.catalog_pieces)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(tool.name for tool in self.offered)
+
+    def get(self, name: str) -> Tool | None:
+        return next((tool for tool in self.offered if tool.name == name), None)
+
+    def reason_for(self, name: str) -> Hidden | None:
+        return next((hidden for hidden in self.hidden if hidden.name == name), None)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsetPrice:
+    resident: int
+    catalog: int
+    per_tool: tuple[tuple[str, int], ...]
+
+
+@functools.lru_cache(maxsize=65_536)
+def listed_line(tool: Tool) -> str:
+    """The first description line, cut at 120 UTF-8 bytes without splitting a character."""
+    first = " ".join(tool.first_line.split())
+    return first.encode()[:LISTED_LINE_BYTES].decode("utf-8", errors="ignore").rstrip()
+
+
+def layout_array(texts: list[str]) -> tuple[str, ...]:
+    """``[\n`` + each tool's JSON ending in ``,\n`` (the last in ``\n]``)."""
+    if not texts:
+        return ("[]",)
+    return (ARRAY_HEAD, *(text + ",\n" for text in texts[:-1]), texts[-1] + "\n]")
+
+
+def native_json(tool: Tool, deferred: bool) -> str:
+    if not deferred:
+        return tool.wire_json
+    return canonical_json({**tool.provider_schema(), "defer_loading": True})
+
+
+def price(resolved: ResolvedToolset) -> ToolsetPrice:
+    """Tokens of the resident array and of the catalog block, each exactly."""
+    per_tool = tuple(
+        (name, count_cached(piece))
+        for name, piece in zip(resolved.array_names, resolved.array_pieces[1:], strict=True)
+    )
+    resident = count_cached(resolved.array_pieces[0]) + sum(tokens for _, tokens in per_tool)
+    catalog = sum(count_cached(piece) for piece in resolved.catalog_pieces)
+    return ToolsetPrice(resident=resident, catalog=catalog, per_tool=per_tool)
+
+
+def tool_tokens(tool: Tool) -> int:
+    """What a tool costs resident: its piece of the array (tools are immutable)."""
+    return tool.wire_tokens
+
+
+class _Memo:
+    def __init__(self, size: int) -> None:
+        self._entries: OrderedDict[tuple[Any, ...], ResolvedToolset] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...]) -> ResolvedToolset | None:
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None:
+                self._entries.move_to_end(key)
+            return hit
+
+    def put(self, key: tuple[Any, ...], value: ResolvedToolset) -> None:
+        with self._lock:
+            self._entries[key] = value
+            if len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+
+_memo = _Memo(_MEMO_SIZE)
+
+
+def _gate_state(registry: ToolRegistry, ctx: ToolContext) -> tuple[Any, ...]:
+    """Every layer-3/4 outcome that can differ between calls with the same inputs."""
+    return (
+        ctx.channel,
+        ctx.mode,
+        ctx.attended,
+        ctx.user_id,
+        ctx.session_id,
+        *(availability(tool, ctx) for tool in registry.gated_tools()),
+    )
+
+
+def resolve(
+    registry: ToolRegistry | None = None,
+    *,
+    intent: Any = None,
+    agent_intent: Any = None,
+    profile_lookup: Callable[[str], ProfileSpec | None] | None = None,
+    disabled: Mapping[str, str] | None = None,
+    ctx: ToolContext | None = None,
+    strategy: str = "call_tool",
+    plan: TierPlan | None = None,
+    usage: Mapping[str, int] | None = None,
+    context_window_tokens: int = DEFAULT_CONTEXT_WINDOW,
+    budget_tokens: int | None = None,
+) -> ResolvedToolset:
+    """Expand the intents against the live registry into one frozen, priced-ready toolset.
+
+    ``plan`` is the tier plan stored with the session (``None`` on its first turn);
+    ``usage`` counts past calls per tool, used only when a plan is (re)built. The returned
+    ``plan`` is what to store back.
+    """
+    registry = default_registry if registry is None else registry
+    ctx = ctx or ToolContext()
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}")
+    session = intent if isinstance(intent, ToolIntent) else ToolIntent.parse(intent)
+    agent = agent_intent if isinstance(agent_intent, ToolIntent) else ToolIntent.parse(agent_intent)
+    budget = budget_tokens or int(context_window_tokens * DEFAULT_BUDGET_SHARE)
+    profile = None
+    toolset_name = session.toolset or agent.toolset
+    if toolset_name is not None and profile_lookup is not None:
+        profile = profile_lookup(toolset_name)
+    disabled = dict(disabled or {})
+
+    # Every input is a frozen value, so the key is a plain tuple: no serialization here.
+    key = (
+        id(registry),
+        registry.generation,
+        session,
+        agent,
+        profile,
+        tuple(sorted(disabled.items())),
+        strategy,
+        plan,
+        tuple(sorted((usage or {}).items())),
+        budget,
+        _gate_state(registry, ctx),
+    )
+    cached = _memo.get(key)
+    if cached is not None:
+        return cached
+    resolved = _resolve(
+        registry,
+        session,
+        agent,
+        toolset_name,
+        profile,
+        disabled,
+        ctx,
+        strategy,
+        plan,
+        usage,
+        budget,
+    )
+    _memo.put(key, resolved)
+    return resolved
+
+
+def _selection_inputs(
+    registry: ToolRegistry,
+    session: ToolIntent,
+    agent: ToolIntent,
+    toolset_name: str | None,
+    profile: ProfileSpec | None,
+) -> dict[str, Any]:
+    enabled = next((v for v in (session.enabled, agent.enabled) if v is not None), True)
+    picked = session.picked if session.picked is not None else agent.picked
+    web = session.web_search if session.web_search is not None else agent.web_search
+    names: frozenset[str] | None = None
+    reason = "not among the picked tools"
+    exclude: dict[str, str] = {}
+    if not enabled:
+        names, reason = frozenset(), "tools are off in this conversation"
+    elif picked is not None:
+        names = frozenset(picked)
+    elif toolset_name is not None:
+        if profile is not None and profile.mode == "only":
+            names, reason = frozenset(profile.tools), f"not in the profile '{profile.name}'"
+        elif profile is not None:
+            exclude = dict.fromkeys(profile.tools, f"removed from the profile '{profile.name}'")
+        elif toolset_name in TOOLSETS:
+            names = toolset_members(toolset_name, registry)
+            reason = f"not in the '{toolset_name}' toolset"
+        else:
+            raise UnknownToolsetError(f"no profile or preset named '{toolset_name}'")
+    vetoes: dict[str, str] = {}
+    if web is True:
+        # The Web Search toggle layers web_search on top of whatever the rest gives.
+        if names is not None:
+            names = names | {WEB_SEARCH}
+        exclude.pop(WEB_SEARCH, None)
+    elif web is False:
+        vetoes[WEB_SEARCH] = "web search is off in this conversation"
+    allowed = None
+    for allow in (session.allowed, agent.allowed):
+        if allow is not None:
+            allowed = frozenset(allow) if allowed is None else allowed & frozenset(allow)
+    return {
+        "names": names,
+        "names_reason": reason,
+        "exclude": exclude,
+        "allow": allowed,
+        "deny": session.disabled,
+        "agent_deny": agent.disabled,
+        "vetoes": vetoes,
+    }
+
+
+def _build_tiers(
+    candidates: list[Tool], usage: Mapping[str, int], budget: int, search_tool: Tool | None
+) -> dict[str, str]:
+    tiers: dict[str, str] = {}
+    cost = {tool.name: tool_tokens(tool) for tool in candidates}
+    core: list[Tool] = []
+    for tool in candidates:
+        if tool.defer or (cost[tool.name] > BIG_TOOL_TOKENS and not usage.get(tool.name)):
+            tiers[tool.name] = "deferred"
+        else:
+            core.append(tool)
+    spent = sum(cost[tool.name] for tool in core)
+    if (spent > budget or tiers) and search_tool is not None:
+        # Anything deferred brings tool_search into the array; it counts against the budget.
+        spent += tool_tokens(search_tool)
+    if spent > budget:
+        # Over budget, the least-used go first; ties by name, so the plan is reproducible.
+        for tool in sorted(core, key=lambda tool: (usage.get(tool.name, 0), tool.name)):
+            if spent <= budget:
+                break
+            tiers[tool.name] = "listed"
+            spent -= cost[tool.name]
+    for tool in core:
+        tiers.setdefault(tool.name, "core")
+    return tiers
+
+
+def _resolve(
+    registry: ToolRegistry,
+    session: ToolIntent,
+    agent: ToolIntent,
+    toolset_name: str | None,
+    profile: ProfileSpec | None,
+    disabled: dict[str, str],
+    ctx: ToolContext,
+    strategy: str,
+    plan: TierPlan | None,
+    usage: Mapping[str, int] | None,
+    budget: int,
+) -> ResolvedToolset:
+    inputs = _selection_inputs(registry, session, agent, toolset_name, profile)
+    selection = agent_tools(
+        registry,
+        ctx=ctx,
+        names=inputs["names"],
+        names_reason=inputs["names_reason"],
+        exclude=inputs["exclude"],
+        allow=inputs["allow"],
+        deny=inputs["deny"],
+        agent_deny=inputs["agent_deny"],
+        disabled={**disabled, **inputs["vetoes"]},
+    )
+    candidates = [tool for tool in selection.tools if tool.name != TOOL_SEARCH]
+
+    plan_key = hashlib.sha256(
+        canonical_json(
+            [session.to_json(), agent.to_json(), toolset_name, budget, strategy]
+        ).encode()
+    ).hexdigest()[:32]
+    search_tool = registry.get(TOOL_SEARCH)
+    if plan is None or plan.key != plan_key:
+        tiers = _build_tiers(candidates, usage or {}, budget, search_tool)
+    else:
+        kept = dict(plan.tiers)
+        # A tool registered after the plan was made starts deferred: the array of a
+        # running conversation does not grow by itself.
+        tiers = {tool.name: kept.get(tool.name, "deferred") for tool in candidates}
+        tiers.update({name: tier for name, tier in kept.items() if name not in tiers})
+    new_plan = TierPlan(key=plan_key, tiers=tuple(sorted(tiers.items())))
+
+    offered_tiers = {tool.name: tiers[tool.name] for tool in candidates}
+    include_search = search_tool is not None and any(
+        tier != "core" for tier in offered_tiers.values()
+    )
+    if include_search:
+        offered_tiers[TOOL_SEARCH] = "core"
+    # One pass in registry order: both halves keep the order every array is built in.
+    offered, resident, deferred = [], [], []
+    for tool in registry.all_tools():
+        tier = offered_tiers.get(tool.name)
+        if tier is not None:
+            offered.append(tool)
+            (resident if tier == "core" else deferred).append(tool)
+    deferred_names = {tool.name for tool in deferred}
+    hidden = tuple(hidden for hidden in selection.hidden if hidden.name != TOOL_SEARCH)
+    if search_tool is not None and not include_search:
+        hidden += (Hidden(TOOL_SEARCH, "L2b", "nothing is deferred, so nothing to search"),)
+
+    if strategy == "native":
+        sent = [(tool.name, native_json(tool, tool.name in deferred_names)) for tool in offered]
+    else:
+        sent = [(tool.name, tool.wire_json) for tool in resident]
+        if strategy == "call_tool" and deferred:
+            sent.append((CALL_TOOL.name, CALL_TOOL.wire_json))
+    pieces = layout_array([text for _, text in sent])
+    fingerprint = hashlib.sha256("".join(pieces).encode()).hexdigest()
+    return ResolvedToolset(
+        strategy=strategy,
+        offered=tuple(offered),
+        resident=tuple(resident),
+        deferred=tuple(deferred),
+        tiers=offered_tiers,
+        hidden=hidden,
+        plan=new_plan,
+        array_pieces=pieces,
+        array_names=tuple(name for name, _ in sent),
+        catalog_pieces=_catalog_pieces(deferred, offered_tiers),
+        fingerprint=fingerprint,
+        budget_tokens=budget,
+    )
+
+
+def _catalog_pieces(deferred: list[Tool], tiers: Mapping[str, str]) -> tuple[str, ...]:
+    if not deferred:
+        return ()
+    lines = [CATALOG_HEADER]
+    for tool in sorted(deferred, key=lambda tool: tool.name):
+        line = listed_line(tool) if tiers[tool.name] == "listed" else ""
+        lines.append(f"- {tool.name}: {line}\n" if line else f"- {tool.name}\n")
+    return tuple(lines)

@@ -1,0 +1,136 @@
+"""``TurnTools``: the tool contract of one turn, frozen at its start.
+
+It answers three questions for the turn runner, whatever the model or a crafted client
+sends:
+
+- which tools array goes in each provider request (``provider_tools``): fixed for the
+  whole turn under ``call_tool`` and ``native``; under ``promote`` a tool found by
+  ``tool_search`` joins from the next request of the same turn;
+- which real tool a tool call means (``resolve_call``): ``call_tool {name, arguments}`` is
+  unwrapped so approval, hooks and vetoes see the real tool; a name outside the contract
+  is refused and never runs;
+- which deferred tools are loaded (``loaded``), exported for the session's checkpoint and
+  restored only after checking every name against this turn's contract.
+
+Vetoes that can change during the turn (a global disable, ``can_use``) are checked again
+at execution time with ``veto_now``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from toolhub.tools.context import ToolContext
+from toolhub.tools.resolve import CALL_TOOL, TOOL_SEARCH, ResolvedToolset, layout_array
+from toolhub.tools.search import ToolIndex
+from toolhub.tools.tool import Tool
+
+
+@dataclass(frozen=True, slots=True)
+class CallTarget:
+    """What a tool call resolved to: the real tool, or why it must not run."""
+
+    name: str
+    arguments: Mapping[str, Any]
+    tool: Tool | None = None
+    via: str | None = None
+    error: str | None = None
+
+
+class TurnTools:
+    def __init__(self, resolved: ResolvedToolset, *, loaded: Iterable[str] = ()) -> None:
+        self.resolved = resolved
+        self.strategy = resolved.strategy
+        self._by_name = {tool.name: tool for tool in resolved.offered}
+        self._deferred = {tool.name for tool in resolved.deferred}
+        self._resident = {tool.name for tool in resolved.resident}
+        # Only names this turn still allows survive a restore: a tool disabled since the
+        # checkpoint, or now outside the intent, is dropped silently.
+        self._loaded: dict[str, None] = {
+            name: None for name in loaded if isinstance(name, str) and name in self._deferred
+        }
+        self._promoted: dict[str, None] = dict(self._loaded) if self.strategy == "promote" else {}
+        self.index = _RecordingIndex(self, ToolIndex(resolved.deferred))
+
+    @property
+    def loaded(self) -> list[str]:
+        return list(self._loaded)
+
+    def mark_loaded(self, names: Iterable[str]) -> None:
+        for name in names:
+            if name in self._deferred:
+                self._loaded.setdefault(name, None)
+
+    def provider_tools(self) -> list[dict[str, Any]]:
+        """The tools array for the next provider request of this turn."""
+        return json.loads(self.tools_json())
+
+    def tools_json(self) -> str:
+        if self.strategy != "promote" or not self._loaded:
+            return self.resolved.tools_json
+        # Promoted tools join after the resident ones, in registry order, so the cached
+        # prefix (the resident array) is unchanged and the array is still deterministic.
+        texts = [tool.wire_json for tool in self.resolved.resident]
+        texts += [tool.wire_json for tool in self.resolved.deferred if tool.name in self._loaded]
+        return "".join(layout_array(texts))
+
+    def resolve_call(self, name: str, arguments: Any) -> CallTarget:
+        """Map a model's tool call onto the contract; never raises."""
+        via = None
+        if name == CALL_TOOL.name and self.strategy == "call_tool" and self._deferred:
+            if not isinstance(arguments, Mapping) or not isinstance(arguments.get("name"), str):
+                return CallTarget(name, {}, error="call_tool needs {name, arguments}")
+            inner = arguments.get("arguments") or {}
+            name, arguments, via = arguments["name"], inner, "call_tool"
+        if not isinstance(arguments, Mapping):
+            return CallTarget(name, {}, via=via, error=f"{name}: arguments must be an object")
+        tool = self._by_name.get(name)
+        if tool is None:
+            return CallTarget(name, arguments, via=via, error=f"{name} is not available here")
+        if name in self._deferred and self.strategy != "native":
+            if via is None and self.strategy == "call_tool":
+                return CallTarget(
+                    name, arguments, error=f"{name} is deferred: call it through call_tool"
+                )
+            if via is None and name not in self._loaded:
+                return CallTarget(
+                    name, arguments, error=f"{name} is not loaded: find it with tool_search first"
+                )
+        return CallTarget(name, arguments, tool=tool, via=via)
+
+    def veto_now(self, tool: Tool, ctx: ToolContext, disabled_now: Mapping[str, str]) -> str | None:
+        """Why ``tool`` must not run at this moment (hard line 5), or ``None``."""
+        if tool.name in disabled_now and not (tool.name == TOOL_SEARCH and self._deferred):
+            return disabled_now[tool.name]
+        if tool.can_use is not None and tool.name != TOOL_SEARCH:
+            try:
+                if not tool.can_use(ctx):
+                    return "not available in this session"
+            except Exception as exc:
+                return f"availability check failed: {type(exc).__name__}"
+        return None
+
+
+class _RecordingIndex:
+    """The index tool_search sees: this turn's deferred tools, recording what it loads."""
+
+    def __init__(self, turn: TurnTools, index: ToolIndex) -> None:
+        self._turn = turn
+        self._index = index
+
+    @property
+    def names(self) -> list[str]:
+        return self._index.names
+
+    def select(self, names: list[str]) -> tuple[list[Tool], list[str]]:
+        found, missing = self._index.select(names)
+        self._turn.mark_loaded(tool.name for tool in found)
+        return found, missing
+
+    def search(self, query: str, limit: int = 5):
+        hits = self._index.search(query, limit)
+        self._turn.mark_loaded(hit.tool.name for hit in hits)
+        return hits
