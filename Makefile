@@ -36,7 +36,7 @@ fmt: $(STAMP)
 	$(BIN)/ruff format .
 
 bench: $(STAMP)
-	@set -e; for script in bench/*.py; do $(BIN)/python "$$script"; done
+	@set -e; for script in bench/[!_]*.py; do $(BIN)/python "$$script"; done
 
 # Regenerate uv.lock after editing pyproject.toml's dependencies.
 lock: $(STAMP)
