@@ -16,7 +16,7 @@ install: $(STAMP)
 
 $(STAMP): uv.lock pyproject.toml
 	@test -x $(BIN)/uv || { $(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q uv==$(UV_VERSION); }
-	$(BIN)/uv sync --frozen --python $(BIN)/python
+	$(BIN)/uv sync --frozen --extra semantic --python $(BIN)/python
 	@rm -f $(VENV)/.synced-* && touch $@
 
 run: $(STAMP)

@@ -12,7 +12,8 @@ class AgentConfig(AppConfig):
 
         # Bind @shared_task functions to toolhub's Celery app in every Django process.
         import toolhub.celery  # noqa: F401
-        from toolhub.tools import load_plugins
+        from toolhub.tools import embeddings, load_plugins
 
+        embeddings.enabled = settings.TOOLHUB_SEMANTIC_SEARCH
         # Plugins register once per process, in a fixed order, before any turn resolves.
         load_plugins(settings.TOOLHUB_TOOL_MODULES)

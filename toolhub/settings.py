@@ -216,6 +216,10 @@ if not DEBUG:
 # entry-point group (comma-separated dotted paths).
 TOOLHUB_TOOL_MODULES = _env_list("TOOLHUB_TOOL_MODULES", "")
 
+# tool_search's semantic ranker (the `semantic` extra; ~100 MB of RAM per process when
+# loaded). Off: BM25 only.
+TOOLHUB_SEMANTIC_SEARCH = _env_bool("TOOLHUB_SEMANTIC_SEARCH", True)
+
 # --- Static files ----------------------------------------------------------------------
 
 STATIC_URL = "static/"

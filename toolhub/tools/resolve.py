@@ -35,6 +35,7 @@ from toolhub.tools.presets import TOOLSETS, UnknownToolsetError, toolset_members
 from toolhub.tools.registry import ToolRegistry
 from toolhub.tools.registry import registry as default_registry
 from toolhub.tools.schema import canonical_json
+from toolhub.tools.search import ToolIndex
 from toolhub.tools.tokens import count_cached
 from toolhub.tools.tool import Tool, function
 
@@ -134,6 +135,12 @@ class ResolvedToolset:
 
     def reason_for(self, name: str) -> Hidden | None:
         return next((hidden for hidden in self.hidden if hidden.name == name), None)
+
+    @functools.cached_property
+    def index(self) -> ToolIndex:
+        """tool_search's index over the deferred tools, built once per resolution (and
+        resolutions are memoized), never per query."""
+        return ToolIndex(self.deferred)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from toolhub.tools import embeddings
 from toolhub.tools.tool import Tool
 
-_WORD = re.compile(r"[A-Za-z][a-z]*|[A-Z]+(?![a-z])|\d+")
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _K1 = 1.2
 _B = 0.75
 # Field weights: a word in the name says more about a tool than one in a parameter note.
@@ -83,22 +83,22 @@ _STOP_WORDS = frozenset(
 
 
 def stem(word: str) -> str:
-    """A light suffix stripper: plurals, -ing, -ed, -ly; enough to match word forms."""
-    for suffix, replacement in (
-        ("ies", "y"),
-        ("sses", "ss"),
-        ("ing", ""),
-        ("ed", ""),
-        ("ly", ""),
-        ("es", ""),
-        ("s", ""),
-    ):
+    """A light stemmer (plurals, -ing, -ed, a final e, doubled consonants), enough for
+    word forms to meet: files/file, batches/batch, created/creating/create."""
+    if len(word) > 3:
+        if word.endswith("ies") and len(word) > 4:
+            word = word[:-3] + "y"
+        elif word.endswith(("ches", "shes", "sses", "xes", "zes")):
+            word = word[:-2]
+        elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+            word = word[:-1]
+    for suffix in ("ing", "ed"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            if suffix == "s" and word.endswith("ss"):
-                return word
-            word = word[: len(word) - len(suffix)] + replacement
+            word = word[: -len(suffix)]
             break
-    if len(word) > 4 and word[-1] == word[-2] and word[-1] not in "lsz":
+    if len(word) > 4 and word.endswith("e"):
+        word = word[:-1]
+    if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiouls":
         word = word[:-1]
     return word
 
@@ -121,12 +121,10 @@ def _document(tool: Tool) -> Counter[str]:
 
 
 def document_text(tool: Tool) -> str:
-    """The text a semantic ranker embeds for a tool."""
-    params = " ".join(
-        f"{name.replace('_', ' ')}: {spec.get('description', '')}"
-        for name, spec in sorted(tool.parameters.get("properties", {}).items())
-    )
-    return f"{tool.name.replace('_', ' ')}. {tool.description} {params}".strip()
+    """The text the semantic ranker embeds for a tool: its name as words, then its
+    description (parameter text dilutes a sentence embedding; the lexical side has it)."""
+    words = " ".join(word.lower() for word in _WORD.findall(tool.name))
+    return f"{words}: {tool.description}".strip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,35 +191,49 @@ class ToolIndex:
         return scores
 
     def search(self, query: str, limit: int = 5, *, mode: str | None = None) -> list[SearchHit]:
-        mode = mode or self.modes[-1]
-        if mode == "lexical" or not self._semantic:
-            scores = self.lexical_scores(query)
-        elif mode == "semantic":
-            scores = dict(zip(self._order, self._semantic.similarities(query), strict=True))
-        else:
-            scores = self._fused(query)
+        """The best ``limit`` tools for ``query``; only tools some ranker finds related.
+
+        ``mode`` is ``lexical``, ``semantic`` or ``hybrid`` (the default when the model is
+        installed). A tool is related when it shares a word with the query or its
+        embedding is at least ``embeddings.MIN_SIMILARITY`` from the query's.
+        """
+        mode = mode if self._semantic else "lexical"
+        mode = mode or "hybrid"
+        lexical = self.lexical_scores(query) if mode != "semantic" else {}
+        related = set(lexical)
+        scores = lexical
+        if mode != "lexical":
+            semantic = self._semantic.similarities(query)
+            related |= {
+                name
+                for name, similarity in zip(self._order, semantic, strict=True)
+                if similarity >= embeddings.MIN_SIMILARITY
+            }
+            scores = dict(zip(self._order, semantic, strict=True))
+            if mode == "hybrid":
+                scores = self._fused(lexical, semantic)
         exact = query.strip()
         if exact in self._tools:
+            related.add(exact)
             scores[exact] = math.inf
-        ranked = sorted(
-            (name for name, score in scores.items() if score > 0),
-            key=lambda name: (-scores[name], name),
-        )
+        ranked = sorted(related, key=lambda name: (-scores[name], name))
         return [SearchHit(self._tools[name], scores[name]) for name in ranked[: max(limit, 1)]]
 
-    def _fused(self, query: str) -> dict[str, float]:
-        """Scale each ranker's scores to [0, 1] over this query and add them, weighted.
-
-        Scores, not ranks, are fused: a ranker that is sure (one clear winner) should
-        count for more than one that is not, which rank fusion throws away.
-        """
-        lexical = self.lexical_scores(query)
-        semantic = dict(zip(self._order, self._semantic.similarities(query), strict=True))
-        top_lexical = max(lexical.values(), default=0.0) or 1.0
-        low, high = min(semantic.values()), max(semantic.values())
-        spread = (high - low) or 1.0
+    def _fused(self, lexical: dict[str, float], semantic: list[float]) -> dict[str, float]:
+        """Standardize each ranker's scores over this index (z-scores) and add them,
+        weighted. Scores, not ranks, are fused: a ranker that is sure of one tool should
+        count for more than one that is not, which rank fusion throws away."""
+        lexical_all = [lexical.get(name, 0.0) for name in self._order]
+        weight = embeddings.SEMANTIC_WEIGHT
         return {
-            name: embeddings.SEMANTIC_WEIGHT * (semantic[name] - low) / spread
-            + (1 - embeddings.SEMANTIC_WEIGHT) * lexical.get(name, 0.0) / top_lexical
-            for name in self._order
+            name: weight * sem + (1 - weight) * lex
+            for name, sem, lex in zip(
+                self._order, _standardized(semantic), _standardized(lexical_all), strict=True
+            )
         }
+
+
+def _standardized(values: list[float]) -> list[float]:
+    mean = sum(values) / len(values)
+    spread = math.sqrt(sum((value - mean) ** 2 for value in values) / len(values)) or 1.0
+    return [(value - mean) / spread for value in values]

@@ -25,7 +25,7 @@ from typing import Any
 
 from toolhub.tools.context import ToolContext
 from toolhub.tools.resolve import CALL_TOOL, TOOL_SEARCH, ResolvedToolset, layout_array
-from toolhub.tools.search import ToolIndex
+from toolhub.tools.search import SearchHit, ToolIndex
 from toolhub.tools.tool import Tool
 
 
@@ -53,7 +53,7 @@ class TurnTools:
             name: None for name in loaded if isinstance(name, str) and name in self._deferred
         }
         self._promoted: dict[str, None] = dict(self._loaded) if self.strategy == "promote" else {}
-        self.index = _RecordingIndex(self, ToolIndex(resolved.deferred))
+        self.index = _RecordingIndex(self, resolved.index)
 
     @property
     def loaded(self) -> list[str]:
@@ -130,7 +130,7 @@ class _RecordingIndex:
         self._turn.mark_loaded(tool.name for tool in found)
         return found, missing
 
-    def search(self, query: str, limit: int = 5):
+    def search(self, query: str, limit: int = 5) -> list[SearchHit]:
         hits = self._index.search(query, limit)
         self._turn.mark_loaded(hit.tool.name for hit in hits)
         return hits

@@ -37,7 +37,7 @@ def tool_search(query: str, limit: int = 5, ctx: ToolContext | None = None) -> s
     if not found:
         return (
             f"No tool matched {query!r}. Searchable tools: {', '.join(index.names)}. "
-            'Load one with "select:<name>".'
+            'Try other words, or load one by name with "select:<name>".'
         )
     lines = [canonical_json(tool.provider_schema()) for tool in found]
     if missing:
