@@ -385,3 +385,23 @@ def test_a_global_disable_made_during_the_turn_vetoes_at_execution(reg):
     assert turn.veto_now(tool, KEYED, {"alpha": "disabled globally by ops: now"}) == (
         "disabled globally by ops: now"
     )
+
+
+async def test_the_tool_search_tool_loads_through_the_turn_index_under_promote(reg):
+    from toolhub.tools import ToolServices
+
+    turn = _turn(reg, "promote")
+    ctx = ToolContext(services=ToolServices(tool_index=turn.index))
+
+    result = await get("tool_search").execute({"query": "select:mcp_weather"}, ctx)
+
+    assert json.loads(result.content)["name"] == "mcp_weather"
+    assert [tool["name"] for tool in turn.provider_tools()][-1] == "mcp_weather"
+
+
+def test_the_search_index_is_built_once_per_resolution_not_per_turn(reg):
+    first = _turn(reg, "call_tool")
+    second = _turn(reg, "call_tool")
+
+    assert first.resolved is second.resolved
+    assert first.resolved.index is second.resolved.index

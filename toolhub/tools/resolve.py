@@ -97,9 +97,7 @@ class TierPlan:
     def from_json(cls, data: Any) -> TierPlan | None:
         if not isinstance(data, Mapping) or not isinstance(data.get("tiers"), Mapping):
             return None
-        tiers = tuple(
-            sorted((str(name), tier) for name, tier in data["tiers"].items() if tier in TIERS)
-        )
+        tiers = tuple((str(name), tier) for name, tier in data["tiers"].items() if tier in TIERS)
         return cls(key=str(data.get("key", "")), tiers=tiers)
 
 
@@ -118,11 +116,11 @@ class ResolvedToolset:
     fingerprint: str
     budget_tokens: int
 
-    @property
+    @functools.cached_property
     def tools_json(self) -> str:
         return "".join(self.array_pieces)
 
-    @property
+    @functools.cached_property
     def catalog(self) -> str:
         return "".join(self.catalog_pieces)
 
@@ -355,11 +353,11 @@ def _build_tiers(
         spent += tool_tokens(search_tool)
     if spent > budget:
         # Over budget, the least-used go first; ties by name, so the plan is reproducible.
-        for tool in sorted(core, key=lambda tool: (usage.get(tool.name, 0), tool.name)):
+        for _, name in sorted((usage.get(tool.name, 0), tool.name) for tool in core):
             if spent <= budget:
                 break
-            tiers[tool.name] = "listed"
-            spent -= cost[tool.name]
+            tiers[name] = "listed"
+            spent -= cost[name]
     for tool in core:
         tiers.setdefault(tool.name, "core")
     return tiers
@@ -406,7 +404,8 @@ def _resolve(
         # running conversation does not grow by itself.
         tiers = {tool.name: kept.get(tool.name, "deferred") for tool in candidates}
         tiers.update({name: tier for name, tier in kept.items() if name not in tiers})
-    new_plan = TierPlan(key=plan_key, tiers=tuple(sorted(tiers.items())))
+    # Registry order (deterministic already): no sort on this path.
+    new_plan = TierPlan(key=plan_key, tiers=tuple(tiers.items()))
 
     offered_tiers = {tool.name: tiers[tool.name] for tool in candidates}
     include_search = search_tool is not None and any(
@@ -454,7 +453,8 @@ def _catalog_pieces(deferred: list[Tool], tiers: Mapping[str, str]) -> tuple[str
     if not deferred:
         return ()
     lines = [CATALOG_HEADER]
-    for tool in sorted(deferred, key=lambda tool: tool.name):
-        line = listed_line(tool) if tiers[tool.name] == "listed" else ""
-        lines.append(f"- {tool.name}: {line}\n" if line else f"- {tool.name}\n")
+    by_name = {tool.name: tool for tool in deferred}
+    for name in sorted(by_name):
+        line = listed_line(by_name[name]) if tiers[name] == "listed" else ""
+        lines.append(f"- {name}: {line}\n" if line else f"- {name}\n")
     return tuple(lines)
