@@ -2,9 +2,11 @@
 
 ``@function`` builds and registers a ``Tool``; the ``registry`` keeps them in registration
 order; ``agent_tools`` filters them through layers 1 to 5 with a reason for every tool it
-leaves out; presets (``TOOLSETS``) name subsets; the built-in tool pack registers on
-import. The Django apps adapt this package through the interfaces in ``context`` and never
-re-implement it.
+leaves out; presets (``TOOLSETS``) name subsets; ``ToolIntent`` is what people store;
+``resolve`` expands intent into the exact, fingerprinted tools array with its deferred
+catalog, ``price`` counts it in tokens, and ``TurnTools`` freezes it for a turn. The
+built-in tool pack registers on import. The Django apps adapt this package through the
+interfaces in ``context`` and never re-implement it.
 """
 
 from toolhub.tools import builtin  # noqa: F401  (registers the built-in pack)
@@ -16,6 +18,7 @@ from toolhub.tools.context import (
     ToolContext,
     ToolServices,
 )
+from toolhub.tools.intent import IntentError, ToolIntent
 from toolhub.tools.layers import Hidden, Selection, agent_tools, availability
 from toolhub.tools.plugins import load_plugins
 from toolhub.tools.presets import (
@@ -29,25 +32,41 @@ from toolhub.tools.presets import (
     toolset_members,
 )
 from toolhub.tools.registry import DuplicateToolError, ToolRegistry, all_tools, get, registry, reset
+from toolhub.tools.resolve import (
+    ProfileSpec,
+    ResolvedToolset,
+    TierPlan,
+    ToolsetPrice,
+    price,
+    resolve,
+)
 from toolhub.tools.tool import Tool, ToolResult, function
 
 __all__ = [
     "DEFAULT_TOOLSET",
     "TOOLSETS",
+    "CallTarget",
     "CancelToken",
     "DuplicateToolError",
     "Hidden",
+    "IntentError",
+    "ProfileSpec",
+    "ResolvedToolset",
     "RuntimeSettings",
     "Selection",
     "TailAccumulator",
     "TailUpdate",
+    "TierPlan",
     "Tool",
     "ToolContext",
+    "ToolIntent",
     "ToolRegistry",
     "ToolResult",
     "ToolServices",
     "Toolset",
     "ToolsetCycleError",
+    "ToolsetPrice",
+    "TurnTools",
     "UnknownToolsetError",
     "agent_tools",
     "all_tools",
@@ -57,7 +76,9 @@ __all__ = [
     "function",
     "get",
     "load_plugins",
+    "price",
     "registry",
     "reset",
+    "resolve",
     "toolset_members",
 ]
