@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
+from tests.unit.conftest import synthetic_tools
 from toolhub.tools import ToolContext, ToolRegistry, function, get
 from toolhub.tools.resolve import (
     CATALOG_HEADER,
@@ -206,10 +207,9 @@ def test_a_listed_line_is_cut_at_120_bytes_without_splitting_a_character():
     assert "second" not in line
 
 
-def _corpus_registry() -> ToolRegistry:
-    corpus = json.loads((ROOT.parent / "shared" / "bench" / "tool_corpus.json").read_text())
+def _synthetic_registry() -> ToolRegistry:
     reg = ToolRegistry()
-    for item in corpus:
+    for item in synthetic_tools(150):
 
         def body(**kwargs):
             return kwargs
@@ -220,7 +220,7 @@ def _corpus_registry() -> ToolRegistry:
             description=item["description"],
             parameters=item["parameters"],
             registry=reg,
-            defer=item["domain"] in {"code_hosting", "payments"},
+            defer=item["defer"],
         )
     reg.register(get("tool_search"))
     return reg
@@ -229,7 +229,7 @@ def _corpus_registry() -> ToolRegistry:
 @pytest.mark.parametrize("strategy", ["call_tool", "promote", "native"])
 def test_token_halves_equal_the_tokenization_of_the_real_payload_parts(strategy):
     resolved = resolve(
-        _corpus_registry(), strategy=strategy, budget_tokens=6_000, ctx=ToolContext()
+        _synthetic_registry(), strategy=strategy, budget_tokens=6_000, ctx=ToolContext()
     )
 
     priced = price(resolved)
@@ -242,12 +242,13 @@ def test_token_halves_equal_the_tokenization_of_the_real_payload_parts(strategy)
 
 _DETERMINISM = """
 import json, random, sys
+from tests.unit.conftest import synthetic_tools
 from toolhub.tools import ToolRegistry, function, get
 from toolhub.tools.presets import Toolset, define_toolsets
 from toolhub.tools.resolve import resolve
-corpus = json.load(open(sys.argv[1]))
+corpus = synthetic_tools(200)
 names = [item["name"] for item in corpus]
-rng = random.Random(int(sys.argv[2]))
+rng = random.Random(int(sys.argv[1]))
 sets = [Toolset(f"p{i}", "x", tools=tuple(names[i::4])) for i in range(4)]
 sets.append(Toolset("all_p", "x", includes=tuple(s.name for s in sets)))
 rng.shuffle(sets)
@@ -258,17 +259,16 @@ for item in corpus:
         return kwargs
     function(body, name=item["name"], description=item["description"],
              parameters=dict(sorted(item["parameters"].items(), key=lambda _: rng.random())),
-             registry=reg, defer=item["domain"] == "payments")
+             registry=reg, defer=item["defer"])
 reg.register(get("tool_search"))
 print(resolve(reg, intent={"toolset": "all_p", "disabled": names[:3]}).fingerprint)
 """
 
 
 def test_the_fingerprint_is_identical_across_hash_seeds_and_preset_orders():
-    corpus = ROOT.parent / "shared" / "bench" / "tool_corpus.json"
     processes = [
         subprocess.Popen(
-            [sys.executable, "-c", _DETERMINISM, str(corpus), str(seed)],
+            [sys.executable, "-c", _DETERMINISM, str(seed)],
             cwd=ROOT,
             env={**os.environ, "PYTHONHASHSEED": str(seed)},
             stdout=subprocess.PIPE,
