@@ -79,7 +79,11 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "toolhub.api.BodyLimitMiddleware",
 ]
+
+# One API body (an import, a profile) is at most 1 MiB; more is refused with 413.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1_048_576
 
 ROOT_URLCONF = "toolhub.urls"
 ASGI_APPLICATION = "toolhub.asgi.application"
@@ -216,6 +220,12 @@ if not DEBUG:
 # entry-point group (comma-separated dotted paths).
 TOOLHUB_TOOL_MODULES = _env_list("TOOLHUB_TOOL_MODULES", "")
 
+# Where each session's files live (the path tools never leave their session's folder).
+TOOLHUB_WORKSPACE_ROOT = VAR_DIR / "workspaces"
+
+# web_fetch refuses private, loopback and link-local addresses unless this is on.
+TOOLHUB_FETCH_ALLOW_PRIVATE = _env_bool("TOOLHUB_FETCH_ALLOW_PRIVATE", False)
+
 # tool_search's semantic ranker (the `semantic` extra; ~100 MB of RAM per process when
 # loaded). Off: BM25 only.
 TOOLHUB_SEMANTIC_SEARCH = _env_bool("TOOLHUB_SEMANTIC_SEARCH", True)
@@ -243,12 +253,16 @@ USE_TZ = True
 # --- REST framework ---------------------------------------------------------------------
 
 REST_FRAMEWORK = {
+    # Token first, so an anonymous request is told how to authenticate (401, not 403).
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "toolhub.api.exception_handler",
 }
 
 SPECTACULAR_SETTINGS = {

@@ -1,0 +1,89 @@
+"""JSON API for agents (agent profiles)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agent_app import services
+from agent_app.models import Agent
+from toolhub.api import etag, json_object, read_version, stale
+from toolhub.errors import Conflict
+
+
+class AgentSerializer(serializers.Serializer):
+    id = serializers.IntegerField(read_only=True)
+    name = serializers.CharField(max_length=64)
+    shared = serializers.BooleanField(required=False)
+    system_prompt = serializers.CharField(required=False, allow_blank=True)
+    provider = serializers.CharField(required=False, allow_blank=True)
+    model = serializers.CharField(required=False, allow_blank=True)
+    context_window = serializers.IntegerField(required=False)
+    tool_intent = serializers.JSONField(required=False)
+    strategy = serializers.ChoiceField(["call_tool", "promote", "native"], required=False)
+    tier_budget = serializers.IntegerField(required=False, allow_null=True)
+    readonly = serializers.BooleanField(read_only=True)
+    version = serializers.IntegerField(read_only=True)
+
+
+def _agent_json(agent: Agent, user: Any) -> dict[str, Any]:
+    return {
+        "id": agent.pk,
+        "name": agent.name,
+        "shared": agent.is_shared,
+        "system_prompt": agent.system_prompt,
+        "provider": agent.provider,
+        "model": agent.model,
+        "context_window": agent.context_window,
+        "tool_intent": agent.tool_intent,
+        "strategy": agent.strategy,
+        "tier_budget": agent.tier_budget,
+        "readonly": agent.is_shared and not user.is_staff,
+        "version": agent.version,
+    }
+
+
+def _respond(agent: Agent, user: Any, status_code: int = 200) -> Response:
+    response = Response(_agent_json(agent, user), status=status_code)
+    response["ETag"] = etag(agent.version)
+    return response
+
+
+class AgentListView(APIView):
+    @extend_schema(responses=AgentSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        agents = services.agents_visible_to(request.user)
+        return Response([_agent_json(agent, request.user) for agent in agents])
+
+    @extend_schema(request=AgentSerializer, responses={201: AgentSerializer})
+    def post(self, request: Request) -> Response:
+        data = dict(json_object(request))
+        shared = data.pop("shared", False) is True
+        agent = services.agent_create(user=request.user, shared=shared, **data)
+        return _respond(agent, request.user, 201)
+
+
+class AgentDetailView(APIView):
+    @extend_schema(responses=AgentSerializer)
+    def get(self, request: Request, agent_id: int) -> Response:
+        agent = services.agent_get_for_user(user=request.user, agent_id=agent_id)
+        return _respond(agent, request.user)
+
+    @extend_schema(request=AgentSerializer, responses=AgentSerializer)
+    def patch(self, request: Request, agent_id: int) -> Response:
+        agent = services.agent_get_for_user(user=request.user, agent_id=agent_id)
+        fields = {key: value for key, value in json_object(request).items() if key != "version"}
+        try:
+            agent = services.agent_update(
+                user=request.user, agent=agent, version=read_version(request), **fields
+            )
+        except Conflict as exc:
+            if exc.fields:
+                raise
+            return stale(request, exc)
+        return _respond(agent, request.user)

@@ -1,0 +1,91 @@
+"""Tool profiles and global disables. Both store intent: short lists of names a person or
+an operator wrote, never an expansion of the registry (DESIGN.md hard line 1).
+
+A profile with no owner is shared: visible to everyone, editable by staff. ``version``
+increases on every write; a write that names an older version is a conflict.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+from toolhub.tools.intent import MAX_NAMES
+from toolhub.tools.tool import NAME_PATTERN
+
+PROFILE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,62}[A-Za-z0-9]$|^[A-Za-z0-9]$"
+profile_name_validator = RegexValidator(
+    PROFILE_NAME_PATTERN,
+    "1 to 64 letters, digits, spaces, dots, dashes or underscores, starting and ending "
+    "with a letter or digit.",
+)
+tool_name_validator = RegexValidator(NAME_PATTERN.pattern, "not a valid tool name")
+
+
+class ToolProfile(models.Model):
+    class Mode(models.TextChoices):
+        ALL_EXCEPT = "all_except", "All tools except"
+        ONLY = "only", "Only these tools"
+
+    name = models.CharField(max_length=64, validators=[profile_name_validator])
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="tool_profiles",
+        help_text="Empty for a shared profile (staff only).",
+    )
+    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.ALL_EXCEPT)
+    tools = models.JSONField(
+        default=list,
+        blank=True,
+        help_text=f"Names removed (all except) or picked (only); at most {MAX_NAMES}.",
+    )
+    version = models.PositiveIntegerField(default=1)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="profile_unique_per_owner"),
+            models.UniqueConstraint(
+                fields=["name"],
+                condition=models.Q(owner__isnull=True),
+                name="profile_unique_shared_name",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(mode__in=["all_except", "only"]), name="profile_mode_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name if self.owner_id else f"{self.name} (shared)"
+
+    @property
+    def is_shared(self) -> bool:
+        return self.owner_id is None
+
+
+class GlobalDisable(models.Model):
+    tool = models.CharField(max_length=64, unique=True, validators=[tool_name_validator])
+    reason = models.CharField(max_length=500)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tool"]
+
+    def __str__(self) -> str:
+        return f"{self.tool} (disabled)"
+
+    @property
+    def explanation(self) -> str:
+        who = "ops"
+        if self.created_by is not None:
+            who = self.created_by.email or self.created_by.get_username()
+        return f"disabled globally by {who}: {self.reason}"

@@ -1,0 +1,361 @@
+"""Profiles and global disables: the business rules, one keyword-only function each.
+
+Writes are atomic and versioned: an update names the version it read and is applied with a
+conditional UPDATE (``WHERE version = read``), so of two stale writers exactly one wins and
+the other gets ``Conflict`` with nothing changed. Every change to a shared profile or a
+global disable is written to Django's admin log with its reason. Nothing here ever stores
+an expansion of the registry: profiles hold the names a person removed or picked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
+from django.core.cache import cache
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+
+from profiles_app.models import GlobalDisable, ToolProfile, profile_name_validator
+from toolhub.errors import Conflict, Forbidden, Invalid, NotFound
+from toolhub.tools import TOOLSETS, ProfileSpec, registry
+from toolhub.tools.intent import MAX_NAMES
+from toolhub.tools.presets import DEFAULT_TOOLSET, toolset_members
+from toolhub.tools.tool import NAME_PATTERN
+
+GLOBAL_DISABLES_KEY = "toolhub:global-disables"
+EXPORT_FORMAT = "toolhub.profiles/1"
+
+
+# --- validation -----------------------------------------------------------------------------
+
+
+def _clean_name(name: Any) -> str:
+    if not isinstance(name, str):
+        raise Invalid("name must be a string", fields={"name": ["must be a string"]})
+    name = name.strip()
+    if name == DEFAULT_TOOLSET or name in TOOLSETS:
+        raise Conflict(f"'{name}' is a built-in preset name", fields={"name": ["reserved"]})
+    try:
+        profile_name_validator(name)
+    except ValidationError as exc:
+        raise Invalid(f"invalid name {name!r}", fields={"name": exc.messages}) from None
+    return name
+
+
+def _clean_tools(tools: Any, field: str = "tools") -> list[str]:
+    if not isinstance(tools, list | tuple):
+        raise Invalid(f"{field} must be a list of tool names", fields={field: ["not a list"]})
+    if len(tools) > MAX_NAMES:
+        raise Invalid(f"{field}: at most {MAX_NAMES} names", fields={field: ["too many"]})
+    names: dict[str, None] = {}
+    for item in tools:
+        if not isinstance(item, str) or not NAME_PATTERN.match(item):
+            raise Invalid(f"{field}: {item!r} is not a tool name", fields={field: [str(item)]})
+        names[item] = None
+    return list(names)
+
+
+def _clean_mode(mode: Any) -> str:
+    if mode not in ToolProfile.Mode.values:
+        raise Invalid("mode must be all_except or only", fields={"mode": ["invalid"]})
+    return mode
+
+
+# --- access -----------------------------------------------------------------------------------
+
+
+def profiles_visible_to(user: Any):
+    """The stored profiles ``user`` may read: their own and the shared ones."""
+    return ToolProfile.objects.filter(Q(owner=user) | Q(owner__isnull=True))
+
+
+def profile_get_for_user(*, user: Any, profile_id: int) -> ToolProfile:
+    profile = profiles_visible_to(user).filter(pk=profile_id).first()
+    if profile is None:
+        raise NotFound("no such profile")
+    return profile
+
+
+def _check_can_edit(user: Any, profile: ToolProfile) -> None:
+    if profile.is_shared and not user.is_staff:
+        raise Forbidden("shared profiles are edited by staff")
+    if not profile.is_shared and profile.owner_id != user.pk:
+        raise NotFound("no such profile")
+
+
+def _audit(user: Any, obj: Any, flag: int, message: str) -> None:
+    LogEntry.objects.log_actions(user.pk, [obj], flag, change_message=message)
+
+
+# --- profiles -------------------------------------------------------------------------------
+
+
+def profile_create(
+    *,
+    user: Any,
+    name: str,
+    mode: str = ToolProfile.Mode.ALL_EXCEPT,
+    tools: Iterable[str] = (),
+    shared: bool = False,
+) -> ToolProfile:
+    """A new profile; by default a copy of ``default`` (all tools, nothing removed)."""
+    if shared and not user.is_staff:
+        raise Forbidden("shared profiles are created by staff")
+    name, mode, tools = _clean_name(name), _clean_mode(mode), _clean_tools(tools)
+    try:
+        with transaction.atomic():
+            profile = ToolProfile.objects.create(
+                name=name, owner=None if shared else user, mode=mode, tools=tools
+            )
+            if shared:
+                _audit(user, profile, ADDITION, f"created shared profile {name}")
+    except IntegrityError:
+        raise Conflict(f"a profile named '{name}' exists", fields={"name": ["taken"]}) from None
+    return profile
+
+
+def profile_update(
+    *,
+    user: Any,
+    profile: ToolProfile,
+    version: int,
+    name: str | None = None,
+    mode: str | None = None,
+    tools: Iterable[str] | None = None,
+) -> ToolProfile:
+    """Change the fields given, if ``version`` is still current; else ``Conflict``."""
+    _check_can_edit(user, profile)
+    changes: dict[str, Any] = {}
+    if name is not None:
+        changes["name"] = _clean_name(name)
+    if mode is not None:
+        changes["mode"] = _clean_mode(mode)
+    if tools is not None:
+        changes["tools"] = _clean_tools(tools)
+    try:
+        with transaction.atomic():
+            updated = ToolProfile.objects.filter(pk=profile.pk, version=version).update(
+                **changes, version=F("version") + 1
+            )
+            if not updated:
+                raise Conflict("the profile changed since you read it; reload and retry")
+            profile.refresh_from_db()
+            if profile.is_shared:
+                _audit(user, profile, CHANGE, f"changed {', '.join(sorted(changes)) or 'nothing'}")
+    except IntegrityError:
+        raise Conflict("a profile with that name exists", fields={"name": ["taken"]}) from None
+    return profile
+
+
+def profile_rename(*, user: Any, profile: ToolProfile, version: int, name: str) -> ToolProfile:
+    return profile_update(user=user, profile=profile, version=version, name=name)
+
+
+def profile_tool_remove(*, user: Any, profile: ToolProfile, version: int, tool: str) -> ToolProfile:
+    """Take ``tool`` out of what the profile offers (edits the short list only)."""
+    (tool,) = _clean_tools([tool], "tool")
+    tools = list(profile.tools)
+    if profile.mode == ToolProfile.Mode.ALL_EXCEPT:
+        tools = [*tools, tool] if tool not in tools else tools
+    else:
+        tools = [name for name in tools if name != tool]
+    return profile_update(user=user, profile=profile, version=version, tools=tools)
+
+
+def profile_tool_add(*, user: Any, profile: ToolProfile, version: int, tool: str) -> ToolProfile:
+    """Put ``tool`` back into what the profile offers (edits the short list only)."""
+    (tool,) = _clean_tools([tool], "tool")
+    tools = list(profile.tools)
+    if profile.mode == ToolProfile.Mode.ALL_EXCEPT:
+        tools = [name for name in tools if name != tool]
+    else:
+        tools = [*tools, tool] if tool not in tools else tools
+    return profile_update(user=user, profile=profile, version=version, tools=tools)
+
+
+def profile_delete(*, user: Any, profile: ToolProfile, version: int) -> None:
+    _check_can_edit(user, profile)
+    with transaction.atomic():
+        if profile.is_shared:
+            _audit(user, profile, DELETION, f"deleted shared profile {profile.name}")
+        deleted, _ = ToolProfile.objects.filter(pk=profile.pk, version=version).delete()
+        if not deleted:
+            raise Conflict("the profile changed since you read it; reload and retry")
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileView:
+    """A profile as the catalog shows it: stored, shared, a preset or ``default``."""
+
+    id: int | None
+    name: str
+    source: str
+    mode: str
+    tools: tuple[str, ...]
+    missing: tuple[str, ...]
+    readonly: bool
+    version: int | None
+
+
+def _missing(tools: Iterable[str]) -> tuple[str, ...]:
+    return tuple(name for name in tools if name not in registry)
+
+
+def profiles_for_user(*, user: Any) -> list[ProfileView]:
+    """``default``, the presets, the shared profiles, then the user's own."""
+    views = [ProfileView(None, DEFAULT_TOOLSET, "builtin", "all_except", (), (), True, None)]
+    for name, preset in TOOLSETS.items():
+        if preset.everything:
+            continue
+        members = toolset_members(name, registry)
+        tools = tuple(tool.name for tool in registry.all_tools() if tool.name in members)
+        views.append(ProfileView(None, name, "preset", "only", tools, (), True, None))
+    stored = sorted(
+        profiles_visible_to(user), key=lambda profile: (not profile.is_shared, profile.name)
+    )
+    for profile in stored:
+        views.append(
+            ProfileView(
+                id=profile.pk,
+                name=profile.name,
+                source="shared" if profile.is_shared else "user",
+                mode=profile.mode,
+                tools=tuple(profile.tools),
+                missing=_missing(profile.tools),
+                readonly=profile.is_shared and not user.is_staff,
+                version=profile.version,
+            )
+        )
+    return views
+
+
+def profile_lookup_for(user: Any) -> Callable[[str], ProfileSpec | None]:
+    """Resolve a toolset name the way DESIGN.md 4b says: own, then shared, then preset
+    (``None`` here lets the runtime fall through to its presets)."""
+
+    def lookup(name: str) -> ProfileSpec | None:
+        candidates = ToolProfile.objects.filter(name=name).filter(
+            Q(owner=user) | Q(owner__isnull=True)
+        )
+        chosen = min(candidates, key=lambda profile: profile.is_shared, default=None)
+        if chosen is None:
+            return None
+        return ProfileSpec(chosen.name, chosen.mode, tuple(chosen.tools))
+
+    return lookup
+
+
+def profile_export(*, user: Any) -> dict[str, Any]:
+    own = ToolProfile.objects.filter(owner=user).order_by("name")
+    return {
+        "format": EXPORT_FORMAT,
+        "profiles": [
+            {"name": profile.name, "mode": profile.mode, "tools": list(profile.tools)}
+            for profile in own
+        ],
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    created: tuple[str, ...]
+    unknown_tools: dict[str, list[str]]
+
+
+def _import_entries(data: Any) -> list[dict[str, Any]]:
+    if not isinstance(data, Mapping) or "profiles" not in data:
+        raise Invalid("expected an object with 'profiles'", fields={"profiles": ["missing"]})
+    profiles = data["profiles"]
+    if isinstance(profiles, Mapping):
+        # functions_meta.json: {"profiles": {name: [tools]}, "active": name} — picked lists.
+        return [{"name": name, "mode": "only", "tools": tools} for name, tools in profiles.items()]
+    if isinstance(profiles, list) and all(isinstance(item, Mapping) for item in profiles):
+        return [dict(item) for item in profiles]
+    raise Invalid("'profiles' must be a list of profiles or an object of name: tools")
+
+
+def profile_import(*, user: Any, data: Any) -> ImportReport:
+    """Create every profile in ``data`` or none: a clash or an invalid entry stops it all.
+    Tool names the registry does not know are kept (they show as missing) and reported."""
+    entries = _import_entries(data)
+    if len(entries) > MAX_NAMES:
+        raise Invalid(f"at most {MAX_NAMES} profiles per import")
+    cleaned = [
+        (
+            _clean_name(entry.get("name")),
+            _clean_mode(entry.get("mode", "all_except")),
+            _clean_tools(entry.get("tools", [])),
+        )
+        for entry in entries
+    ]
+    names = [name for name, _, _ in cleaned]
+    clashes = sorted(
+        {name for name in names if names.count(name) > 1}
+        | set(ToolProfile.objects.filter(owner=user, name__in=names).values_list("name", flat=True))
+    )
+    if clashes:
+        raise Conflict(
+            f"profiles already named: {', '.join(clashes)}; nothing was imported",
+            fields={"profiles": clashes},
+        )
+    with transaction.atomic():
+        ToolProfile.objects.bulk_create(
+            ToolProfile(name=name, owner=user, mode=mode, tools=tools)
+            for name, mode, tools in cleaned
+        )
+    unknown = {name: list(_missing(tools)) for name, _, tools in cleaned if _missing(tools)}
+    return ImportReport(created=tuple(names), unknown_tools=unknown)
+
+
+# --- global disables --------------------------------------------------------------------------
+
+
+def global_disables() -> dict[str, str]:
+    """Globally disabled tool -> the reason a person reads. Cached until any change."""
+    cached = cache.get(GLOBAL_DISABLES_KEY)
+    if cached is None:
+        rows = GlobalDisable.objects.select_related("created_by").order_by("tool")
+        cached = {row.tool: row.explanation for row in rows}
+        cache.set(GLOBAL_DISABLES_KEY, cached, timeout=None)
+    return cached
+
+
+def _forget_global_disables() -> None:
+    transaction.on_commit(lambda: cache.delete(GLOBAL_DISABLES_KEY))
+    cache.delete(GLOBAL_DISABLES_KEY)
+
+
+def tool_disable_globally(*, user: Any, tool: str, reason: str) -> GlobalDisable:
+    if not user.is_staff:
+        raise Forbidden("global disables are managed by staff")
+    (tool,) = _clean_tools([tool], "tool")
+    reason = (reason or "").strip()
+    if not reason:
+        raise Invalid("say why the tool is disabled", fields={"reason": ["required"]})
+    if len(reason) > 500:
+        raise Invalid("reason: at most 500 characters", fields={"reason": ["too long"]})
+    try:
+        with transaction.atomic():
+            disable = GlobalDisable.objects.create(tool=tool, reason=reason, created_by=user)
+            _audit(user, disable, ADDITION, f"disabled {tool} for everybody: {reason}")
+            _forget_global_disables()
+    except IntegrityError:
+        raise Conflict(f"{tool} is already disabled", fields={"tool": ["disabled"]}) from None
+    return disable
+
+
+def tool_enable_globally(*, user: Any, tool: str, reason: str = "") -> None:
+    if not user.is_staff:
+        raise Forbidden("global disables are managed by staff")
+    with transaction.atomic():
+        disable = GlobalDisable.objects.select_for_update().filter(tool=tool).first()
+        if disable is None:
+            raise NotFound(f"{tool} is not disabled")
+        message = f"enabled {tool} again" + (f": {reason.strip()}" if reason.strip() else "")
+        _audit(user, disable, DELETION, message)
+        disable.delete()
+        _forget_global_disables()

@@ -1,0 +1,161 @@
+"""JSON API for chat sessions: intent, the event log and the toolset inspector."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from sessions_app import services
+from sessions_app.models import ChatSession
+from toolhub.api import error, etag, json_object, read_version, stale
+from toolhub.errors import Conflict
+
+
+class SessionSerializer(serializers.Serializer):
+    id = serializers.UUIDField(read_only=True)
+    title = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    agent = serializers.IntegerField(required=False)
+    intent = serializers.JSONField(required=False)
+    plan_mode = serializers.BooleanField(required=False)
+    version = serializers.IntegerField(read_only=True)
+    created = serializers.DateTimeField(read_only=True)
+    updated = serializers.DateTimeField(read_only=True)
+
+
+EventListSerializer = inline_serializer(
+    "SessionEvent",
+    many=True,
+    fields={
+        "seq": serializers.IntegerField(),
+        "turn": serializers.CharField(),
+        "kind": serializers.CharField(),
+        "data": serializers.DictField(),
+        "created": serializers.DateTimeField(),
+    },
+)
+
+
+def _session_json(session: ChatSession) -> dict[str, Any]:
+    return {
+        "id": str(session.pk),
+        "title": session.title,
+        "agent": session.agent_id,
+        "intent": session.tool_intent,
+        "plan_mode": session.plan_mode,
+        "version": session.version,
+        "created": session.created.isoformat(),
+        "updated": session.updated.isoformat(),
+    }
+
+
+def _respond(session: ChatSession, status_code: int = 200) -> Response:
+    response = Response(_session_json(session), status=status_code)
+    response["ETag"] = etag(session.version)
+    return response
+
+
+class SessionListView(APIView):
+    @extend_schema(responses=SessionSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        return Response([_session_json(s) for s in services.sessions_of(request.user)[:500]])
+
+    @extend_schema(request=SessionSerializer, responses={201: SessionSerializer})
+    def post(self, request: Request) -> Response:
+        data = json_object(request)
+        session = services.session_create(
+            user=request.user,
+            title=data.get("title", ""),
+            agent=data.get("agent"),
+            intent=data.get("intent"),
+        )
+        return _respond(session, 201)
+
+
+class SessionDetailView(APIView):
+    @extend_schema(responses=SessionSerializer)
+    def get(self, request: Request, session_id: Any) -> Response:
+        return _respond(services.session_get_for_user(user=request.user, session_id=session_id))
+
+    @extend_schema(request=SessionSerializer, responses=SessionSerializer)
+    def patch(self, request: Request, session_id: Any) -> Response:
+        session = services.session_get_for_user(user=request.user, session_id=session_id)
+        data = json_object(request)
+        fields = {key: value for key, value in data.items() if key != "version"}
+        try:
+            session = services.session_update(
+                user=request.user, session=session, version=read_version(request), **fields
+            )
+        except Conflict as exc:
+            return stale(request, exc)
+        return _respond(session)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, session_id: Any) -> Response:
+        session = services.session_get_for_user(user=request.user, session_id=session_id)
+        try:
+            services.session_delete(
+                user=request.user, session=session, version=read_version(request)
+            )
+        except Conflict as exc:
+            return stale(request, exc)
+        return Response(status=204)
+
+
+class SessionEventsView(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("after", int, description="only events with a larger seq"),
+            OpenApiParameter("limit", int, description="at most this many (1..1000)"),
+        ],
+        responses=inline_serializer(
+            "SessionEvents",
+            {"events": EventListSerializer, "last_seq": serializers.IntegerField()},
+        ),
+    )
+    def get(self, request: Request, session_id: Any) -> Response:
+        session = services.session_get_for_user(user=request.user, session_id=session_id)
+        try:
+            after = int(request.query_params.get("after", 0))
+            limit = int(request.query_params.get("limit", services.EVENTS_PAGE))
+        except ValueError:
+            return error("invalid", "after and limit must be whole numbers", 400)
+        events, last_seq = services.session_events(session=session, after=after, limit=limit)
+        return Response(
+            {
+                "events": [
+                    {
+                        "seq": event.seq,
+                        "turn": event.turn,
+                        "kind": event.kind,
+                        "data": event.data,
+                        "created": event.created.isoformat(),
+                    }
+                    for event in events
+                ],
+                "last_seq": last_seq,
+            }
+        )
+
+
+class SessionToolsetView(APIView):
+    @extend_schema(
+        responses=inline_serializer(
+            "Toolset",
+            {
+                "fingerprint": serializers.CharField(),
+                "strategy": serializers.CharField(),
+                "resident": serializers.ListField(child=serializers.DictField()),
+                "catalog": serializers.ListField(child=serializers.DictField()),
+                "tokens": serializers.DictField(child=serializers.IntegerField()),
+                "hidden": serializers.ListField(child=serializers.DictField()),
+            },
+        )
+    )
+    def get(self, request: Request, session_id: Any) -> Response:
+        session = services.session_get_for_user(user=request.user, session_id=session_id)
+        return Response(services.session_toolset(session=session))

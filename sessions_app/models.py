@@ -1,0 +1,79 @@
+"""Chat sessions, their durable event log and the record of every provider call.
+
+A session stores its tool *intent*, the tier plan and the loaded deferred set (checkpoint
+state the runtime hands back each turn), never an expanded tool list. ``SessionEvent``
+rows are numbered per session from 1 without gaps (``seq``, unique with the session):
+``last_seq`` on the session is advanced with a conditional UPDATE, so two writers can
+never take the same number.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class ChatSession(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_sessions"
+    )
+    agent = models.ForeignKey("agent_app.Agent", on_delete=models.PROTECT, related_name="sessions")
+    title = models.CharField(max_length=200, blank=True)
+    tool_intent = models.JSONField(default=dict, blank=True)
+    plan_mode = models.BooleanField(default=False)
+    channel = models.CharField(max_length=16, default="web")
+    tier_plan = models.JSONField(null=True, blank=True)
+    loaded_tools = models.JSONField(default=list, blank=True)
+    last_seq = models.PositiveBigIntegerField(default=0)
+    version = models.PositiveIntegerField(default=1)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated", "-created"]
+        indexes = [models.Index(fields=["owner", "-updated"])]
+
+    def __str__(self) -> str:
+        return self.title or f"Session {str(self.id)[:8]}"
+
+
+class SessionEvent(models.Model):
+    session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField()
+    turn = models.CharField(max_length=36, blank=True)
+    kind = models.CharField(max_length=32)
+    data = models.JSONField(default=dict)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="event_seq_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} #{self.seq} {self.kind}"
+
+
+class ProviderCall(models.Model):
+    session = models.ForeignKey(
+        ChatSession, on_delete=models.CASCADE, related_name="provider_calls"
+    )
+    turn = models.CharField(max_length=36)
+    model = models.CharField(max_length=100)
+    fingerprint = models.CharField(max_length=64)
+    resident_tokens = models.PositiveIntegerField(default=0)
+    catalog_tokens = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cache_read_input_tokens = models.PositiveIntegerField(default=0)
+    cache_creation_input_tokens = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.fingerprint[:8]}"

@@ -1,0 +1,217 @@
+"""Chat sessions: intent, checkpoint state, the event log, and the toolset inspector.
+
+A session's ``tool_intent`` is validated and normalized by the runtime's ``ToolIntent``
+and stored as intent only. Events get contiguous per-session numbers: ``event_append``
+advances ``last_seq`` with a conditional UPDATE inside the insert's transaction, so
+concurrent writers (several processes) never share or skip a number.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, F
+
+from agent_app.models import Agent
+from agent_app.services import AgentsAdapter, NotesAdapter, agents_visible_to, default_agent
+from profiles_app.services import global_disables, profile_lookup_for
+from sessions_app.models import ChatSession, SessionEvent
+from toolhub.errors import Conflict, Invalid, NotFound
+from toolhub.tools import (
+    IntentError,
+    ResolvedToolset,
+    RuntimeSettings,
+    TierPlan,
+    ToolContext,
+    ToolIntent,
+    ToolServices,
+    price,
+    resolve,
+)
+
+EVENTS_PAGE = 500
+EVENTS_PAGE_MAX = 1_000
+TITLE_CHARS = 200
+
+
+def sessions_of(user: Any):
+    return ChatSession.objects.filter(owner=user)
+
+
+def session_get_for_user(*, user: Any, session_id: Any) -> ChatSession:
+    session = sessions_of(user).select_related("agent").filter(pk=session_id).first()
+    if session is None:
+        raise NotFound("no such session")
+    return session
+
+
+def _clean_intent(intent: Any) -> dict[str, Any]:
+    try:
+        return ToolIntent.parse(intent).to_json()
+    except IntentError as exc:
+        raise Invalid(str(exc), fields={"intent": [str(exc)]}) from None
+
+
+def _clean_agent(user: Any, agent: Any) -> Agent:
+    if agent is None:
+        return default_agent()
+    found = agents_visible_to(user).filter(pk=agent).first() if isinstance(agent, int) else None
+    if found is None:
+        raise Invalid("no such agent", fields={"agent": ["not found"]})
+    return found
+
+
+def _clean_title(title: Any) -> str:
+    if not isinstance(title, str):
+        raise Invalid("title must be text", fields={"title": ["not text"]})
+    return " ".join(title.split())[:TITLE_CHARS]
+
+
+def session_create(
+    *, user: Any, title: str = "", agent: int | None = None, intent: Any = None
+) -> ChatSession:
+    return ChatSession.objects.create(
+        owner=user,
+        title=_clean_title(title),
+        agent=_clean_agent(user, agent),
+        tool_intent=_clean_intent(intent),
+    )
+
+
+def session_update(*, user: Any, session: ChatSession, version: int, **fields: Any) -> ChatSession:
+    """Change title, agent, intent or plan mode if ``version`` is current."""
+    changes: dict[str, Any] = {}
+    for key, value in fields.items():
+        if key == "title":
+            changes["title"] = _clean_title(value)
+        elif key == "agent":
+            changes["agent"] = _clean_agent(user, value)
+        elif key == "intent":
+            changes["tool_intent"] = _clean_intent(value)
+            # A changed intent rebuilds the tier plan on the next turn (DESIGN.md 5).
+            changes["tier_plan"] = None
+        elif key == "plan_mode":
+            if not isinstance(value, bool):
+                raise Invalid("plan_mode must be true or false", fields={"plan_mode": ["bool"]})
+            changes["plan_mode"] = value
+        else:
+            raise Invalid(f"unknown field {key}", fields={key: ["unknown"]})
+    with transaction.atomic():
+        updated = (
+            sessions_of(user)
+            .filter(pk=session.pk, version=version)
+            .update(**changes, version=F("version") + 1)
+        )
+        if not updated:
+            raise Conflict("the session changed since you read it; reload and retry")
+    session.refresh_from_db()
+    return session
+
+
+def session_intent_merge(*, session: ChatSession, patch: Any) -> ChatSession:
+    """Merge a chat frame's intent into the stored one (its fields replace those fields)."""
+    try:
+        merged = ToolIntent.parse(session.tool_intent).merge(patch).to_json()
+    except IntentError as exc:
+        raise Invalid(str(exc), fields={"intent": [str(exc)]}) from None
+    if merged != session.tool_intent:
+        ChatSession.objects.filter(pk=session.pk).update(
+            tool_intent=merged, tier_plan=None, version=F("version") + 1
+        )
+        session.refresh_from_db()
+    return session
+
+
+def session_delete(*, user: Any, session: ChatSession, version: int) -> None:
+    deleted, _ = sessions_of(user).filter(pk=session.pk, version=version).delete()
+    if not deleted:
+        raise Conflict("the session changed since you read it; reload and retry")
+
+
+def event_append(*, session_id: Any, turn: str, kind: str, data: dict[str, Any]) -> SessionEvent:
+    with transaction.atomic():
+        ChatSession.objects.filter(pk=session_id).update(last_seq=F("last_seq") + 1)
+        seq = ChatSession.objects.filter(pk=session_id).values_list("last_seq", flat=True).get()
+        return SessionEvent.objects.create(
+            session_id=session_id, seq=seq, turn=turn, kind=kind, data=data
+        )
+
+
+def session_events(
+    *, session: ChatSession, after: int = 0, limit: int = EVENTS_PAGE
+) -> tuple[list[SessionEvent], int]:
+    if after < 0 or not 1 <= limit <= EVENTS_PAGE_MAX:
+        raise Invalid(f"after must be >= 0 and limit within 1..{EVENTS_PAGE_MAX}")
+    events = list(session.events.filter(seq__gt=after).order_by("seq")[:limit])
+    return events, session.last_seq
+
+
+def _workspace(session: ChatSession) -> Path:
+    return Path(settings.TOOLHUB_WORKSPACE_ROOT) / str(session.pk)
+
+
+def _usage(session: ChatSession) -> dict[str, int]:
+    rows = (
+        SessionEvent.objects.filter(session__owner_id=session.owner_id, kind="tool_call")
+        .values("data__name")
+        .annotate(calls=Count("id"))
+    )
+    return {row["data__name"]: row["calls"] for row in rows if isinstance(row["data__name"], str)}
+
+
+def session_context(*, session: ChatSession, attended: bool = True) -> ToolContext:
+    return ToolContext(
+        user_id=str(session.owner_id),
+        session_id=str(session.pk),
+        channel=session.channel,
+        mode="plan" if session.plan_mode else None,
+        attended=attended,
+        workspace=_workspace(session),
+        context_window_tokens=session.agent.context_window,
+        env=os.environ,
+        services=ToolServices(notes=NotesAdapter(), agents=AgentsAdapter()),
+        settings=RuntimeSettings(allow_private_fetch=settings.TOOLHUB_FETCH_ALLOW_PRIVATE),
+    )
+
+
+def session_resolve(*, session: ChatSession, attended: bool = True) -> ResolvedToolset:
+    """What the next turn of ``session`` would send, from the live registry."""
+    agent = session.agent
+    plan = TierPlan.from_json(session.tier_plan)
+    return resolve(
+        intent=session.tool_intent,
+        agent_intent=agent.tool_intent,
+        profile_lookup=profile_lookup_for(session.owner),
+        disabled=global_disables(),
+        ctx=session_context(session=session, attended=attended),
+        strategy=agent.strategy,
+        plan=plan,
+        usage=_usage(session) if plan is None else None,
+        context_window_tokens=agent.context_window,
+        budget_tokens=agent.tier_budget,
+    )
+
+
+def session_toolset(*, session: ChatSession) -> dict[str, Any]:
+    """The inspector: resident tools with their tokens, the catalog, both halves' token
+    counts, the fingerprint, and every hidden tool with its layer and reason."""
+    resolved = session_resolve(session=session)
+    priced = price(resolved)
+    tokens = dict(priced.per_tool)
+    return {
+        "fingerprint": resolved.fingerprint,
+        "strategy": resolved.strategy,
+        "resident": [{"name": name, "tokens": tokens[name]} for name in resolved.array_names],
+        "catalog": [
+            {"name": tool.name, "tier": resolved.tiers[tool.name]} for tool in resolved.deferred
+        ],
+        "tokens": {"resident": priced.resident, "catalog": priced.catalog},
+        "hidden": [
+            {"name": hidden.name, "layer": hidden.layer, "reason": hidden.reason}
+            for hidden in resolved.hidden
+        ],
+    }

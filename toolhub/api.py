@@ -1,0 +1,137 @@
+"""What every JSON endpoint shares: the error shape, versions, and the body size limit.
+
+Errors are ``{code, message, fields?}`` with a stable ``code``. Writes to versioned
+objects must say which version they read (``If-Match: "3"`` or ``"version": 3`` in the
+body); a missing version is 428, a stale ``If-Match`` 412, a stale body version 409.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from toolhub.errors import Conflict, ServiceError
+
+_CODES = {
+    exceptions.NotAuthenticated: "not_authenticated",
+    exceptions.AuthenticationFailed: "not_authenticated",
+    exceptions.PermissionDenied: "permission_denied",
+    exceptions.NotFound: "not_found",
+    exceptions.MethodNotAllowed: "method_not_allowed",
+    exceptions.UnsupportedMediaType: "unsupported_media_type",
+    exceptions.ParseError: "bad_json",
+    exceptions.Throttled: "throttled",
+    exceptions.ValidationError: "invalid",
+}
+
+
+class PreconditionRequired(exceptions.APIException):
+    status_code = 428
+    default_detail = 'say which version you read: If-Match: "<version>" or "version" in the body'
+    default_code = "precondition_required"
+
+
+class PreconditionFailed(exceptions.APIException):
+    status_code = status.HTTP_412_PRECONDITION_FAILED
+    default_detail = "the object changed since you read it; reload and retry"
+    default_code = "conflict"
+
+
+def error(code: str, message: str, status_code: int, fields: Any = None) -> Response:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if fields:
+        body["fields"] = fields
+    return Response(body, status=status_code)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, ServiceError):
+        return error(exc.code, exc.message, exc.status, exc.fields)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    elif isinstance(exc, RequestDataTooBig):
+        return error("too_large", "the request body is too large", 413)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    code = next((code for kind, code in _CODES.items() if isinstance(exc, kind)), None)
+    if isinstance(exc, PreconditionRequired | PreconditionFailed):
+        code = exc.default_code
+    fields = None
+    if isinstance(exc, exceptions.ValidationError):
+        fields = exc.detail if isinstance(exc.detail, dict) else {"non_field": exc.detail}
+        message = "the request is not valid"
+    else:
+        message = str(getattr(exc, "detail", exc))
+    response.data = {"code": code or "error", "message": message}
+    if fields:
+        response.data["fields"] = fields
+    return response
+
+
+def etag(version: int) -> str:
+    return f'"{version}"'
+
+
+def read_version(request: Request) -> int:
+    """The version a write is based on, from If-Match or the body."""
+    header = request.headers.get("If-Match", "").strip()
+    if header:
+        try:
+            return int(header.removeprefix("W/").strip('"'))
+        except ValueError:
+            raise PreconditionFailed("If-Match must be a version this API gave out") from None
+    data = request.data if isinstance(request.data, dict) else {}
+    version = data.get("version")
+    if isinstance(version, int) and not isinstance(version, bool):
+        return version
+    raise PreconditionRequired()
+
+
+def stale(request: Request, exc: Conflict) -> Response:
+    """A stale If-Match is 412; a stale body version 409 (both change nothing)."""
+    if request.headers.get("If-Match"):
+        return error("conflict", exc.message, 412)
+    return error("conflict", exc.message, 409, exc.fields)
+
+
+def json_object(request: Request) -> dict[str, Any]:
+    if not isinstance(request.data, dict):
+        raise exceptions.ParseError("the body must be a JSON object")
+    return request.data
+
+
+class BodyLimitMiddleware:
+    """Refuse an API request body over DATA_UPLOAD_MAX_MEMORY_SIZE with 413, before any
+    view reads it (DRF's parsers would otherwise read it whole)."""
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.path.startswith("/api/") and request.method in {"POST", "PUT", "PATCH"}:
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            try:
+                declared = int(request.META.get("CONTENT_LENGTH") or 0)
+            except ValueError:
+                declared = 0
+            try:
+                if declared > limit:
+                    raise RequestDataTooBig
+                _ = request.body
+            except RequestDataTooBig:
+                return JsonResponse(
+                    {"code": "too_large", "message": f"the body is over {limit:,} bytes"},
+                    status=413,
+                )
+        return self.get_response(request)

@@ -1,0 +1,29 @@
+"""The REST API under /api/ (DESIGN.md section 9) and its OpenAPI schema."""
+
+from __future__ import annotations
+
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from agent_app import api as agents
+from profiles_app import api as profiles
+from sessions_app import api as sessions
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("tools/", profiles.ToolCatalogView.as_view()),
+    path("profiles/", profiles.ProfileListView.as_view()),
+    path("profiles/import/", profiles.ProfileImportView.as_view()),
+    path("profiles/export/", profiles.ProfileExportView.as_view()),
+    path("profiles/<int:profile_id>/", profiles.ProfileDetailView.as_view()),
+    path("global-disables/", profiles.GlobalDisableListView.as_view()),
+    path("global-disables/<str:tool>/", profiles.GlobalDisableDetailView.as_view()),
+    path("audit/", profiles.AuditView.as_view()),
+    path("sessions/", sessions.SessionListView.as_view()),
+    path("sessions/<uuid:session_id>/", sessions.SessionDetailView.as_view()),
+    path("sessions/<uuid:session_id>/events/", sessions.SessionEventsView.as_view()),
+    path("sessions/<uuid:session_id>/toolset/", sessions.SessionToolsetView.as_view()),
+    path("agents/", agents.AgentListView.as_view()),
+    path("agents/<int:agent_id>/", agents.AgentDetailView.as_view()),
+]

@@ -1,0 +1,35 @@
+"""Service errors with a stable ``code``: services raise them, the API renders them as
+``{code, message, fields?}`` with the matching status (toolhub.api)."""
+
+from __future__ import annotations
+
+
+class ServiceError(Exception):
+    code = "invalid"
+    status = 400
+
+    def __init__(self, message: str, *, fields: dict[str, list[str]] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = fields
+
+
+class Invalid(ServiceError):
+    pass
+
+
+class NotFound(ServiceError):
+    code = "not_found"
+    status = 404
+
+
+class Forbidden(ServiceError):
+    code = "permission_denied"
+    status = 403
+
+
+class Conflict(ServiceError):
+    """A stale version, or a name already taken: nothing was changed."""
+
+    code = "conflict"
+    status = 409
