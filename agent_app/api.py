@@ -12,21 +12,24 @@ from rest_framework.views import APIView
 
 from agent_app import services
 from agent_app.models import Agent
-from toolhub.api import etag, json_object, read_version, stale
+from toolhub.api import etag, read_version, stale, validated_body
+from toolhub.api_schema import IntentField, name_field
 from toolhub.errors import Conflict
 
 
 class AgentSerializer(serializers.Serializer):
     id = serializers.IntegerField(read_only=True)
-    name = serializers.CharField(max_length=64)
+    name = name_field()
     shared = serializers.BooleanField(required=False)
-    system_prompt = serializers.CharField(required=False, allow_blank=True)
-    provider = serializers.CharField(required=False, allow_blank=True)
-    model = serializers.CharField(required=False, allow_blank=True)
-    context_window = serializers.IntegerField(required=False)
-    tool_intent = serializers.JSONField(required=False)
+    system_prompt = serializers.CharField(required=False, allow_blank=True, max_length=20_000)
+    provider = serializers.ChoiceField(["", "demo", "anthropic", "openai"], required=False)
+    model = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    context_window = serializers.IntegerField(required=False, min_value=1_000, max_value=10**7)
+    tool_intent = IntentField(required=False)
     strategy = serializers.ChoiceField(["call_tool", "promote", "native"], required=False)
-    tier_budget = serializers.IntegerField(required=False, allow_null=True)
+    tier_budget = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1_000, max_value=10**7
+    )
     readonly = serializers.BooleanField(read_only=True)
     version = serializers.IntegerField(read_only=True)
 
@@ -62,8 +65,9 @@ class AgentListView(APIView):
 
     @extend_schema(request=AgentSerializer, responses={201: AgentSerializer})
     def post(self, request: Request) -> Response:
-        data = dict(json_object(request))
+        data = validated_body(request, AgentSerializer)
         shared = data.pop("shared", False) is True
+        data = {key: value for key, value in data.items() if key in services.EDITABLE}
         agent = services.agent_create(user=request.user, shared=shared, **data)
         return _respond(agent, request.user, 201)
 
@@ -77,7 +81,8 @@ class AgentDetailView(APIView):
     @extend_schema(request=AgentSerializer, responses=AgentSerializer)
     def patch(self, request: Request, agent_id: int) -> Response:
         agent = services.agent_get_for_user(user=request.user, agent_id=agent_id)
-        fields = {key: value for key, value in json_object(request).items() if key != "version"}
+        data = validated_body(request, AgentSerializer, partial=True)
+        fields = {key: value for key, value in data.items() if key in services.EDITABLE}
         try:
             agent = services.agent_update(
                 user=request.user, agent=agent, version=read_version(request), **fields

@@ -30,6 +30,9 @@ EDITABLE = (
 )
 
 
+_TEXT_LIMITS = {"system_prompt": 20_000, "model": 100}
+
+
 def agents_visible_to(user: Any):
     return Agent.objects.filter(Q(owner=user) | Q(owner__isnull=True))
 
@@ -70,8 +73,13 @@ def _clean(fields: dict[str, Any]) -> dict[str, Any]:
             )
         ):
             raise Invalid(f"{key} must be a whole number of tokens", fields={key: ["range"]})
-        elif key in ("system_prompt", "model") and not isinstance(value, str):
-            raise Invalid(f"{key} must be text", fields={key: ["not text"]})
+        elif key in ("system_prompt", "model") and (
+            not isinstance(value, str) or len(value) > _TEXT_LIMITS[key]
+        ):
+            raise Invalid(
+                f"{key} must be text of at most {_TEXT_LIMITS[key]:,} characters",
+                fields={key: ["invalid"]},
+            )
         cleaned[key] = value
     return cleaned
 

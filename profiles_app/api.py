@@ -18,7 +18,13 @@ from rest_framework.views import APIView
 from agent_app.services import AgentsAdapter, NotesAdapter
 from profiles_app import services
 from profiles_app.models import GlobalDisable, ToolProfile
-from toolhub.api import etag, json_object, read_version, stale
+from toolhub.api import etag, json_object, read_version, stale, validated_body
+from toolhub.api_schema import (
+    ProfilesImportField,
+    ToolNameField,
+    ToolNameListField,
+    name_field,
+)
 from toolhub.errors import Conflict
 from toolhub.tools import TOOLSETS, ToolContext, ToolServices, agent_tools, registry
 
@@ -35,16 +41,16 @@ class ProfileSerializer(serializers.Serializer):
 
 
 class ProfileWriteSerializer(serializers.Serializer):
-    name = serializers.CharField(required=False, max_length=64)
+    name = name_field(required=False)
     mode = serializers.ChoiceField(["all_except", "only"], required=False)
-    tools = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
+    tools = ToolNameListField(child=serializers.CharField(), required=False)
     shared = serializers.BooleanField(required=False)
     version = serializers.IntegerField(required=False)
 
 
 class GlobalDisableSerializer(serializers.Serializer):
-    tool = serializers.CharField(max_length=64)
-    reason = serializers.CharField(max_length=500)
+    tool = ToolNameField()
+    reason = serializers.RegexField(r"\S", max_length=500)
     created_by = serializers.CharField(read_only=True)
     created_at = serializers.DateTimeField(read_only=True)
 
@@ -140,7 +146,7 @@ class ProfileListView(APIView):
 
     @extend_schema(request=ProfileWriteSerializer, responses={201: ProfileSerializer})
     def post(self, request: Request) -> Response:
-        data = json_object(request)
+        data = validated_body(request, ProfileWriteSerializer)
         profile = services.profile_create(
             user=request.user,
             name=data.get("name"),
@@ -160,7 +166,7 @@ class ProfileDetailView(APIView):
     @extend_schema(request=ProfileWriteSerializer, responses=ProfileSerializer)
     def patch(self, request: Request, profile_id: int) -> Response:
         profile = services.profile_get_for_user(user=request.user, profile_id=profile_id)
-        data = json_object(request)
+        data = validated_body(request, ProfileWriteSerializer, partial=True)
         try:
             profile = services.profile_update(
                 user=request.user,
@@ -204,7 +210,7 @@ class ProfileExportView(APIView):
 
 class ProfileImportView(APIView):
     @extend_schema(
-        request=inline_serializer("ProfileImport", {"profiles": serializers.JSONField()}),
+        request=inline_serializer("ProfileImport", {"profiles": ProfilesImportField()}),
         responses={
             201: inline_serializer(
                 "ProfileImportReport",
@@ -242,7 +248,7 @@ class GlobalDisableListView(APIView):
 
     @extend_schema(request=GlobalDisableSerializer, responses={201: GlobalDisableSerializer})
     def post(self, request: Request) -> Response:
-        data = json_object(request)
+        data = validated_body(request, GlobalDisableSerializer)
         row = services.tool_disable_globally(
             user=request.user, tool=data.get("tool"), reason=data.get("reason")
         )

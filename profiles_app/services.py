@@ -333,7 +333,9 @@ def tool_disable_globally(*, user: Any, tool: str, reason: str) -> GlobalDisable
     if not user.is_staff:
         raise Forbidden("global disables are managed by staff")
     (tool,) = _clean_tools([tool], "tool")
-    reason = (reason or "").strip()
+    if not isinstance(reason, str):
+        raise Invalid("reason must be text", fields={"reason": ["not text"]})
+    reason = reason.strip()
     if not reason:
         raise Invalid("say why the tool is disabled", fields={"reason": ["required"]})
     if len(reason) > 500:

@@ -12,15 +12,16 @@ from rest_framework.views import APIView
 
 from sessions_app import services
 from sessions_app.models import ChatSession
-from toolhub.api import error, etag, json_object, read_version, stale
+from toolhub.api import error, etag, read_version, stale, validated_body
+from toolhub.api_schema import IntentField
 from toolhub.errors import Conflict
 
 
 class SessionSerializer(serializers.Serializer):
     id = serializers.UUIDField(read_only=True)
     title = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    agent = serializers.IntegerField(required=False)
-    intent = serializers.JSONField(required=False)
+    agent = serializers.IntegerField(required=False, allow_null=True)
+    intent = IntentField(required=False)
     plan_mode = serializers.BooleanField(required=False)
     version = serializers.IntegerField(read_only=True)
     created = serializers.DateTimeField(read_only=True)
@@ -66,12 +67,13 @@ class SessionListView(APIView):
 
     @extend_schema(request=SessionSerializer, responses={201: SessionSerializer})
     def post(self, request: Request) -> Response:
-        data = json_object(request)
+        data = validated_body(request, SessionSerializer)
         session = services.session_create(
             user=request.user,
             title=data.get("title", ""),
             agent=data.get("agent"),
             intent=data.get("intent"),
+            plan_mode=data.get("plan_mode", False),
         )
         return _respond(session, 201)
 
@@ -84,8 +86,9 @@ class SessionDetailView(APIView):
     @extend_schema(request=SessionSerializer, responses=SessionSerializer)
     def patch(self, request: Request, session_id: Any) -> Response:
         session = services.session_get_for_user(user=request.user, session_id=session_id)
-        data = json_object(request)
-        fields = {key: value for key, value in data.items() if key != "version"}
+        data = validated_body(request, SessionSerializer, partial=True)
+        editable = ("title", "agent", "intent", "plan_mode")
+        fields = {key: value for key, value in data.items() if key in editable}
         try:
             session = services.session_update(
                 user=request.user, session=session, version=read_version(request), **fields

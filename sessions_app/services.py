@@ -9,6 +9,7 @@ concurrent writers (several processes) never share or skip a number.
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -72,13 +73,21 @@ def _clean_title(title: Any) -> str:
 
 
 def session_create(
-    *, user: Any, title: str = "", agent: int | None = None, intent: Any = None
+    *,
+    user: Any,
+    title: str = "",
+    agent: int | None = None,
+    intent: Any = None,
+    plan_mode: bool = False,
 ) -> ChatSession:
+    if not isinstance(plan_mode, bool):
+        raise Invalid("plan_mode must be true or false", fields={"plan_mode": ["bool"]})
     return ChatSession.objects.create(
         owner=user,
         title=_clean_title(title),
         agent=_clean_agent(user, agent),
         tool_intent=_clean_intent(intent),
+        plan_mode=plan_mode,
     )
 
 
@@ -150,6 +159,36 @@ def session_events(
     return events, session.last_seq
 
 
+class MessengerAdapter:
+    """send_message: post into another session of the same person, as a user message."""
+
+    def send(self, *, user_id: str, from_session: str | None, to_session: str, text: str) -> str:
+        target = ChatSession.objects.filter(pk=_uuid_or_none(to_session), owner_id=int(user_id))
+        if not target.exists():
+            raise LookupError(to_session)
+        event = event_append(
+            session_id=to_session,
+            turn="",
+            kind="user_message",
+            data={"text": text[:32_000], "from_session": from_session},
+        )
+        return f"event {event.seq}"
+
+
+class PlanModeAdapter:
+    """enter_plan_mode / exit_plan_mode: switch the session's plan mode for next turns."""
+
+    def set_plan_mode(self, *, session_id: str, on: bool, plan: str | None = None) -> None:
+        ChatSession.objects.filter(pk=session_id).update(plan_mode=on, version=F("version") + 1)
+
+
+def _uuid_or_none(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return None
+
+
 def _workspace(session: ChatSession) -> Path:
     return Path(settings.TOOLHUB_WORKSPACE_ROOT) / str(session.pk)
 
@@ -173,7 +212,12 @@ def session_context(*, session: ChatSession, attended: bool = True) -> ToolConte
         workspace=_workspace(session),
         context_window_tokens=session.agent.context_window,
         env=os.environ,
-        services=ToolServices(notes=NotesAdapter(), agents=AgentsAdapter()),
+        services=ToolServices(
+            notes=NotesAdapter(),
+            agents=AgentsAdapter(),
+            messenger=MessengerAdapter(),
+            plan_mode=PlanModeAdapter(),
+        ),
         settings=RuntimeSettings(allow_private_fetch=settings.TOOLHUB_FETCH_ALLOW_PRIVATE),
     )
 

@@ -13,7 +13,8 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from rest_framework import exceptions, status
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -79,6 +80,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return response
 
 
+@csrf_exempt
+def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    return JsonResponse({"code": "not_found", "message": "no such endpoint"}, status=404)
+
+
 def etag(version: int) -> str:
     return f'"{version}"'
 
@@ -111,6 +117,46 @@ def json_object(request: Request) -> dict[str, Any]:
     return request.data
 
 
+def validated_body(
+    request: Request, serializer_class: type[serializers.Serializer], *, partial: bool = False
+) -> dict[str, Any]:
+    """Check the body against the documented shape (types, lengths, patterns) and return
+    it as sent: services then apply their own strict rules to the raw values, so nothing
+    is silently coerced (a number where a name belongs stays an error)."""
+    data = json_object(request)
+    serializer = serializer_class(data=data, partial=partial)
+    serializer.is_valid(raise_exception=True)
+    wrong = {
+        name: [f"must be {kind}"]
+        for name, field in serializer.fields.items()
+        if name in data and data[name] is not None
+        for kind in [_strict_kind(field)]
+        if kind and not _is_kind(data[name], kind)
+    }
+    if wrong:
+        raise exceptions.ValidationError(wrong)
+    return dict(data)
+
+
+def _strict_kind(field: serializers.Field) -> str | None:
+    # DRF coerces "true"/1 to booleans and 5 to "5"; the API accepts only JSON's own types.
+    if isinstance(field, serializers.BooleanField):
+        return "true or false"
+    if isinstance(field, serializers.IntegerField):
+        return "a whole number"
+    if isinstance(field, serializers.CharField):
+        return "text"
+    return None
+
+
+def _is_kind(value: Any, kind: str) -> bool:
+    if kind == "true or false":
+        return isinstance(value, bool)
+    if kind == "a whole number":
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, str)
+
+
 class BodyLimitMiddleware:
     """Refuse an API request body over DATA_UPLOAD_MAX_MEMORY_SIZE with 413, before any
     view reads it (DRF's parsers would otherwise read it whole)."""
@@ -135,3 +181,39 @@ class BodyLimitMiddleware:
                     status=413,
                 )
         return self.get_response(request)
+
+
+_ERROR_RESPONSES = {
+    "400": "Invalid request: the body or a parameter is wrong",
+    "401": "Not authenticated",
+    "403": "Authenticated, but not allowed (staff only, or a shared object)",
+    "404": "No such object, or not yours",
+    "405": "Method not allowed",
+    "409": "Conflict: a stale version or a name already taken; nothing changed",
+    "412": "Stale If-Match; nothing changed",
+    "413": "Request body too large",
+    "415": "Unsupported media type",
+    "428": "Writes must say which version they read",
+}
+
+
+def add_error_responses(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """drf-spectacular post-processing hook: every operation documents the error shape."""
+    components = result.setdefault("components", {}).setdefault("schemas", {})
+    components["Error"] = {
+        "type": "object",
+        "required": ["code", "message"],
+        "properties": {
+            "code": {"type": "string"},
+            "message": {"type": "string"},
+            "fields": {"type": "object", "additionalProperties": True},
+        },
+    }
+    reference = {"$ref": "#/components/schemas/Error"}
+    for path_item in result.get("paths", {}).values():
+        for operation in path_item.values():
+            responses = operation.setdefault("responses", {})
+            for status_code, description in _ERROR_RESPONSES.items():
+                content = {"application/json": {"schema": reference}}
+                responses.setdefault(status_code, {"description": description, "content": content})
+    return result

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from django.urls import path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from agent_app import api as agents
 from profiles_app import api as profiles
 from sessions_app import api as sessions
+from toolhub.api import not_found
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("tools/", profiles.ToolCatalogView.as_view()),
     path("profiles/", profiles.ProfileListView.as_view()),
     path("profiles/import/", profiles.ProfileImportView.as_view()),
@@ -26,4 +27,6 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/toolset/", sessions.SessionToolsetView.as_view()),
     path("agents/", agents.AgentListView.as_view()),
     path("agents/<int:agent_id>/", agents.AgentDetailView.as_view()),
+    # Anything else under /api/ is a JSON 404, never Django's HTML page.
+    re_path(r"^[\s\S]*$", not_found),
 ]

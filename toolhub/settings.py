@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "profiles_app",
     "sessions_app",
@@ -270,6 +271,14 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Tool profiles, global disables, agents and chat sessions.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    # Swagger UI from the installed sidecar package: no CDN, and no inline script (CSP).
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "toolhub.api.add_error_responses",
+    ],
 }
 
 # --- Logging ----------------------------------------------------------------------------

@@ -1,0 +1,322 @@
+"""The REST API: every endpoint for every role, errors, versions and limits."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from agent_app.models import Agent
+from profiles_app import services as profile_services
+from profiles_app.models import ToolProfile
+from sessions_app import services as session_services
+
+pytestmark = pytest.mark.django_db
+
+
+def _body(response) -> dict:
+    return json.loads(response.content)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/tools/",
+        "/api/profiles/",
+        "/api/profiles/export/",
+        "/api/sessions/",
+        "/api/agents/",
+        "/api/global-disables/",
+        "/api/audit/",
+    ],
+)
+def test_anonymous_requests_get_401_with_a_code(api, path):
+    response = api().get(path)
+
+    assert response.status_code == 401
+    assert _body(response)["code"] == "not_authenticated"
+
+
+@pytest.mark.parametrize("path", ["/api/global-disables/", "/api/audit/"])
+def test_staff_endpoints_are_403_for_other_users_and_200_for_staff(api, owner, staff, path):
+    assert api(owner).get(path).status_code == 403
+    assert _body(api(owner).get(path))["code"] == "permission_denied"
+    assert api(staff).get(path).status_code == 200
+
+
+def test_the_catalog_says_why_a_tool_is_unavailable(api, owner, staff, monkeypatch):
+    monkeypatch.delenv("BRAVE_API_KEY", raising=False)
+    profile_services.tool_disable_globally(user=staff, tool="bash", reason="leaks secrets")
+
+    tools = {tool["name"]: tool for tool in _body(api(owner).get("/api/tools/"))}
+
+    assert tools["read"]["available"] is True
+    assert tools["web_search"]["reason"] == "needs BRAVE_API_KEY"
+    assert tools["bash"] == {
+        **tools["bash"],
+        "available": False,
+        "layer": "L5",
+        "reason": "disabled globally by ops: leaks secrets",
+    }
+    assert "safe" in tools["read"]["presets"]
+
+
+def test_profiles_list_default_presets_shared_and_own_but_not_others(api, owner, other_user, staff):
+    profile_services.profile_create(user=staff, name="Team", shared=True)
+    profile_services.profile_create(user=owner, name="Mine", tools=["gone_tool"])
+    profile_services.profile_create(user=other_user, name="Theirs")
+
+    listed = _body(api(owner).get("/api/profiles/"))
+
+    assert [(p["name"], p["source"]) for p in listed][:1] == [("default", "builtin")]
+    assert {p["name"] for p in listed if p["source"] == "preset"} >= {"safe", "research"}
+    names = {p["name"]: p for p in listed}
+    assert names["Team"]["readonly"] is True
+    assert names["Mine"]["missing"] == ["gone_tool"]
+    assert "Theirs" not in names
+
+
+def test_a_profile_round_trip_with_versions(api, owner):
+    client = api(owner)
+
+    created = client.post("/api/profiles/", {"name": "Mine"}, format="json")
+    profile_id = _body(created)["id"]
+    fetched = client.get(f"/api/profiles/{profile_id}/")
+    renamed = client.patch(
+        f"/api/profiles/{profile_id}/",
+        {"name": "Renamed"},
+        format="json",
+        HTTP_IF_MATCH=fetched["ETag"],
+    )
+    stale_header = client.patch(
+        f"/api/profiles/{profile_id}/", {"name": "X"}, format="json", HTTP_IF_MATCH=fetched["ETag"]
+    )
+    stale_body = client.patch(
+        f"/api/profiles/{profile_id}/", {"name": "X", "version": 1}, format="json"
+    )
+    missing = client.patch(f"/api/profiles/{profile_id}/", {"name": "X"}, format="json")
+    deleted = client.delete(f"/api/profiles/{profile_id}/", HTTP_IF_MATCH=renamed["ETag"])
+
+    assert created.status_code == 201
+    assert fetched["ETag"] == '"1"'
+    assert (renamed.status_code, _body(renamed)["name"], renamed["ETag"]) == (200, "Renamed", '"2"')
+    assert (stale_header.status_code, _body(stale_header)["code"]) == (412, "conflict")
+    assert (stale_body.status_code, _body(stale_body)["code"]) == (409, "conflict")
+    assert (missing.status_code, _body(missing)["code"]) == (428, "precondition_required")
+    assert deleted.status_code == 204
+    assert not ToolProfile.objects.exists()
+
+
+def test_another_users_profile_is_404_for_every_method(api, owner, other_user):
+    profile = profile_services.profile_create(user=other_user, name="Theirs")
+    client = api(owner)
+    url = f"/api/profiles/{profile.pk}/"
+
+    responses = [
+        client.get(url),
+        client.patch(url, {"name": "Hijack", "version": 1}, format="json"),
+        client.delete(url, HTTP_IF_MATCH='"1"'),
+    ]
+
+    assert [r.status_code for r in responses] == [404, 404, 404]
+    assert {_body(r)["code"] for r in responses} == {"not_found"}
+    profile.refresh_from_db()
+    assert profile.name == "Theirs"
+
+
+def test_a_shared_profile_is_readable_by_all_and_writable_by_staff(api, owner, staff):
+    shared = profile_services.profile_create(user=staff, name="Team", shared=True)
+    url = f"/api/profiles/{shared.pk}/"
+
+    assert api(owner).get(url).status_code == 200
+    denied = api(owner).patch(url, {"mode": "only", "version": 1}, format="json")
+    allowed = api(staff).patch(url, {"mode": "only", "version": 1}, format="json")
+
+    assert denied.status_code == 403
+    assert allowed.status_code == 200
+    assert LogEntry.objects.filter(object_id=str(shared.pk)).count() == 2
+
+
+def test_import_and_export_endpoints(api, owner):
+    client = api(owner)
+
+    imported = client.post(
+        "/api/profiles/import/",
+        {"profiles": {"Focus": ["read", "nope"]}, "active": "Focus"},
+        format="json",
+    )
+    clash = client.post("/api/profiles/import/", {"profiles": {"Focus": []}}, format="json")
+    exported = client.get("/api/profiles/export/")
+
+    assert imported.status_code == 201
+    assert _body(imported) == {"created": ["Focus"], "unknown_tools": {"Focus": ["nope"]}}
+    assert clash.status_code == 409
+    assert _body(exported)["profiles"] == [
+        {"name": "Focus", "mode": "only", "tools": ["read", "nope"]}
+    ]
+
+
+def test_global_disables_by_staff_over_the_api(api, owner, staff):
+    client = api(staff)
+
+    created = client.post(
+        "/api/global-disables/", {"tool": "bash", "reason": "leaks"}, format="json"
+    )
+    duplicate = client.post("/api/global-disables/", {"tool": "bash", "reason": "x"}, format="json")
+    by_user = api(owner).post(
+        "/api/global-disables/", {"tool": "grep", "reason": "x"}, format="json"
+    )
+    listed = client.get("/api/global-disables/")
+    removed = client.delete("/api/global-disables/bash/")
+    again = client.delete("/api/global-disables/bash/")
+    audit = client.get("/api/audit/")
+
+    assert created.status_code == 201
+    assert _body(created)["created_by"] == "ops"
+    assert duplicate.status_code == 409
+    assert by_user.status_code == 403
+    assert [row["tool"] for row in _body(listed)] == ["bash"]
+    assert (removed.status_code, again.status_code) == (204, 404)
+    assert [entry["action"] for entry in _body(audit)] == ["deleted", "added"]
+
+
+def test_sessions_crud_intent_validation_and_isolation(api, owner, other_user):
+    client = api(owner)
+
+    created = client.post(
+        "/api/sessions/", {"title": "Plan trip", "intent": {"web_search": True}}, format="json"
+    )
+    session_id = _body(created)["id"]
+    invalid = client.patch(
+        f"/api/sessions/{session_id}/", {"intent": {"enabled": "yes"}, "version": 1}, format="json"
+    )
+    patched = client.patch(
+        f"/api/sessions/{session_id}/",
+        {"intent": ["read"], "plan_mode": True, "version": 1},
+        format="json",
+    )
+    foreign = api(other_user).get(f"/api/sessions/{session_id}/")
+
+    assert created.status_code == 201
+    assert _body(created)["intent"]["web_search"] is True
+    assert _body(created)["agent"] == Agent.objects.get(name="default").pk
+    assert (invalid.status_code, _body(invalid)["code"]) == (400, "invalid")
+    assert "intent" in _body(invalid)["fields"]
+    assert _body(patched)["intent"]["picked"] == ["read"]
+    assert _body(patched)["plan_mode"] is True
+    assert foreign.status_code == 404
+
+
+def test_the_event_log_pages_after_a_seq(api, owner):
+    session = session_services.session_create(user=owner)
+    for index in range(5):
+        session_services.event_append(
+            session_id=session.pk, turn="t1", kind="text_delta", data={"text": str(index)}
+        )
+
+    page = _body(api(owner).get(f"/api/sessions/{session.pk}/events/?after=2&limit=2"))
+    bad = api(owner).get(f"/api/sessions/{session.pk}/events/?after=-1")
+
+    assert [event["seq"] for event in page["events"]] == [3, 4]
+    assert page["last_seq"] == 5
+    assert bad.status_code == 400
+
+
+def test_the_inspector_shows_what_the_next_turn_sends(api, owner, staff, monkeypatch):
+    monkeypatch.delenv("BRAVE_API_KEY", raising=False)
+    profile_services.tool_disable_globally(user=staff, tool="grep", reason="slow")
+    session = session_services.session_create(user=owner, intent={"disabled": ["bash"]})
+
+    inspector = _body(api(owner).get(f"/api/sessions/{session.pk}/toolset/"))
+
+    resident = [tool["name"] for tool in inspector["resident"]]
+    hidden = {item["name"]: item for item in inspector["hidden"]}
+    assert "read" in resident
+    assert len(inspector["fingerprint"]) == 64
+    assert (
+        inspector["tokens"]["resident"] == sum(tool["tokens"] for tool in inspector["resident"]) + 1
+    )
+    assert hidden["bash"] == {
+        "name": "bash",
+        "layer": "L5",
+        "reason": "removed in this conversation",
+    }
+    assert hidden["grep"]["reason"] == "disabled globally by ops: slow"
+    assert hidden["web_search"]["layer"] == "L4"
+
+
+def test_agents_default_own_shared_and_foreign(api, owner, other_user, staff):
+    own = api(owner).post(
+        "/api/agents/",
+        {"name": "Coder", "strategy": "promote", "tool_intent": {"toolset": "coding"}},
+        format="json",
+    )
+    foreign = api(other_user).get(f"/api/agents/{_body(own)['id']}/")
+    default_id = Agent.objects.get(name="default").pk
+    by_user = api(owner).patch(
+        f"/api/agents/{default_id}/", {"model": "x", "version": 1}, format="json"
+    )
+    by_staff = api(staff).patch(
+        f"/api/agents/{default_id}/", {"model": "x", "version": 1}, format="json"
+    )
+    bad_intent = api(owner).post(
+        "/api/agents/", {"name": "Bad", "tool_intent": {"x": 1}}, format="json"
+    )
+
+    assert own.status_code == 201
+    assert {agent["name"] for agent in _body(api(owner).get("/api/agents/"))} == {
+        "default",
+        "Coder",
+    }
+    assert foreign.status_code == 404
+    assert by_user.status_code == 403
+    assert by_staff.status_code == 200
+    assert bad_intent.status_code == 400
+
+
+def test_bodies_that_are_not_objects_or_not_json_or_too_large_are_refused(api, owner):
+    client = api(owner)
+
+    not_object = client.post("/api/profiles/", [1, 2], format="json")
+    not_json = client.post("/api/profiles/", "{nope", content_type="application/json")
+    too_large = client.post(
+        "/api/profiles/import/", {"profiles": {"A": ["x" * 60] * 20_000}}, format="json"
+    )
+
+    assert (not_object.status_code, _body(not_object)["code"]) == (400, "bad_json")
+    assert (not_json.status_code, _body(not_json)["code"]) == (400, "bad_json")
+    assert (too_large.status_code, _body(too_large)["code"]) == (413, "too_large")
+    assert not ToolProfile.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/profiles/", "/api/sessions/", "/api/agents/", "/api/global-disables/"]
+)
+def test_list_endpoints_use_a_constant_number_of_queries(api, staff, path):
+    def make(count: int, start: int) -> None:
+        for index in range(start, start + count):
+            profile_services.profile_create(user=staff, name=f"P{index}")
+            session_services.session_create(user=staff)
+            Agent.objects.create(name=f"A{index}", owner=staff)
+            profile_services.tool_disable_globally(user=staff, tool=f"t{index}", reason="x")
+
+    client = api(staff)
+    make(1, 0)
+    with CaptureQueriesContext(connection) as one:
+        assert client.get(path).status_code == 200
+    make(49, 1)
+    with CaptureQueriesContext(connection) as fifty:
+        assert client.get(path).status_code == 200
+
+    assert len(one) == len(fifty)
+
+
+def test_the_openapi_schema_is_served(api, owner):
+    response = api(owner).get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+
+    assert response.status_code == 200
+    paths = json.loads(response.content)["paths"]
+    assert "/api/sessions/{session_id}/toolset/" in paths

@@ -1,0 +1,202 @@
+"""Profile and global-disable services: rules, versions, imports, audit, resolution."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.db import connection
+
+from profiles_app import services
+from profiles_app.models import GlobalDisable, ToolProfile
+from toolhub.errors import Conflict, Forbidden, Invalid
+from toolhub.tools import ToolContext, function, resolve
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_new_profile_is_a_copy_of_default_all_tools_nothing_removed(owner):
+    profile = services.profile_create(user=owner, name="Mine")
+
+    assert (profile.mode, profile.tools, profile.owner) == ("all_except", [], owner)
+
+
+@pytest.mark.parametrize("name", ["default", "research", "", " ", "x" * 65, "bad/name"])
+def test_reserved_or_malformed_profile_names_are_refused(owner, name):
+    with pytest.raises((Conflict, Invalid)):
+        services.profile_create(user=owner, name=name)
+    assert not ToolProfile.objects.exists()
+
+
+def test_names_are_unique_per_owner_but_two_people_may_share_a_name(owner, other_user):
+    services.profile_create(user=owner, name="Work")
+    services.profile_create(user=other_user, name="Work")
+
+    with pytest.raises(Conflict):
+        services.profile_create(user=owner, name="Work")
+
+
+def test_only_staff_create_shared_profiles_and_the_change_is_audited(owner, staff):
+    with pytest.raises(Forbidden):
+        services.profile_create(user=owner, name="Team", shared=True)
+
+    shared = services.profile_create(user=staff, name="Team", shared=True)
+
+    assert shared.owner is None
+    entry = LogEntry.objects.get(object_id=str(shared.pk))
+    assert entry.user == staff
+    assert "created shared profile Team" in entry.get_change_message()
+
+
+def test_removing_and_adding_a_tool_edits_only_the_short_list(owner):
+    all_except = services.profile_create(user=owner, name="A")
+    only = services.profile_create(user=owner, name="B", mode="only", tools=["read"])
+
+    all_except = services.profile_tool_remove(
+        user=owner, profile=all_except, version=1, tool="bash"
+    )
+    only = services.profile_tool_add(user=owner, profile=only, version=1, tool="grep")
+    only = services.profile_tool_remove(user=owner, profile=only, version=2, tool="read")
+    all_except = services.profile_tool_add(user=owner, profile=all_except, version=2, tool="bash")
+
+    assert all_except.tools == []
+    assert only.tools == ["grep"]
+    assert (all_except.version, only.version) == (3, 3)
+
+
+def test_a_stale_write_is_a_conflict_and_changes_nothing(owner):
+    profile = services.profile_create(user=owner, name="A")
+    services.profile_rename(user=owner, profile=profile, version=1, name="B")
+
+    with pytest.raises(Conflict):
+        services.profile_rename(user=owner, profile=profile, version=1, name="C")
+    profile.refresh_from_db()
+    assert (profile.name, profile.version) == ("B", 2)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_of_two_concurrent_writers_with_the_same_version_exactly_one_wins(owner):
+    profile = services.profile_create(user=owner, name="Race")
+    barrier = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def writer(name: str) -> None:
+        barrier.wait()
+        try:
+            services.profile_rename(user=owner, profile=profile, version=1, name=name)
+            outcomes.append("won")
+        except Conflict:
+            outcomes.append("conflict")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=writer, args=(name,)) for name in ("Left", "Right")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    profile.refresh_from_db()
+    assert sorted(outcomes) == ["conflict", "won"]
+    assert profile.version == 2
+    assert profile.name in {"Left", "Right"}
+
+
+def test_import_accepts_functions_meta_and_reports_unknown_tools(owner):
+    data = {
+        "profiles": {"Focus": ["read", "grep", "gone_tool"], "Web": ["web_fetch"]},
+        "active": "Focus",
+    }
+
+    report = services.profile_import(user=owner, data=data)
+
+    assert report.created == ("Focus", "Web")
+    assert report.unknown_tools == {"Focus": ["gone_tool"]}
+    focus = ToolProfile.objects.get(owner=owner, name="Focus")
+    assert (focus.mode, focus.tools) == ("only", ["read", "grep", "gone_tool"])
+
+
+def test_import_is_all_or_nothing_on_a_clash_or_a_bad_entry(owner):
+    services.profile_create(user=owner, name="Taken")
+
+    with pytest.raises(Conflict, match="Taken"):
+        services.profile_import(
+            user=owner, data={"profiles": [{"name": "Fresh"}, {"name": "Taken"}]}
+        )
+    with pytest.raises(Invalid):
+        services.profile_import(
+            user=owner, data={"profiles": [{"name": "Fresh"}, {"name": "X", "tools": "bash"}]}
+        )
+    assert list(ToolProfile.objects.values_list("name", flat=True)) == ["Taken"]
+
+
+def test_export_then_import_round_trips(owner, other_user):
+    services.profile_create(user=owner, name="One", mode="only", tools=["read"])
+    services.profile_create(user=owner, name="Two", tools=["bash"])
+
+    services.profile_import(user=other_user, data=services.profile_export(user=owner))
+
+    assert (
+        services.profile_export(user=other_user)["profiles"]
+        == (services.profile_export(user=owner)["profiles"])
+    )
+
+
+def test_a_global_disable_needs_staff_and_a_reason_and_is_audited(owner, staff):
+    with pytest.raises(Forbidden):
+        services.tool_disable_globally(user=owner, tool="bash", reason="risky")
+    with pytest.raises(Invalid):
+        services.tool_disable_globally(user=staff, tool="bash", reason="  ")
+
+    services.tool_disable_globally(user=staff, tool="bash", reason="leaks secrets")
+
+    assert services.global_disables() == {"bash": "disabled globally by ops: leaks secrets"}
+    assert "leaks secrets" in LogEntry.objects.get().get_change_message()
+    with pytest.raises(Conflict):
+        services.tool_disable_globally(user=staff, tool="bash", reason="again")
+
+
+def test_enabling_again_is_audited_and_takes_effect_at_once(staff):
+    services.tool_disable_globally(user=staff, tool="bash", reason="leaks secrets")
+    assert "bash" in services.global_disables()
+
+    services.tool_enable_globally(user=staff, tool="bash", reason="fixed")
+
+    assert services.global_disables() == {}
+    assert not GlobalDisable.objects.exists()
+    assert [entry.get_change_message() for entry in LogEntry.objects.order_by("pk")][-1] == (
+        "enabled bash again: fixed"
+    )
+
+
+def test_a_tool_registered_after_a_profile_reaches_all_except_but_not_only(owner, registry_state):
+    all_except = services.profile_create(user=owner, name="Everything")
+    only = services.profile_create(user=owner, name="Picked", mode="only", tools=["calculate"])
+    lookup = services.profile_lookup_for(owner)
+
+    @function
+    def brand_new_tool() -> str:
+        """Arrived after the profiles were made."""
+        return "new"
+
+    everything = resolve(
+        intent={"toolset": all_except.name},
+        profile_lookup=lookup,
+        ctx=ToolContext(user_id=str(owner.pk)),
+    )
+    picked = resolve(
+        intent={"toolset": only.name}, profile_lookup=lookup, ctx=ToolContext(user_id=str(owner.pk))
+    )
+
+    assert "brand_new_tool" in everything.names
+    assert picked.names == ("calculate",)
+
+
+def test_the_profile_lookup_prefers_the_own_profile_over_a_shared_one(owner, staff):
+    services.profile_create(user=staff, name="Same", shared=True, mode="only", tools=["read"])
+    services.profile_create(user=owner, name="Same", mode="only", tools=["grep"])
+
+    assert services.profile_lookup_for(owner)("Same").tools == ("grep",)
+    assert services.profile_lookup_for(staff)("Same").tools == ("read",)
+    assert services.profile_lookup_for(owner)("research") is None
