@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 
 from agent_app.models import DEFAULT_AGENT, Agent, Note
-from profiles_app.services import _clean_name
+from profiles_app.services import _clean_name, toolset_check_exists
 from toolhub.errors import Conflict, Forbidden, Invalid, NotFound
 from toolhub.tools import IntentError, ToolIntent
 from toolhub.tools.resolve import STRATEGIES
@@ -49,7 +49,7 @@ def default_agent() -> Agent:
     return agent
 
 
-def _clean(fields: dict[str, Any]) -> dict[str, Any]:
+def _clean(fields: dict[str, Any], user: Any) -> dict[str, Any]:
     cleaned: dict[str, Any] = {}
     for key, value in fields.items():
         if key not in EDITABLE:
@@ -58,9 +58,11 @@ def _clean(fields: dict[str, Any]) -> dict[str, Any]:
             value = _clean_name(value)
         elif key == "tool_intent":
             try:
-                value = ToolIntent.parse(value).to_json()
+                intent = ToolIntent.parse(value)
             except IntentError as exc:
                 raise Invalid(str(exc), fields={"tool_intent": [str(exc)]}) from None
+            toolset_check_exists(user=user, name=intent.toolset, field="tool_intent")
+            value = intent.to_json()
         elif key == "strategy" and value not in STRATEGIES:
             raise Invalid("unknown strategy", fields={"strategy": [str(value)]})
         elif key == "provider" and value not in Agent.Provider.values:
@@ -87,7 +89,7 @@ def _clean(fields: dict[str, Any]) -> dict[str, Any]:
 def agent_create(*, user: Any, shared: bool = False, **fields: Any) -> Agent:
     if shared and not user.is_staff:
         raise Forbidden("shared agents are created by staff")
-    cleaned = _clean(fields)
+    cleaned = _clean(fields, user)
     if "name" not in cleaned:
         raise Invalid("name is required", fields={"name": ["required"]})
     try:
@@ -107,7 +109,7 @@ def agent_update(*, user: Any, agent: Agent, version: int, **fields: Any) -> Age
         raise Forbidden("shared agents are edited by staff")
     if not agent.is_shared and agent.owner_id != user.pk:
         raise NotFound("no such agent")
-    cleaned = _clean(fields)
+    cleaned = _clean(fields, user)
     try:
         with transaction.atomic():
             updated = Agent.objects.filter(pk=agent.pk, version=version).update(

@@ -249,6 +249,13 @@ def profile_lookup_for(user: Any) -> Callable[[str], ProfileSpec | None]:
     return lookup
 
 
+def toolset_check_exists(*, user: Any, name: str | None, field: str = "intent") -> None:
+    """A toolset named in an intent must be the user's profile, a shared one, or a preset."""
+    if name is None or name in TOOLSETS or profile_lookup_for(user)(name) is not None:
+        return
+    raise Invalid(f"no profile or preset named '{name}'", fields={field: ["unknown toolset"]})
+
+
 def profile_export(*, user: Any) -> dict[str, Any]:
     own = ToolProfile.objects.filter(owner=user).order_by("name")
     return {

@@ -19,7 +19,7 @@ from django.db.models import Count, F
 
 from agent_app.models import Agent
 from agent_app.services import AgentsAdapter, NotesAdapter, agents_visible_to, default_agent
-from profiles_app.services import global_disables, profile_lookup_for
+from profiles_app.services import global_disables, profile_lookup_for, toolset_check_exists
 from sessions_app.models import ChatSession, SessionEvent
 from toolhub.errors import Conflict, Invalid, NotFound
 from toolhub.tools import (
@@ -30,6 +30,7 @@ from toolhub.tools import (
     ToolContext,
     ToolIntent,
     ToolServices,
+    UnknownToolsetError,
     price,
     resolve,
 )
@@ -50,11 +51,13 @@ def session_get_for_user(*, user: Any, session_id: Any) -> ChatSession:
     return session
 
 
-def _clean_intent(intent: Any) -> dict[str, Any]:
+def _clean_intent(intent: Any, user: Any, field: str = "intent") -> dict[str, Any]:
     try:
-        return ToolIntent.parse(intent).to_json()
+        parsed = ToolIntent.parse(intent)
     except IntentError as exc:
-        raise Invalid(str(exc), fields={"intent": [str(exc)]}) from None
+        raise Invalid(str(exc), fields={field: [str(exc)]}) from None
+    toolset_check_exists(user=user, name=parsed.toolset, field=field)
+    return parsed.to_json()
 
 
 def _clean_agent(user: Any, agent: Any) -> Agent:
@@ -86,7 +89,7 @@ def session_create(
         owner=user,
         title=_clean_title(title),
         agent=_clean_agent(user, agent),
-        tool_intent=_clean_intent(intent),
+        tool_intent=_clean_intent(intent, user),
         plan_mode=plan_mode,
     )
 
@@ -100,7 +103,7 @@ def session_update(*, user: Any, session: ChatSession, version: int, **fields: A
         elif key == "agent":
             changes["agent"] = _clean_agent(user, value)
         elif key == "intent":
-            changes["tool_intent"] = _clean_intent(value)
+            changes["tool_intent"] = _clean_intent(value, user)
             # A changed intent rebuilds the tier plan on the next turn (DESIGN.md 5).
             changes["tier_plan"] = None
         elif key == "plan_mode":
@@ -124,9 +127,11 @@ def session_update(*, user: Any, session: ChatSession, version: int, **fields: A
 def session_intent_merge(*, session: ChatSession, patch: Any) -> ChatSession:
     """Merge a chat frame's intent into the stored one (its fields replace those fields)."""
     try:
-        merged = ToolIntent.parse(session.tool_intent).merge(patch).to_json()
+        merged = ToolIntent.parse(session.tool_intent).merge(patch)
     except IntentError as exc:
         raise Invalid(str(exc), fields={"intent": [str(exc)]}) from None
+    toolset_check_exists(user=session.owner, name=merged.toolset)
+    merged = merged.to_json()
     if merged != session.tool_intent:
         ChatSession.objects.filter(pk=session.pk).update(
             tool_intent=merged, tier_plan=None, version=F("version") + 1
@@ -243,7 +248,11 @@ def session_resolve(*, session: ChatSession, attended: bool = True) -> ResolvedT
 def session_toolset(*, session: ChatSession) -> dict[str, Any]:
     """The inspector: resident tools with their tokens, the catalog, both halves' token
     counts, the fingerprint, and every hidden tool with its layer and reason."""
-    resolved = session_resolve(session=session)
+    try:
+        resolved = session_resolve(session=session)
+    except UnknownToolsetError as exc:
+        # The profile this session names was deleted since: say so, do not guess.
+        raise Conflict(f"{exc.args[0]}; pick another toolset for this session") from None
     priced = price(resolved)
     tokens = dict(priced.per_tool)
     return {

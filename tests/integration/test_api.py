@@ -320,3 +320,17 @@ def test_the_openapi_schema_is_served(api, owner):
     assert response.status_code == 200
     paths = json.loads(response.content)["paths"]
     assert "/api/sessions/{session_id}/toolset/" in paths
+
+
+def test_an_intent_naming_an_unknown_toolset_is_refused_and_a_deleted_one_explained(api, owner):
+    client = api(owner)
+    profile = profile_services.profile_create(user=owner, name="Temp")
+
+    unknown = client.post("/api/sessions/", {"intent": {"toolset": "nope"}}, format="json")
+    session = _body(client.post("/api/sessions/", {"intent": {"toolset": "Temp"}}, format="json"))
+    profile_services.profile_delete(user=owner, profile=profile, version=1)
+    inspector = client.get(f"/api/sessions/{session['id']}/toolset/")
+
+    assert (unknown.status_code, _body(unknown)["fields"]) == (400, {"intent": ["unknown toolset"]})
+    assert inspector.status_code == 409
+    assert "no profile or preset named 'Temp'" in _body(inspector)["message"]
