@@ -8,43 +8,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
-from playwright.sync_api import sync_playwright
-
-from tests.conftest import app_env, daphne, manage
-
-BROWSER_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-@pytest.fixture(scope="module")
-def product(tmp_path_factory):
-    env = app_env(tmp_path_factory.mktemp("product"))
-    for args in (("migrate", "--noinput"), ("toolhub_demo",)):
-        result = manage(*args, env=env)
-        assert result.returncode == 0, result.stderr
-    password = re.search(r"with password '([^']+)'", result.stdout).group(1)
-    with daphne(env) as base:
-        yield base, password
-
-
-@pytest.fixture
-def page(chromium_path):
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=BROWSER_ARGS)
-        page = browser.new_page()
-        errors: list[str] = []
-        page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
-        page.console_errors = errors
-        yield page
-        browser.close()
-
 
 def test_a_visitor_is_sent_to_sign_in_and_reaches_home_with_the_demo_account(product, page):
     base, password = product
