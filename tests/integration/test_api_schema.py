@@ -7,7 +7,9 @@ import json
 
 import pytest
 import schemathesis
+from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
 from hypothesis import HealthCheck, settings
@@ -25,6 +27,18 @@ schema.app = get_wsgi_application()
 @pytest.fixture
 def staff_token(db, staff) -> str:
     return Token.objects.get_or_create(user=staff)[0].key
+
+
+@pytest.fixture(autouse=True)
+def _keep_the_test_connection():
+    # The WSGI handler closes the database connection after each request; inside a test's
+    # transaction that would end the test's own connection (Django's test client does the
+    # same disconnect while it runs a request).
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
 
 
 @pytest.mark.django_db
