@@ -10,12 +10,12 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from profiles_app.models import profile_name_validator
+from profiles_app.models import OwnedNamed
 
 DEFAULT_AGENT = "default"
 
 
-class Agent(models.Model):
+class Agent(OwnedNamed):
     class Strategy(models.TextChoices):
         CALL_TOOL = "call_tool", "call_tool (array never changes)"
         PROMOTE = "promote", "promote (found tools join the array)"
@@ -27,14 +27,6 @@ class Agent(models.Model):
         ANTHROPIC = "anthropic", "Anthropic"
         OPENAI = "openai", "OpenAI-compatible"
 
-    name = models.CharField(max_length=64, validators=[profile_name_validator])
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.CASCADE,
-        related_name="agents",
-    )
     system_prompt = models.TextField(blank=True, max_length=20_000)
     provider = models.CharField(max_length=16, choices=Provider.choices, blank=True)
     model = models.CharField(max_length=100, blank=True)
@@ -44,27 +36,9 @@ class Agent(models.Model):
     tier_budget = models.PositiveIntegerField(
         null=True, blank=True, help_text="Resident tool tokens; empty: 5% of the window."
     )
-    version = models.PositiveIntegerField(default=1)
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
 
-    class Meta:
-        ordering = ["name", "id"]
-        constraints = [
-            models.UniqueConstraint(fields=["owner", "name"], name="agent_unique_per_owner"),
-            models.UniqueConstraint(
-                fields=["name"],
-                condition=models.Q(owner__isnull=True),
-                name="agent_unique_shared_name",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return self.name if self.owner_id else f"{self.name} (shared)"
-
-    @property
-    def is_shared(self) -> bool:
-        return self.owner_id is None
+    class Meta(OwnedNamed.Meta):
+        pass
 
 
 class Note(models.Model):

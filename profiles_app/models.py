@@ -23,10 +23,12 @@ profile_name_validator = RegexValidator(
 tool_name_validator = RegexValidator(NAME_PATTERN.pattern, "not a valid tool name")
 
 
-class ToolProfile(models.Model):
-    class Mode(models.TextChoices):
-        ALL_EXCEPT = "all_except", "All tools except"
-        ONLY = "only", "Only these tools"
+class OwnedNamed(models.Model):
+    """A named, versioned object that is personal, or shared when it has no owner.
+
+    Names are unique per owner, and among shared objects. ``version`` increases on every
+    write (services update with ``WHERE version = read``).
+    """
 
     name = models.CharField(max_length=64, validators=[profile_name_validator])
     owner = models.ForeignKey(
@@ -34,30 +36,24 @@ class ToolProfile(models.Model):
         null=True,
         blank=True,
         on_delete=models.CASCADE,
-        related_name="tool_profiles",
-        help_text="Empty for a shared profile (staff only).",
-    )
-    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.ALL_EXCEPT)
-    tools = models.JSONField(
-        default=list,
-        blank=True,
-        help_text=f"Names removed (all except) or picked (only); at most {MAX_NAMES}.",
+        related_name="%(class)ss",
+        help_text="Empty for a shared one (staff only).",
     )
     version = models.PositiveIntegerField(default=1)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
     class Meta:
+        abstract = True
         ordering = ["name", "id"]
         constraints = [
-            models.UniqueConstraint(fields=["owner", "name"], name="profile_unique_per_owner"),
+            models.UniqueConstraint(
+                fields=["owner", "name"], name="%(app_label)s_%(class)s_unique_per_owner"
+            ),
             models.UniqueConstraint(
                 fields=["name"],
                 condition=models.Q(owner__isnull=True),
-                name="profile_unique_shared_name",
-            ),
-            models.CheckConstraint(
-                condition=models.Q(mode__in=["all_except", "only"]), name="profile_mode_valid"
+                name="%(app_label)s_%(class)s_unique_shared_name",
             ),
         ]
 
@@ -67,6 +63,27 @@ class ToolProfile(models.Model):
     @property
     def is_shared(self) -> bool:
         return self.owner_id is None
+
+
+class ToolProfile(OwnedNamed):
+    class Mode(models.TextChoices):
+        ALL_EXCEPT = "all_except", "All tools except"
+        ONLY = "only", "Only these tools"
+
+    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.ALL_EXCEPT)
+    tools = models.JSONField(
+        default=list,
+        blank=True,
+        help_text=f"Names removed (all except) or picked (only); at most {MAX_NAMES}.",
+    )
+
+    class Meta(OwnedNamed.Meta):
+        constraints = [
+            *OwnedNamed.Meta.constraints,
+            models.CheckConstraint(
+                condition=models.Q(mode__in=["all_except", "only"]), name="profile_mode_valid"
+            ),
+        ]
 
 
 class GlobalDisable(models.Model):
