@@ -49,7 +49,7 @@ def default_agent() -> Agent:
     return agent
 
 
-def _clean(fields: dict[str, Any], user: Any) -> dict[str, Any]:
+def _clean(fields: dict[str, Any], user: Any, *, shared: bool) -> dict[str, Any]:
     cleaned: dict[str, Any] = {}
     for key, value in fields.items():
         if key not in EDITABLE:
@@ -61,7 +61,7 @@ def _clean(fields: dict[str, Any], user: Any) -> dict[str, Any]:
                 intent = ToolIntent.parse(value)
             except IntentError as exc:
                 raise Invalid(str(exc), fields={"tool_intent": [str(exc)]}) from None
-            toolset_check_exists(user=user, name=intent.toolset, field="tool_intent")
+            toolset_check_exists(user=user, name=intent.toolset, field="tool_intent", shared=shared)
             value = intent.to_json()
         elif key == "strategy" and value not in STRATEGIES:
             raise Invalid("unknown strategy", fields={"strategy": [str(value)]})
@@ -89,7 +89,7 @@ def _clean(fields: dict[str, Any], user: Any) -> dict[str, Any]:
 def agent_create(*, user: Any, shared: bool = False, **fields: Any) -> Agent:
     if shared and not user.is_staff:
         raise Forbidden("shared agents are created by staff")
-    cleaned = _clean(fields, user)
+    cleaned = _clean(fields, user, shared=shared)
     if "name" not in cleaned:
         raise Invalid("name is required", fields={"name": ["required"]})
     try:
@@ -109,7 +109,7 @@ def agent_update(*, user: Any, agent: Agent, version: int, **fields: Any) -> Age
         raise Forbidden("shared agents are edited by staff")
     if not agent.is_shared and agent.owner_id != user.pk:
         raise NotFound("no such agent")
-    cleaned = _clean(fields, user)
+    cleaned = _clean(fields, user, shared=agent.is_shared)
     try:
         with transaction.atomic():
             updated = Agent.objects.filter(pk=agent.pk, version=version).update(

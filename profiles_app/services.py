@@ -151,12 +151,19 @@ def profile_update(
     return profile
 
 
+def _check_fresh(profile: ToolProfile, version: int) -> None:
+    # The new list is built from ``profile.tools``: it must be the version the write names.
+    if profile.version != version:
+        raise Conflict("the profile changed since you read it; reload and retry")
+
+
 def profile_rename(*, user: Any, profile: ToolProfile, version: int, name: str) -> ToolProfile:
     return profile_update(user=user, profile=profile, version=version, name=name)
 
 
 def profile_tool_remove(*, user: Any, profile: ToolProfile, version: int, tool: str) -> ToolProfile:
     """Take ``tool`` out of what the profile offers (edits the short list only)."""
+    _check_fresh(profile, version)
     (tool,) = _clean_tools([tool], "tool")
     tools = list(profile.tools)
     if profile.mode == ToolProfile.Mode.ALL_EXCEPT:
@@ -168,6 +175,7 @@ def profile_tool_remove(*, user: Any, profile: ToolProfile, version: int, tool: 
 
 def profile_tool_add(*, user: Any, profile: ToolProfile, version: int, tool: str) -> ToolProfile:
     """Put ``tool`` back into what the profile offers (edits the short list only)."""
+    _check_fresh(profile, version)
     (tool,) = _clean_tools([tool], "tool")
     tools = list(profile.tools)
     if profile.mode == ToolProfile.Mode.ALL_EXCEPT:
@@ -249,11 +257,19 @@ def profile_lookup_for(user: Any) -> Callable[[str], ProfileSpec | None]:
     return lookup
 
 
-def toolset_check_exists(*, user: Any, name: str | None, field: str = "intent") -> None:
-    """A toolset named in an intent must be the user's profile, a shared one, or a preset."""
-    if name is None or name in TOOLSETS or profile_lookup_for(user)(name) is not None:
+def toolset_check_exists(
+    *, user: Any, name: str | None, field: str = "intent", shared: bool = False
+) -> None:
+    """A toolset named in an intent must be the user's profile, a shared one, or a preset;
+    for something shared (an agent everyone uses), only a shared profile or a preset."""
+    if name is None or name in TOOLSETS:
         return
-    raise Invalid(f"no profile or preset named '{name}'", fields={field: ["unknown toolset"]})
+    if shared and ToolProfile.objects.filter(name=name, owner__isnull=True).exists():
+        return
+    if not shared and profile_lookup_for(user)(name) is not None:
+        return
+    where = "shared profile" if shared else "profile"
+    raise Invalid(f"no {where} or preset named '{name}'", fields={field: ["unknown toolset"]})
 
 
 def profile_export(*, user: Any) -> dict[str, Any]:
@@ -309,11 +325,14 @@ def profile_import(*, user: Any, data: Any) -> ImportReport:
             f"profiles already named: {', '.join(clashes)}; nothing was imported",
             fields={"profiles": clashes},
         )
-    with transaction.atomic():
-        ToolProfile.objects.bulk_create(
-            ToolProfile(name=name, owner=user, mode=mode, tools=tools)
-            for name, mode, tools in cleaned
-        )
+    try:
+        with transaction.atomic():
+            ToolProfile.objects.bulk_create(
+                ToolProfile(name=name, owner=user, mode=mode, tools=tools)
+                for name, mode, tools in cleaned
+            )
+    except IntegrityError:
+        raise Conflict("a profile with one of these names was just created") from None
     unknown = {name: list(_missing(tools)) for name, _, tools in cleaned if _missing(tools)}
     return ImportReport(created=tuple(names), unknown_tools=unknown)
 

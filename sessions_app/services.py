@@ -125,18 +125,30 @@ def session_update(*, user: Any, session: ChatSession, version: int, **fields: A
 
 
 def session_intent_merge(*, session: ChatSession, patch: Any) -> ChatSession:
-    """Merge a chat frame's intent into the stored one (its fields replace those fields)."""
-    try:
-        merged = ToolIntent.parse(session.tool_intent).merge(patch)
-    except IntentError as exc:
-        raise Invalid(str(exc), fields={"intent": [str(exc)]}) from None
-    toolset_check_exists(user=session.owner, name=merged.toolset)
-    merged = merged.to_json()
-    if merged != session.tool_intent:
-        ChatSession.objects.filter(pk=session.pk).update(
-            tool_intent=merged, tier_plan=None, version=F("version") + 1
+    """Merge a chat frame's intent into the stored one (its fields replace those fields).
+
+    The merge starts from the row as stored now and is written only if nobody wrote in
+    between (``WHERE version = read``); otherwise it is redone on the newer intent, so a
+    concurrent REST edit is never overwritten.
+    """
+    for _ in range(5):
+        current = ChatSession.objects.values("tool_intent", "version").get(pk=session.pk)
+        try:
+            merged = ToolIntent.parse(current["tool_intent"]).merge(patch)
+        except IntentError as exc:
+            raise Invalid(str(exc), fields={"intent": [str(exc)]}) from None
+        toolset_check_exists(user=session.owner, name=merged.toolset)
+        stored = merged.to_json()
+        if stored == current["tool_intent"]:
+            break
+        written = ChatSession.objects.filter(pk=session.pk, version=current["version"]).update(
+            tool_intent=stored, tier_plan=None, version=F("version") + 1
         )
-        session.refresh_from_db()
+        if written:
+            break
+    else:
+        raise Conflict("the session keeps changing; try again")
+    session.refresh_from_db()
     return session
 
 
@@ -161,7 +173,9 @@ def session_events(
     if after < 0 or not 1 <= limit <= EVENTS_PAGE_MAX:
         raise Invalid(f"after must be >= 0 and limit within 1..{EVENTS_PAGE_MAX}")
     events = list(session.events.filter(seq__gt=after).order_by("seq")[:limit])
-    return events, session.last_seq
+    # An event may land between reading the session and reading its events.
+    last_seq = max(session.last_seq, events[-1].seq if events else 0)
+    return events, last_seq
 
 
 class MessengerAdapter:

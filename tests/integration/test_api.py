@@ -334,3 +334,17 @@ def test_an_intent_naming_an_unknown_toolset_is_refused_and_a_deleted_one_explai
     assert (unknown.status_code, _body(unknown)["fields"]) == (400, {"intent": ["unknown toolset"]})
     assert inspector.status_code == 409
     assert "no profile or preset named 'Temp'" in _body(inspector)["message"]
+
+
+def test_a_chat_frame_intent_merge_never_overwrites_a_newer_rest_edit(owner):
+    session = session_services.session_create(user=owner, intent={"disabled": ["bash"]})
+    stale = type(session).objects.get(pk=session.pk)
+    session_services.session_update(
+        user=owner, session=session, version=1, intent={"disabled": ["bash", "grep"]}
+    )
+
+    merged = session_services.session_intent_merge(session=stale, patch={"web_search": True})
+
+    assert merged.tool_intent["disabled"] == ["bash", "grep"]
+    assert merged.tool_intent["web_search"] is True
+    assert merged.version == 3

@@ -200,3 +200,25 @@ def test_the_profile_lookup_prefers_the_own_profile_over_a_shared_one(owner, sta
     assert services.profile_lookup_for(owner)("Same").tools == ("grep",)
     assert services.profile_lookup_for(staff)("Same").tools == ("read",)
     assert services.profile_lookup_for(owner)("research") is None
+
+
+def test_a_tool_edit_from_a_stale_copy_is_a_conflict_even_with_the_current_version(owner):
+    stale_copy = services.profile_create(user=owner, name="A")
+    fresh = ToolProfile.objects.get(pk=stale_copy.pk)
+    services.profile_tool_remove(user=owner, profile=fresh, version=1, tool="bash")
+
+    with pytest.raises(Conflict):
+        services.profile_tool_remove(user=owner, profile=stale_copy, version=2, tool="grep")
+    assert ToolProfile.objects.get(pk=stale_copy.pk).tools == ["bash"]
+
+
+def test_a_shared_agent_may_name_only_shared_profiles_or_presets(staff):
+    from agent_app.services import agent_create
+
+    services.profile_create(user=staff, name="Personal")
+    services.profile_create(user=staff, name="Team", shared=True)
+
+    with pytest.raises(Invalid, match="no shared profile"):
+        agent_create(user=staff, shared=True, name="Ops", tool_intent={"toolset": "Personal"})
+    assert agent_create(user=staff, shared=True, name="Ops", tool_intent={"toolset": "Team"})
+    assert agent_create(user=staff, name="Mine", tool_intent={"toolset": "Personal"})

@@ -29,13 +29,22 @@ PAGE = b"""<html><head><title>Hello  page</title><style>p{color:red}</style></he
         "::ffff:127.0.0.1",
         "fc00::1",
         "224.0.0.1",
+        "::7f00:1",
+        "::127.0.0.1",
+        "64:ff9b::a9fe:a9fe",
+        "64:ff9b::a00:1",
+        "2002:7f00:1::",
+        "2002:a00:1::1",
+        "fec0::1",
     ],
 )
 def test_private_loopback_link_local_and_mapped_addresses_are_not_public(address):
     assert not is_public_address(address)
 
 
-@pytest.mark.parametrize("address", ["93.184.216.34", "1.1.1.1", "2606:4700:4700::1111"])
+@pytest.mark.parametrize(
+    "address", ["93.184.216.34", "1.1.1.1", "2606:4700:4700::1111", "64:ff9b::101:101"]
+)
 def test_public_addresses_are_public(address):
     assert is_public_address(address)
 

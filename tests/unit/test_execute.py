@@ -348,3 +348,25 @@ async def test_one_calls_timeout_does_not_cancel_the_next_call_on_the_same_token
     assert "timed out" in first.content
     assert second.content == "finished"
     assert not ctx.cancel.cancelled
+
+
+async def test_a_broken_cache_or_store_degrades_to_a_miss_never_a_failed_tool():
+    class Broken:
+        def get(self, key):
+            raise ConnectionError("cache down")
+
+        def set(self, key, value, ttl):
+            raise ConnectionError("cache down")
+
+        def put(self, *, tool, text, ctx):
+            raise ConnectionError("store down")
+
+    def big() -> str:
+        return "z" * 5000
+
+    tool = _tool(big, cache=True, persist_full=True, max_result_chars=500)
+    result = await tool.execute(ctx=ToolContext(cache=Broken(), store=Broken()))
+
+    assert result.status == "ok"
+    assert result.truncated
+    assert result.full_ref is None

@@ -67,9 +67,9 @@ def test_deferred_tools_are_in_the_catalog_not_the_array_and_bring_tool_search(r
 
 
 def test_with_nothing_deferred_there_is_no_tool_search_and_no_catalog(reg):
-    resolved = resolve(reg, intent={"picked": ["alpha", "beta"]}, ctx=KEYED)
+    resolved = resolve(reg, intent={"disabled": ["mcp_weather", "mcp_stocks"]}, ctx=KEYED)
 
-    assert resolved.names == ("alpha", "beta")
+    assert resolved.names == ("alpha", "beta", "gamma", "web_search")
     assert resolved.catalog == ""
     assert resolved.reason_for("tool_search").reason.startswith("nothing is deferred")
 
@@ -405,3 +405,15 @@ def test_the_search_index_is_built_once_per_resolution_not_per_turn(reg):
 
     assert first.resolved is second.resolved
     assert first.resolved.index is second.resolved.index
+
+
+def test_a_tool_search_veto_is_reported_as_such_when_nothing_is_deferred(reg):
+    resolved = resolve(
+        reg,
+        intent={"disabled": ["mcp_weather", "mcp_stocks"]},
+        disabled={"tool_search": "disabled globally by ops: noisy"},
+        ctx=KEYED,
+    )
+
+    assert resolved.reason_for("tool_search").layer == "L5"
+    assert resolved.reason_for("tool_search").reason == "disabled globally by ops: noisy"

@@ -421,9 +421,17 @@ def _resolve(
             offered.append(tool)
             (resident if tier == "core" else deferred).append(tool)
     deferred_names = {tool.name for tool in deferred}
+    # tool_search is decided here, not by the layers: present exactly when something is
+    # deferred. When it is absent, the first real reason wins over "nothing is deferred"
+    # (its layer-4 gate only says that no index exists yet).
+    search_hidden = selection.reason_for(TOOL_SEARCH)
     hidden = tuple(hidden for hidden in selection.hidden if hidden.name != TOOL_SEARCH)
     if search_tool is not None and not include_search:
-        hidden += (Hidden(TOOL_SEARCH, "L2b", "nothing is deferred, so nothing to search"),)
+        if search_hidden is None or search_hidden.layer == "L4":
+            search_hidden = _search_veto(disabled, inputs) or Hidden(
+                TOOL_SEARCH, "L2b", "nothing is deferred, so nothing to search"
+            )
+        hidden += (search_hidden,)
 
     if strategy == "native":
         sent = [(tool.name, native_json(tool, tool.name in deferred_names)) for tool in offered]
@@ -447,6 +455,17 @@ def _resolve(
         fingerprint=fingerprint,
         budget_tokens=budget,
     )
+
+
+def _search_veto(disabled: Mapping[str, str], inputs: Mapping[str, Any]) -> Hidden | None:
+    """A layer-5 removal of tool_search, which its own layer-4 gate (no index yet) hides."""
+    if TOOL_SEARCH in disabled:
+        return Hidden(TOOL_SEARCH, "L5", disabled[TOOL_SEARCH])
+    if TOOL_SEARCH in inputs["deny"]:
+        return Hidden(TOOL_SEARCH, "L5", "removed in this conversation")
+    if TOOL_SEARCH in inputs["agent_deny"]:
+        return Hidden(TOOL_SEARCH, "L5", "removed by the agent")
+    return None
 
 
 def _catalog_pieces(deferred: list[Tool], tiers: Mapping[str, str]) -> tuple[str, ...]:

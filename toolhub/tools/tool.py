@@ -15,6 +15,7 @@ import contextlib
 import functools
 import hashlib
 import inspect
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ from toolhub.tools.schema import (
     signature_schema,
     validate_arguments,
 )
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_RESULT_CHARS = 50_000
 DEFAULT_TIMEOUT_SECONDS = 120.0
@@ -217,9 +220,9 @@ class Tool:
 
         key = self.cache_key(args, ctx) if self.cache and ctx.cache is not None else None
         if key is not None:
-            hit = ctx.cache.get(key)
-            if hit is not None:
-                return self._cap(ToolResult(content=hit, cached=True), ctx)
+            hit = await _quietly(ctx.cache.get, key)
+            if isinstance(hit, str):
+                return await self._cap(ToolResult(content=hit, cached=True), ctx)
 
         if ctx.cancel.cancelled:
             return ToolResult.cancelled(f"{self.name}: cancelled before it started")
@@ -227,8 +230,8 @@ class Tool:
         if not isinstance(outcome, ToolResult):
             outcome = ToolResult(content=_to_text(outcome))
         if key is not None and outcome.status == "ok":
-            ctx.cache.set(key, outcome.content, self.cache_ttl)
-        return self._cap(outcome, ctx)
+            await _quietly(ctx.cache.set, key, outcome.content, self.cache_ttl)
+        return await self._cap(outcome, ctx)
 
     async def _run(self, args: dict[str, Any], ctx: ToolContext, budget: float | None) -> Any:
         call_args = {**args, "ctx": ctx} if self.wants_ctx else args
@@ -262,14 +265,16 @@ class Tool:
         ctx.cancel.cancel()
         return ToolResult.error(f"{self.name}: timed out after {budget:g} s")
 
-    def _cap(self, result: ToolResult, ctx: ToolContext) -> ToolResult:
+    async def _cap(self, result: ToolResult, ctx: ToolContext) -> ToolResult:
         text = result.content
         ceiling = self.effective_ceiling(ctx)
         if len(text) <= ceiling:
             return result
         ref = None
         if self.persist_full and ctx.store is not None:
-            ref = ctx.store.put(tool=self.name, text=text, ctx=ctx)
+            put = functools.partial(ctx.store.put, tool=self.name, text=text, ctx=ctx)
+            stored = await _quietly(put)
+            ref = stored if isinstance(stored, str) else None
         marker = _marker(len(text), ref)
         keep = max(ceiling - len(marker), 0)
         head = int(keep * self.head_ratio)
@@ -289,6 +294,16 @@ class Tool:
 def _marker(omitted: int, ref: str | None) -> str:
     where = f"; full output: {ref}" if ref else ""
     return f"\n\n[… {omitted:,} characters omitted{where} …]\n\n"
+
+
+async def _quietly(call: Callable[..., Any], *args: Any) -> Any:
+    """Run a cache or store call off the event loop (they may do network or disk I/O);
+    a failure there degrades to a miss, never to a failed tool."""
+    try:
+        return await asyncio.to_thread(call, *args)
+    except Exception:
+        logger.warning("tool result cache or store failed", exc_info=True)
+        return None
 
 
 async def _stop(task: asyncio.Future[Any]) -> None:

@@ -31,10 +31,30 @@ class BlockedAddressError(httpcore.ConnectError):
     """The host resolves to an address web_fetch may not reach."""
 
 
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries (mapped, compatible, 6to4, Teredo, NAT64)."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip.teredo is not None:
+        return ip.teredo[1]
+    if int(ip) >> 32 == 0 or any(ip in network for network in _NAT64):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
 def is_public_address(address: str) -> bool:
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.is_site_local:
+            return False
+        inner = _embedded_ipv4(ip)
+        if inner is not None and not (inner.is_global and not inner.is_multicast):
+            return False
     return ip.is_global and not ip.is_multicast
 
 
@@ -184,7 +204,8 @@ async def web_fetch(url: str, ctx: ToolContext | None = None) -> str:
         status = f"{response.status_code} {response.reason_phrase}".strip()
         final_url = str(response.url)
     if kind in {"text/html", "application/xhtml+xml"}:
-        title, text = html_to_text(text)
+        # Parsing megabytes of HTML takes long enough to stall the event loop.
+        title, text = await asyncio.to_thread(html_to_text, text)
         header = f"{title}\n{final_url}" if title else final_url
     elif kind.startswith("text/") or kind in {"application/json", "application/xml", ""}:
         header = final_url
