@@ -3,20 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import time
 
 from toolhub.tools import CancelToken, get
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie still answers kill(0); it is dead for our purposes.
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split(") ", 1)[1][0] != "Z"
 
 
 async def test_bash_returns_output_and_the_exit_code(ctx):
@@ -53,18 +41,26 @@ async def test_bash_streams_output_while_it_runs(ctx):
     assert result.content.startswith("tick 1")
 
 
-async def test_a_timeout_kills_the_whole_process_group(ctx, workspace):
+async def _still_ticking(tick) -> bool:
+    """Whether something still rewrites ``tick`` (a process the command left behind)."""
+    before = tick.read_text()
+    await asyncio.sleep(0.5)
+    return tick.read_text() != before
+
+
+TICKER = "(while true; do date +%s%N > tick; sleep 0.05; done) &"
+
+
+async def test_a_timeout_kills_everything_the_command_started_even_setsid(ctx, workspace):
+    escapee = f"setsid sh -c '{TICKER.replace('tick', 'tock')} sleep 60' &"
     result = await get("bash").execute(
-        {"command": "sleep 60 & echo $! > child.pid; sleep 60", "timeout": 1}, ctx
+        {"command": f"{TICKER} {escapee} sleep 60", "timeout": 1}, ctx
     )
-    child = int((workspace / "child.pid").read_text())
 
     assert result.is_error
     assert "timed out after 1 s" in result.content
-    deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    assert not _alive(child)
+    assert not await _still_ticking(workspace / "tick")
+    assert not await _still_ticking(workspace / "tock")
 
 
 async def test_cancel_kills_the_running_command(ctx, workspace):
@@ -72,18 +68,29 @@ async def test_cancel_kills_the_running_command(ctx, workspace):
 
     token = CancelToken()
     running = asyncio.create_task(
-        get("bash").execute(
-            {"command": "echo $$ > shell.pid; sleep 60"}, replace(ctx, cancel=token)
-        )
+        get("bash").execute({"command": f"{TICKER} sleep 60"}, replace(ctx, cancel=token))
     )
-    while not (workspace / "shell.pid").exists() or not (workspace / "shell.pid").read_text():
+    while not (workspace / "tick").exists():
         await asyncio.sleep(0.02)
-    shell = int((workspace / "shell.pid").read_text())
     token.cancel()
     result = await running
 
     assert result.status == "cancelled"
-    assert not _alive(shell)
+    assert not await _still_ticking(workspace / "tick")
+
+
+async def test_the_command_cannot_read_the_servers_environment(ctx, monkeypatch):
+    monkeypatch.setenv("SECRET_PROBE", "do-not-leak")
+
+    result = await get("bash").execute(
+        {
+            "command": "cat /proc/$PPID/environ /proc/1/environ 2>/dev/null | tr '\\0' ' '; "
+            "ls /proc | grep -cE '^[0-9]+$'"
+        },
+        ctx,
+    )
+
+    assert "do-not-leak" not in result.content
 
 
 async def test_a_flood_of_output_keeps_its_start_and_end_within_the_cap(ctx):

@@ -1,8 +1,12 @@
 """``bash``: run a shell command in the workspace, streaming its output.
 
-The command runs in its own process group with a scrubbed environment (no server secrets
-reach it), so a timeout or a cancel kills the whole group, grandchildren included. Output
-is kept bounded while it streams: the first part and the last part, never all of it.
+The command runs with a scrubbed environment inside its own user and PID namespaces
+(``unshare``), with a private /proc: it cannot read the server's environment through
+``/proc/<parent>/environ``, and when the command ends, times out or is cancelled, the
+namespace's init dies and takes every process in it along, even ones that called
+``setsid``. Where namespaces are not available the tool is unavailable (layer 4) rather
+than run unconfined. Output is kept bounded while it streams: the first part and the last
+part, never all of it.
 """
 
 from __future__ import annotations
@@ -10,8 +14,11 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import functools
 import os
+import shutil
 import signal
+import subprocess
 
 from toolhub.tools.builtin._workspace import has_workspace, workspace_root
 from toolhub.tools.context import TailAccumulator, ToolContext
@@ -20,11 +27,35 @@ from toolhub.tools.tool import ToolResult, function
 MAX_OUTPUT_CHARS = 30_000
 KILL_GRACE_SECONDS = 2.0
 _SAFE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "dumb"}
+_SANDBOX = (
+    "unshare",
+    "--user",
+    "--map-root-user",
+    "--pid",
+    "--fork",
+    "--mount-proc",
+    "--kill-child",
+)
+
+
+@functools.cache
+def sandbox_available() -> bool:
+    """Whether this machine lets us start the namespace sandbox (checked once)."""
+    if shutil.which("unshare") is None:
+        return False
+    try:
+        probe = subprocess.run(  # noqa: S603 (fixed arguments)
+            [*_SANDBOX, "true"], capture_output=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return probe.returncode == 0
 
 
 @function(
     requires_approval=True,
     runs_on="worker",
+    check_fn=sandbox_available,
     can_use=has_workspace,
     unsafe_in=("plan",),
     max_result_chars=MAX_OUTPUT_CHARS,
@@ -42,6 +73,7 @@ async def bash(command: str, timeout: int = 120, ctx: ToolContext | None = None)
     """
     root = workspace_root(ctx)
     process = await asyncio.create_subprocess_exec(
+        *_SANDBOX,
         "bash",
         "-c",
         command,
