@@ -26,7 +26,7 @@ from toolhub.api_schema import (
     name_field,
 )
 from toolhub.errors import Conflict
-from toolhub.tools import TOOLSETS, ToolContext, ToolServices, agent_tools, registry
+from toolhub.tools import ToolContext, ToolServices
 
 
 class ProfileSerializer(serializers.Serializer):
@@ -104,37 +104,7 @@ def _catalog_context(user: Any) -> ToolContext:
 class ToolCatalogView(APIView):
     @extend_schema(responses=ToolListSerializer)
     def get(self, request: Request) -> Response:
-        selection = agent_tools(
-            ctx=_catalog_context(request.user), disabled=services.global_disables()
-        )
-        hidden = {hidden.name: hidden for hidden in selection.hidden}
-        members = {
-            name: services.toolset_members(name, registry)
-            for name, preset in TOOLSETS.items()
-            if not preset.everything
-        }
-        presets = {
-            tool.name: [name for name, names in members.items() if tool.name in names]
-            for tool in registry.all_tools()
-        }
-        return Response(
-            [
-                {
-                    "name": tool.name,
-                    "label": tool.label,
-                    "description": tool.description,
-                    "presets": presets[tool.name],
-                    "deferred": tool.defer,
-                    "runs_on": tool.runs_on,
-                    "source": tool.source,
-                    "available": tool.name not in hidden,
-                    "layer": hidden[tool.name].layer if tool.name in hidden else None,
-                    "reason": hidden[tool.name].reason if tool.name in hidden else None,
-                }
-                for tool in registry.all_tools()
-                if tool.expose
-            ]
-        )
+        return Response(services.tool_catalog(ctx=_catalog_context(request.user)))
 
 
 class ProfileListView(APIView):

@@ -21,7 +21,7 @@ from django.db.models import F, Q
 
 from profiles_app.models import GlobalDisable, ToolProfile, profile_name_validator
 from toolhub.errors import Conflict, Forbidden, Invalid, NotFound
-from toolhub.tools import TOOLSETS, ProfileSpec, registry
+from toolhub.tools import TOOLSETS, ProfileSpec, ToolContext, agent_tools, registry
 from toolhub.tools.intent import MAX_NAMES
 from toolhub.tools.presets import DEFAULT_TOOLSET, toolset_members
 from toolhub.tools.tool import NAME_PATTERN
@@ -335,6 +335,59 @@ def profile_import(*, user: Any, data: Any) -> ImportReport:
         raise Conflict("a profile with one of these names was just created") from None
     unknown = {name: list(_missing(tools)) for name, _, tools in cleaned if _missing(tools)}
     return ImportReport(created=tuple(names), unknown_tools=unknown)
+
+
+# --- the catalog -------------------------------------------------------------------------
+
+
+def tool_catalog(*, ctx: ToolContext) -> list[dict[str, Any]]:
+    """Every exposed tool with its presets, and for this person whether it is available
+    and if not, the layer and why; then tools that never registered (layer 1) and plugin
+    modules that failed to load, so a person sees why something they expect is missing."""
+    selection = agent_tools(ctx=ctx, disabled=global_disables())
+    hidden = {item.name: item for item in selection.hidden}
+    members = {
+        name: toolset_members(name, registry)
+        for name, preset in TOOLSETS.items()
+        if not preset.everything
+    }
+    catalog = [
+        {
+            "name": tool.name,
+            "label": tool.label,
+            "description": tool.description,
+            "presets": [name for name, names in members.items() if tool.name in names],
+            "deferred": tool.defer,
+            "runs_on": tool.runs_on,
+            "source": tool.source,
+            "available": tool.name not in hidden,
+            "layer": hidden[tool.name].layer if tool.name in hidden else None,
+            "reason": hidden[tool.name].reason if tool.name in hidden else None,
+        }
+        for tool in registry.all_tools()
+        if tool.expose
+    ]
+    missing = [(skip.name, f"not registered: {skip.reason}") for skip in registry.skipped]
+    missing += [
+        (module, f"plugin failed to load: {error}")
+        for module, error in registry.load_errors.items()
+    ]
+    catalog += [
+        {
+            "name": name,
+            "label": name,
+            "description": "",
+            "presets": [],
+            "deferred": False,
+            "runs_on": "inline",
+            "source": "plugin",
+            "available": False,
+            "layer": "L1",
+            "reason": reason,
+        }
+        for name, reason in missing
+    ]
+    return catalog
 
 
 # --- global disables --------------------------------------------------------------------------

@@ -348,3 +348,25 @@ def test_a_chat_frame_intent_merge_never_overwrites_a_newer_rest_edit(owner):
     assert merged.tool_intent["disabled"] == ["bash", "grep"]
     assert merged.tool_intent["web_search"] is True
     assert merged.version == 3
+
+
+def test_the_catalog_shows_tools_that_never_registered_and_broken_plugins(
+    api, owner, registry_state
+):
+    from toolhub.tools import function
+
+    @function(available_if=False)
+    def needs_gpu() -> str:
+        """Only with an accelerator."""
+        return ""
+
+    registry_state.record_load_error("acme_tools", "ImportError: no module named acme")
+
+    tools = {tool["name"]: tool for tool in _body(api(owner).get("/api/tools/"))}
+
+    assert tools["needs_gpu"]["layer"] == "L1"
+    assert tools["needs_gpu"]["reason"] == "not registered: available_if is false"
+    assert tools["acme_tools"]["reason"] == (
+        "plugin failed to load: ImportError: no module named acme"
+    )
+    assert tools["acme_tools"]["available"] is False
