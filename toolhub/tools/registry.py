@@ -9,6 +9,7 @@ import, are remembered with their reasons so the catalog can show why they are m
 
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import dataclass
 
@@ -26,8 +27,14 @@ class Skipped:
     origin: str
 
 
+_REGISTRY_IDS = itertools.count(1)
+
+
 class ToolRegistry:
     def __init__(self) -> None:
+        # Never reused (unlike id()), so memoized resolutions of a registry that was
+        # garbage collected cannot be served for a new one.
+        self.uid = next(_REGISTRY_IDS)
         self._lock = threading.RLock()
         self._tools: dict[str, Tool] = {}
         self._skipped: dict[str, Skipped] = {}

@@ -254,7 +254,7 @@ def resolve(
 
     # Every input is a frozen value, so the key is a plain tuple: no serialization here.
     key = (
-        id(registry),
+        registry.uid,
         registry.generation,
         session,
         agent,
