@@ -22,8 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import corpus_registry
 
 from toolhub.tools import ToolContext
-from toolhub.tools import resolve as resolve_module
-from toolhub.tools.resolve import price, resolve
+from toolhub.tools.resolve import _Memo, price, resolve
 from toolhub.tools.tokens import encoding
 
 ROUNDS = {50: 400, 500: 100, 5000: 15}
@@ -48,7 +47,8 @@ def main() -> None:
         for round_index in range(rounds):
             # A different disabled name each round: a memo miss, like a changed intent.
             intent = {"disabled": [names[(round_index % (size - 1)) + 1]]}
-            resolve_module._memo = resolve_module._Memo(512)
+            # A fresh memo: every round's first resolution is a miss.
+            sys.modules["toolhub.tools.resolve"]._memo = _Memo(512)
             t0 = time.perf_counter()
             resolved = resolve(registry, intent=intent, ctx=ctx)
             _ = resolved.fingerprint, resolved.tools_json
