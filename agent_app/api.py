@@ -12,9 +12,8 @@ from rest_framework.views import APIView
 
 from agent_app import services
 from agent_app.models import Agent
-from toolhub.api import etag, read_version, stale, validated_body
+from toolhub.api import etag, read_version, validated_body
 from toolhub.api_schema import IntentField, name_field
-from toolhub.errors import Conflict
 
 
 class AgentSerializer(serializers.Serializer):
@@ -83,12 +82,7 @@ class AgentDetailView(APIView):
         agent = services.agent_get_for_user(user=request.user, agent_id=agent_id)
         data = validated_body(request, AgentSerializer, partial=True)
         fields = {key: value for key, value in data.items() if key in services.EDITABLE}
-        try:
-            agent = services.agent_update(
-                user=request.user, agent=agent, version=read_version(request), **fields
-            )
-        except Conflict as exc:
-            if exc.fields:
-                raise
-            return stale(request, exc)
+        agent = services.agent_update(
+            user=request.user, agent=agent, version=read_version(request), **fields
+        )
         return _respond(agent, request.user)

@@ -14,7 +14,7 @@ from django.db.models import F, Q
 
 from agent_app.models import DEFAULT_AGENT, Agent, Note
 from profiles_app.services import _clean_name, toolset_check_exists
-from toolhub.errors import Conflict, Forbidden, Invalid, NotFound
+from toolhub.errors import Conflict, Forbidden, Invalid, NotFound, Stale
 from toolhub.tools import IntentError, ToolIntent
 from toolhub.tools.resolve import STRATEGIES
 
@@ -116,7 +116,7 @@ def agent_update(*, user: Any, agent: Agent, version: int, **fields: Any) -> Age
                 **cleaned, version=F("version") + 1
             )
             if not updated:
-                raise Conflict("the agent changed since you read it; reload and retry")
+                raise Stale("agent")
             agent.refresh_from_db()
             if agent.is_shared:
                 LogEntry.objects.log_actions(

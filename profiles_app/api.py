@@ -18,14 +18,13 @@ from rest_framework.views import APIView
 from agent_app.services import AgentsAdapter, NotesAdapter
 from profiles_app import services
 from profiles_app.models import GlobalDisable, ToolProfile
-from toolhub.api import etag, json_object, read_version, stale, validated_body
+from toolhub.api import etag, json_object, read_version, validated_body
 from toolhub.api_schema import (
     ProfilesImportField,
     ToolNameField,
     ToolNameListField,
     name_field,
 )
-from toolhub.errors import Conflict
 from toolhub.tools import ToolContext, ToolServices
 
 
@@ -137,30 +136,20 @@ class ProfileDetailView(APIView):
     def patch(self, request: Request, profile_id: int) -> Response:
         profile = services.profile_get_for_user(user=request.user, profile_id=profile_id)
         data = validated_body(request, ProfileWriteSerializer, partial=True)
-        try:
-            profile = services.profile_update(
-                user=request.user,
-                profile=profile,
-                version=read_version(request),
-                name=data.get("name"),
-                mode=data.get("mode"),
-                tools=data.get("tools"),
-            )
-        except Conflict as exc:
-            if exc.fields:
-                raise
-            return stale(request, exc)
+        profile = services.profile_update(
+            user=request.user,
+            profile=profile,
+            version=read_version(request),
+            name=data.get("name"),
+            mode=data.get("mode"),
+            tools=data.get("tools"),
+        )
         return _with_etag(_stored_json(profile, request.user), profile.version)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, profile_id: int) -> Response:
         profile = services.profile_get_for_user(user=request.user, profile_id=profile_id)
-        try:
-            services.profile_delete(
-                user=request.user, profile=profile, version=read_version(request)
-            )
-        except Conflict as exc:
-            return stale(request, exc)
+        services.profile_delete(user=request.user, profile=profile, version=read_version(request))
         return Response(status=204)
 
 

@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 
 from profiles_app.models import GlobalDisable, ToolProfile, profile_name_validator
-from toolhub.errors import Conflict, Forbidden, Invalid, NotFound
+from toolhub.errors import Conflict, Forbidden, Invalid, NotFound, Stale
 from toolhub.tools import TOOLSETS, ProfileSpec, ToolContext, agent_tools, registry
 from toolhub.tools.intent import MAX_NAMES
 from toolhub.tools.presets import DEFAULT_TOOLSET, toolset_members
@@ -142,7 +142,7 @@ def profile_update(
                 **changes, version=F("version") + 1
             )
             if not updated:
-                raise Conflict("the profile changed since you read it; reload and retry")
+                raise Stale("profile")
             profile.refresh_from_db()
             if profile.is_shared:
                 _audit(user, profile, CHANGE, f"changed {', '.join(sorted(changes)) or 'nothing'}")
@@ -154,7 +154,7 @@ def profile_update(
 def _check_fresh(profile: ToolProfile, version: int) -> None:
     # The new list is built from ``profile.tools``: it must be the version the write names.
     if profile.version != version:
-        raise Conflict("the profile changed since you read it; reload and retry")
+        raise Stale("profile")
 
 
 def profile_rename(*, user: Any, profile: ToolProfile, version: int, name: str) -> ToolProfile:
@@ -192,7 +192,7 @@ def profile_delete(*, user: Any, profile: ToolProfile, version: int) -> None:
             _audit(user, profile, DELETION, f"deleted shared profile {profile.name}")
         deleted, _ = ToolProfile.objects.filter(pk=profile.pk, version=version).delete()
         if not deleted:
-            raise Conflict("the profile changed since you read it; reload and retry")
+            raise Stale("profile")
 
 
 @dataclass(frozen=True, slots=True)

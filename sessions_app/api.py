@@ -12,9 +12,8 @@ from rest_framework.views import APIView
 
 from sessions_app import services
 from sessions_app.models import ChatSession
-from toolhub.api import error, etag, read_version, stale, validated_body
+from toolhub.api import error, etag, read_version, validated_body
 from toolhub.api_schema import IntentField
-from toolhub.errors import Conflict
 
 
 class SessionSerializer(serializers.Serializer):
@@ -89,23 +88,15 @@ class SessionDetailView(APIView):
         data = validated_body(request, SessionSerializer, partial=True)
         editable = ("title", "agent", "intent", "plan_mode")
         fields = {key: value for key, value in data.items() if key in editable}
-        try:
-            session = services.session_update(
-                user=request.user, session=session, version=read_version(request), **fields
-            )
-        except Conflict as exc:
-            return stale(request, exc)
+        session = services.session_update(
+            user=request.user, session=session, version=read_version(request), **fields
+        )
         return _respond(session)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, session_id: Any) -> Response:
         session = services.session_get_for_user(user=request.user, session_id=session_id)
-        try:
-            services.session_delete(
-                user=request.user, session=session, version=read_version(request)
-            )
-        except Conflict as exc:
-            return stale(request, exc)
+        services.session_delete(user=request.user, session=session, version=read_version(request))
         return Response(status=204)
 
 

@@ -21,7 +21,7 @@ from agent_app.models import Agent
 from agent_app.services import AgentsAdapter, NotesAdapter, agents_visible_to, default_agent
 from profiles_app.services import global_disables, profile_lookup_for, toolset_check_exists
 from sessions_app.models import ChatSession, SessionEvent
-from toolhub.errors import Conflict, Invalid, NotFound
+from toolhub.errors import Conflict, Invalid, NotFound, Stale
 from toolhub.tools import (
     IntentError,
     ResolvedToolset,
@@ -119,7 +119,7 @@ def session_update(*, user: Any, session: ChatSession, version: int, **fields: A
             .update(**changes, version=F("version") + 1)
         )
         if not updated:
-            raise Conflict("the session changed since you read it; reload and retry")
+            raise Stale("session")
     session.refresh_from_db()
     return session
 
@@ -155,7 +155,7 @@ def session_intent_merge(*, session: ChatSession, patch: Any) -> ChatSession:
 def session_delete(*, user: Any, session: ChatSession, version: int) -> None:
     deleted, _ = sessions_of(user).filter(pk=session.pk, version=version).delete()
     if not deleted:
-        raise Conflict("the session changed since you read it; reload and retry")
+        raise Stale("session")
 
 
 def event_append(*, session_id: Any, turn: str, kind: str, data: dict[str, Any]) -> SessionEvent:

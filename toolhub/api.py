@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from toolhub.errors import Conflict, ServiceError
+from toolhub.errors import ServiceError, Stale
 
 _CODES = {
     exceptions.NotAuthenticated: "not_authenticated",
@@ -54,6 +54,10 @@ def error(code: str, message: str, status_code: int, fields: Any = None) -> Resp
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    request = context.get("request")
+    if isinstance(exc, Stale) and request is not None and request.headers.get("If-Match"):
+        # The version came from If-Match: HTTP's own answer is 412 Precondition Failed.
+        return error(exc.code, exc.message, 412)
     if isinstance(exc, ServiceError):
         return error(exc.code, exc.message, exc.status, exc.fields)
     if isinstance(exc, Http404):
@@ -102,13 +106,6 @@ def read_version(request: Request) -> int:
     if isinstance(version, int) and not isinstance(version, bool):
         return version
     raise PreconditionRequired()
-
-
-def stale(request: Request, exc: Conflict) -> Response:
-    """A stale If-Match is 412; a stale body version 409 (both change nothing)."""
-    if request.headers.get("If-Match"):
-        return error("conflict", exc.message, 412)
-    return error("conflict", exc.message, 409, exc.fields)
 
 
 def json_object(request: Request) -> dict[str, Any]:

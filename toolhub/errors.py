@@ -33,3 +33,10 @@ class Conflict(ServiceError):
 
     code = "conflict"
     status = 409
+
+
+class Stale(Conflict):
+    """The object changed since the caller read the version it names."""
+
+    def __init__(self, thing: str) -> None:
+        super().__init__(f"the {thing} changed since you read it; reload and retry")
