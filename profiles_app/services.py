@@ -161,28 +161,29 @@ def profile_rename(*, user: Any, profile: ToolProfile, version: int, name: str) 
     return profile_update(user=user, profile=profile, version=version, name=name)
 
 
-def profile_tool_remove(*, user: Any, profile: ToolProfile, version: int, tool: str) -> ToolProfile:
-    """Take ``tool`` out of what the profile offers (edits the short list only)."""
+def _profile_tool_set(
+    *, user: Any, profile: ToolProfile, version: int, tool: str, offered: bool
+) -> ToolProfile:
+    """Make ``tool`` offered or not by editing the short list: in ``all_except`` the list
+    holds removed names, in ``only`` the picked ones."""
     _check_fresh(profile, version)
     (tool,) = _clean_tools([tool], "tool")
-    tools = list(profile.tools)
-    if profile.mode == ToolProfile.Mode.ALL_EXCEPT:
-        tools = [*tools, tool] if tool not in tools else tools
+    listed = offered == (profile.mode == ToolProfile.Mode.ONLY)
+    if listed:
+        tools = list(profile.tools) if tool in profile.tools else [*profile.tools, tool]
     else:
-        tools = [name for name in tools if name != tool]
+        tools = [name for name in profile.tools if name != tool]
     return profile_update(user=user, profile=profile, version=version, tools=tools)
+
+
+def profile_tool_remove(*, user: Any, profile: ToolProfile, version: int, tool: str) -> ToolProfile:
+    """Take ``tool`` out of what the profile offers."""
+    return _profile_tool_set(user=user, profile=profile, version=version, tool=tool, offered=False)
 
 
 def profile_tool_add(*, user: Any, profile: ToolProfile, version: int, tool: str) -> ToolProfile:
-    """Put ``tool`` back into what the profile offers (edits the short list only)."""
-    _check_fresh(profile, version)
-    (tool,) = _clean_tools([tool], "tool")
-    tools = list(profile.tools)
-    if profile.mode == ToolProfile.Mode.ALL_EXCEPT:
-        tools = [name for name in tools if name != tool]
-    else:
-        tools = [*tools, tool] if tool not in tools else tools
-    return profile_update(user=user, profile=profile, version=version, tools=tools)
+    """Put ``tool`` back into what the profile offers."""
+    return _profile_tool_set(user=user, profile=profile, version=version, tool=tool, offered=True)
 
 
 def profile_delete(*, user: Any, profile: ToolProfile, version: int) -> None:

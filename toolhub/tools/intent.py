@@ -14,7 +14,7 @@ Anything else is an ``IntentError`` with a message a person can act on.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -114,8 +114,3 @@ class ToolIntent:
             "web_search": self.web_search,
             "picked": None if self.picked is None else list(self.picked),
         }
-
-    def mentions(self) -> Iterable[str]:
-        yield from self.disabled
-        yield from self.allowed or ()
-        yield from self.picked or ()

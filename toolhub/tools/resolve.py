@@ -87,9 +87,6 @@ class TierPlan:
     key: str
     tiers: tuple[tuple[str, str], ...]
 
-    def tier_of(self, name: str) -> str | None:
-        return dict(self.tiers).get(name)
-
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "tiers": dict(self.tiers)}
 
@@ -127,9 +124,6 @@ class ResolvedToolset:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(tool.name for tool in self.offered)
-
-    def get(self, name: str) -> Tool | None:
-        return next((tool for tool in self.offered if tool.name == name), None)
 
     def reason_for(self, name: str) -> Hidden | None:
         return next((hidden for hidden in self.hidden if hidden.name == name), None)
