@@ -10,6 +10,7 @@ from django.db import connection
 
 from profiles_app import services
 from profiles_app.models import GlobalDisable, ToolProfile
+from tests.conftest import need
 from toolhub.errors import Conflict, Forbidden, Invalid
 from toolhub.tools import ToolContext, function, resolve
 
@@ -77,6 +78,9 @@ def test_a_stale_write_is_a_conflict_and_changes_nothing(owner):
 
 @pytest.mark.django_db(transaction=True)
 def test_of_two_concurrent_writers_with_the_same_version_exactly_one_wins(owner):
+    if connection.vendor != "postgresql":
+        # SQLite's shared-cache test database refuses concurrent writers outright.
+        need("PostgreSQL", "concurrent writers need the real database (set DATABASE_URL)")
     profile = services.profile_create(user=owner, name="Race")
     barrier = threading.Barrier(2)
     outcomes: list[str] = []
