@@ -5,6 +5,10 @@ JSON list of {query, relevant: [names]}); defaults are the shared dev files. Pri
 recall@1, recall@5, MRR and the p50 latency per query, one figure a line, for each ranker
 available (lexical always; semantic and fused when the embedding model is installed).
 The index is built once, outside the timed loop, as in the product.
+
+To check that a weight is not fitted to the query set, choose it on one half
+(``--half even``: queries 0, 2, 4, ...) and read the figures on the other
+(``--half odd``); ``--semantic-weight`` and ``--token-weight`` override the two weights.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from toolhub.tools import function
+from toolhub.tools import embeddings, function
 from toolhub.tools.search import ToolIndex
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "bench"
@@ -69,9 +73,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--corpus", type=Path, default=SHARED / "tool_corpus.json")
     parser.add_argument("--queries", type=Path, default=SHARED / "tool_search_dev.json")
+    parser.add_argument("--half", choices=("even", "odd"), help="only every other query")
+    parser.add_argument("--semantic-weight", type=float, default=embeddings.SEMANTIC_WEIGHT)
+    parser.add_argument("--token-weight", type=float, default=embeddings.TOKEN_WEIGHT)
     args = parser.parse_args()
+    embeddings.SEMANTIC_WEIGHT = args.semantic_weight
+    embeddings.TOKEN_WEIGHT = args.token_weight
     tools = load_tools(args.corpus)
     queries = json.loads(args.queries.read_text())
+    if args.half:
+        queries = queries[args.half == "odd" :: 2]
     started = time.perf_counter()
     index = ToolIndex(tools)
     build_ms = (time.perf_counter() - started) * 1000

@@ -95,6 +95,24 @@ def test_the_semantic_ranker_finds_a_paraphrase_that_shares_no_word(semantic):
     assert index.modes == ("lexical", "semantic", "hybrid")
 
 
+def test_token_similarity_of_a_text_to_itself_is_one(semantic):
+    index = embeddings.SemanticIndex.build(["forecast of rain for a city", "convert money"])
+
+    similarities = index.similarities("forecast of rain for a city")
+
+    assert similarities.token[0] == pytest.approx(1.0, abs=1e-2)
+    assert similarities.token[1] < similarities.token[0]
+    assert similarities.sentence[1] < similarities.sentence[0]
+
+
+def test_a_query_with_no_word_of_its_own_still_gets_an_answer_in_every_mode(semantic):
+    index = ToolIndex(CATALOG)
+
+    for mode in index.modes:
+        for query in ("", "?!"):
+            assert isinstance(index.search(query, 3, mode=mode), list)
+
+
 def test_with_semantic_search_switched_off_the_index_is_lexical_only(monkeypatch):
     monkeypatch.setattr(embeddings, "enabled", False)
 

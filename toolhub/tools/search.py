@@ -6,7 +6,8 @@ is ranked lexically with BM25 over fields (name tokens split on ``_ - .`` and ca
 description, parameter names and descriptions), after stop-word removal and light
 stemming; a query that is exactly a tool's name puts that tool first. Where the optional
 embedding model is installed (``toolhub.tools.embeddings``), a semantic ranker runs too
-and the two are fused. Ties break by name, so the same query always gives the same answer.
+(sentence and token similarity, each standardized over the index, then mixed) and the two
+rankers are fused. Ties break by name, so the same query always gives the same answer.
 """
 
 from __future__ import annotations
@@ -203,12 +204,13 @@ class ToolIndex:
         related = set(lexical)
         scores = lexical
         if mode != "lexical":
-            semantic = self._semantic.similarities(query)
+            similarities = self._semantic.similarities(query)
             related |= {
                 name
-                for name, similarity in zip(self._order, semantic, strict=True)
+                for name, similarity in zip(self._order, similarities.sentence, strict=True)
                 if similarity >= embeddings.MIN_SIMILARITY
             }
+            semantic = self._semantic_scores(similarities)
             scores = dict(zip(self._order, semantic, strict=True))
             if mode == "hybrid":
                 scores = self._fused(lexical, semantic)
@@ -219,17 +221,29 @@ class ToolIndex:
         ranked = sorted(related, key=lambda name: (-scores[name], name))
         return [SearchHit(self._tools[name], scores[name]) for name in ranked[: max(limit, 1)]]
 
+    @staticmethod
+    def _semantic_scores(similarities: embeddings.Similarities) -> list[float]:
+        """Both similarities standardized over this index (z-scores), then mixed: their
+        raw scales differ (token similarity runs high for any text), their spreads agree."""
+        weight = embeddings.TOKEN_WEIGHT
+        return [
+            weight * token + (1 - weight) * sentence
+            for sentence, token in zip(
+                _standardized(similarities.sentence),
+                _standardized(similarities.token),
+                strict=True,
+            )
+        ]
+
     def _fused(self, lexical: dict[str, float], semantic: list[float]) -> dict[str, float]:
-        """Standardize each ranker's scores over this index (z-scores) and add them,
-        weighted. Scores, not ranks, are fused: a ranker that is sure of one tool should
-        count for more than one that is not, which rank fusion throws away."""
-        lexical_all = [lexical.get(name, 0.0) for name in self._order]
+        """Add the semantic score to the standardized lexical one, weighted. Scores, not
+        ranks, are fused: a ranker that is sure of one tool should count for more than one
+        that is not, which rank fusion throws away."""
+        lexical_all = _standardized([lexical.get(name, 0.0) for name in self._order])
         weight = embeddings.SEMANTIC_WEIGHT
         return {
             name: weight * sem + (1 - weight) * lex
-            for name, sem, lex in zip(
-                self._order, _standardized(semantic), _standardized(lexical_all), strict=True
-            )
+            for name, sem, lex in zip(self._order, semantic, lexical_all, strict=True)
         }
 
 
