@@ -1,41 +1,137 @@
-"""WebSocket consumers.
+"""The session socket, ``/ws/sessions/<uuid>/``: frames in, stored events out.
 
-``PingConsumer`` proves the WebSocket stack end to end (daphne, the Origin check, session
-authentication) until the chat consumer replaces it. It accepts only signed-in users,
-answers ``{"type": "ping"}`` with ``{"type": "pong", "user": <username>}``, and answers any
-other frame with an ``error`` frame while keeping the socket open.
+The consumer holds no logic: it authenticates, checks ownership, joins the session's
+group and hands each frame to a turn service. Delivery follows DESIGN.md section 10:
+
+- no ``event`` frames before ``resume {after_seq}`` (or a ``chat``, which subscribes from
+  the current last seq);
+- the socket joins the group *before* it replays from the database, then drops live
+  events whose seq it already sent, so nothing is missed and nothing is sent twice;
+- a live event that skips ahead (another writer's event reached the log without a live
+  message) is preceded by the missing range, read from the log.
+
+A refused frame gets an ``error`` frame and the socket stays open. An anonymous socket
+is closed with 4401; a missing session and another user's session both with 4404.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-# 4401 mirrors HTTP 401 in the application range of WebSocket close codes.
+from agent_app.frames import FrameError, parse_frame
+from agent_app.turns import running_tails, turn_approve, turn_cancel, turn_start
+from sessions_app.notify import event_frame, session_group
+from sessions_app.services import EVENTS_PAGE_MAX, session_events, session_get_for_user
+from toolhub.errors import Invalid, NotFound, ServiceError
+
 CLOSE_NOT_AUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
 
 
-class PingConsumer(AsyncWebsocketConsumer):
+class SessionConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
+        self.session = None
+        self.resumed = False
+        self.last_sent = 0
         user = self.scope.get("user")
+        await self.accept()
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_NOT_AUTHENTICATED)
             return
-        await self.accept()
+        try:
+            self.session = await _session(user, self.scope["url_route"]["kwargs"]["session_id"])
+        except NotFound:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.group = session_group(self.session.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+
+    async def disconnect(self, code: int) -> None:
+        if self.session is not None:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.session is None:
+            return
         try:
-            frame = json.loads(text_data if text_data is not None else b"")
-        except ValueError:
-            await self._send({"type": "error", "code": "bad_json", "message": "not JSON"})
-            return
-        if isinstance(frame, dict) and frame.get("type") == "ping":
-            await self._send({"type": "pong", "user": self.scope["user"].get_username()})
-            return
-        await self._send(
-            {"type": "error", "code": "unknown_type", "message": "only ping is understood here"}
-        )
+            frame = parse_frame(text_data, bytes_data)
+            await getattr(self, f"_on_{frame['type']}")(frame)
+        except FrameError as exc:
+            await self._send(exc.frame())
 
-    async def _send(self, frame: dict[str, object]) -> None:
+    async def _on_chat(self, frame: dict[str, Any]) -> None:
+        if not self.resumed:
+            await self._subscribe_from_now()
+        try:
+            await turn_start(
+                session=self.session, text=frame["text"], intent=frame["intent"], channel="web"
+            )
+        except Invalid as exc:
+            raise FrameError("invalid_intent", exc.message, "chat") from None
+        except ServiceError as exc:
+            raise FrameError(exc.code, exc.message, "chat") from None
+
+    async def _on_cancel(self, frame: dict[str, Any]) -> None:
+        try:
+            await turn_cancel(session=self.session)
+        except ServiceError as exc:
+            raise FrameError(exc.code, exc.message, "cancel") from None
+
+    async def _on_approve(self, frame: dict[str, Any]) -> None:
+        try:
+            await turn_approve(session=self.session, call_id=frame["call_id"], allow=frame["allow"])
+        except ServiceError as exc:
+            raise FrameError(exc.code, exc.message, "approve") from None
+
+    async def _on_resume(self, frame: dict[str, Any]) -> None:
+        # Already in the group: live events queue behind this handler and are filtered
+        # by seq once the replay is done.
+        self.resumed = True
+        self.last_sent = frame["after_seq"]
+        await self._replay_until(None)
+        for tail in await database_sync_to_async(running_tails)(session_id=self.session.pk):
+            await self._send(tail)
+
+    async def session_events(self, message: dict[str, Any]) -> None:
+        if not self.resumed:
+            return
+        for frame in message["frames"]:
+            if frame["seq"] <= self.last_sent:
+                continue
+            if frame["seq"] > self.last_sent + 1:
+                await self._replay_until(frame["seq"] - 1)
+            await self._send(frame)
+            self.last_sent = frame["seq"]
+
+    async def session_tail(self, message: dict[str, Any]) -> None:
+        if self.resumed:
+            await self._send(message["frame"])
+
+    async def _subscribe_from_now(self) -> None:
+        self.session = await _session(self.scope["user"], self.session.pk)
+        self.last_sent = self.session.last_seq
+        self.resumed = True
+
+    async def _replay_until(self, last: int | None) -> None:
+        while last is None or self.last_sent < last:
+            events, _ = await database_sync_to_async(session_events)(
+                session=self.session, after=self.last_sent, limit=EVENTS_PAGE_MAX
+            )
+            events = [event for event in events if last is None or event.seq <= last]
+            for event in events:
+                await self._send(event_frame(event))
+                self.last_sent = event.seq
+            if len(events) < EVENTS_PAGE_MAX:
+                return
+
+    async def _send(self, frame: dict[str, Any]) -> None:
         await self.send(text_data=json.dumps(frame))
+
+
+@database_sync_to_async
+def _session(user: Any, session_id: Any) -> Any:
+    return session_get_for_user(user=user, session_id=session_id)

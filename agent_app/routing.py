@@ -1,11 +1,11 @@
-"""WebSocket URL routes, mounted by toolhub.asgi behind the Origin check and session auth."""
+"""WebSocket URL routes, mounted by toolhub.asgi behind the handshake authentication."""
 
 from __future__ import annotations
 
 from django.urls import path
 
-from agent_app.consumers import PingConsumer
+from agent_app.consumers import SessionConsumer
 
 websocket_urlpatterns = [
-    path("ws/ping/", PingConsumer.as_asgi()),
+    path("ws/sessions/<uuid:session_id>/", SessionConsumer.as_asgi()),
 ]

@@ -18,10 +18,12 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from _django import django_setup  # noqa: E402
+
 DATABASE_URL = os.environ.get(
     "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/toolhub_bench"
 )
@@ -29,39 +31,15 @@ REQUESTS = 400
 IN_FLIGHT = 8
 
 
-def _ensure_database() -> None:
-    import psycopg
-
-    parts = urlsplit(DATABASE_URL)
-    name = parts.path.lstrip("/")
-    admin = DATABASE_URL.replace(parts.path, "/postgres")
-    with psycopg.connect(admin, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{name}"')
-
-
 def _setup() -> tuple[str, str]:
-    os.environ.update(
-        DATABASE_URL=DATABASE_URL,
-        DEBUG="0",
-        SECRET_KEY="bench-" + "x" * 60,
-        ALLOWED_HOSTS="localhost",
-        DJANGO_SETTINGS_MODULE="toolhub.settings",
-    )
-    os.environ.pop("REDIS_URL", None)
-    import django
-
-    django.setup()
+    django_setup(DATABASE_URL)
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
     from rest_framework.authtoken.models import Token
 
     from profiles_app import services as profiles
     from profiles_app.models import ToolProfile
     from sessions_app import services as sessions
 
-    call_command("migrate", verbosity=0)
     user, _ = get_user_model().objects.get_or_create(username="bench")
     ToolProfile.objects.filter(owner=user).delete()
     for index in range(50):
@@ -112,7 +90,6 @@ async def _drive(path: str, token: str) -> tuple[float, float]:
 
 def main() -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    _ensure_database()
     token, session_id = _setup()
     for label, path in (
         ("profiles", "/api/profiles/"),

@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent_app.turns import TEXT_LIMIT, turn_start_sync
 from sessions_app import services
 from sessions_app.models import ChatSession
 from toolhub.api import error, etag, read_version, validated_body
@@ -134,6 +135,34 @@ class SessionEventsView(APIView):
                 "last_seq": last_seq,
             }
         )
+
+
+class MessageSerializer(serializers.Serializer):
+    text = serializers.CharField(max_length=TEXT_LIMIT, trim_whitespace=False)
+    intent = IntentField(required=False)
+
+
+class SessionMessagesView(APIView):
+    @extend_schema(
+        request=MessageSerializer,
+        responses={
+            202: inline_serializer(
+                "TurnStarted", {"turn": serializers.CharField(), "session": serializers.UUIDField()}
+            )
+        },
+        description="Start an unattended turn (channel api); follow it in the event log.",
+    )
+    def post(self, request: Request, session_id: Any) -> Response:
+        session = services.session_get_for_user(user=request.user, session_id=session_id)
+        data = validated_body(request, MessageSerializer)
+        turn = turn_start_sync(
+            session=session,
+            text=data["text"],
+            intent=data.get("intent"),
+            attended=False,
+            channel="api",
+        )
+        return Response({"turn": turn, "session": str(session.pk)}, status=202)
 
 
 class SessionToolsetView(APIView):

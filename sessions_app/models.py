@@ -4,7 +4,8 @@ A session stores its tool *intent*, the tier plan and the loaded deferred set (c
 state the runtime hands back each turn), never an expanded tool list. ``SessionEvent``
 rows are numbered per session from 1 without gaps (``seq``, unique with the session):
 ``last_seq`` on the session is advanced with a conditional UPDATE, so two writers can
-never take the same number.
+never take the same number. At most one turn runs per session: ``turn_id`` is claimed
+with a conditional UPDATE and held by a renewed lease, so a crashed process frees it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ class ChatSession(models.Model):
     tier_plan = models.JSONField(null=True, blank=True)
     loaded_tools = models.JSONField(default=list, blank=True)
     last_seq = models.PositiveBigIntegerField(default=0)
+    # The running turn, if any: claimed with a conditional UPDATE (one turn per session
+    # across processes), held by a lease the runner renews; an expired lease is free.
+    turn_id = models.CharField(max_length=36, blank=True)
+    turn_channel = models.CharField(max_length=120, blank=True)
+    turn_lease = models.DateTimeField(null=True, blank=True)
+    # What the running turn waits for from the person: {"kind": "approval"|"question",
+    # "call_id": ...}, or null.
+    turn_waiting = models.JSONField(null=True, blank=True)
     version = models.PositiveIntegerField(default=1)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
@@ -61,6 +70,7 @@ class ProviderCall(models.Model):
         ChatSession, on_delete=models.CASCADE, related_name="provider_calls"
     )
     turn = models.CharField(max_length=36)
+    provider = models.CharField(max_length=16, blank=True)
     model = models.CharField(max_length=100)
     fingerprint = models.CharField(max_length=64)
     resident_tokens = models.PositiveIntegerField(default=0)
@@ -69,6 +79,8 @@ class ProviderCall(models.Model):
     output_tokens = models.PositiveIntegerField(default=0)
     cache_read_input_tokens = models.PositiveIntegerField(default=0)
     cache_creation_input_tokens = models.PositiveIntegerField(default=0)
+    # Our cl100k estimate of the same request; input over estimate calibrates per model.
+    estimated_input_tokens = models.PositiveIntegerField(default=0)
     latency_ms = models.PositiveIntegerField(default=0)
     created = models.DateTimeField(auto_now_add=True)
 

@@ -35,6 +35,7 @@ from toolhub.tools import (
     resolve,
 )
 
+HISTORY_KINDS = ("user_message", "assistant_message", "tool_call", "tool_result")
 EVENTS_PAGE = 500
 EVENTS_PAGE_MAX = 1_000
 TITLE_CHARS = 200
@@ -158,13 +159,36 @@ def session_delete(*, user: Any, session: ChatSession, version: int) -> None:
         raise Stale("session")
 
 
-def event_append(*, session_id: Any, turn: str, kind: str, data: dict[str, Any]) -> SessionEvent:
+def events_append(
+    *, session_id: Any, turn: str, items: list[tuple[str, dict[str, Any]]]
+) -> list[SessionEvent]:
+    """Store events with the session's next contiguous seqs, in one transaction.
+
+    The conditional UPDATE reserves ``len(items)`` numbers at once, so a batch costs three
+    queries whatever its size, and concurrent writers get disjoint ranges.
+    """
+    if not items:
+        return []
     with transaction.atomic():
-        ChatSession.objects.filter(pk=session_id).update(last_seq=F("last_seq") + 1)
-        seq = ChatSession.objects.filter(pk=session_id).values_list("last_seq", flat=True).get()
-        return SessionEvent.objects.create(
-            session_id=session_id, seq=seq, turn=turn, kind=kind, data=data
+        ChatSession.objects.filter(pk=session_id).update(last_seq=F("last_seq") + len(items))
+        last = ChatSession.objects.filter(pk=session_id).values_list("last_seq", flat=True).get()
+        first = last - len(items) + 1
+        return SessionEvent.objects.bulk_create(
+            SessionEvent(session_id=session_id, seq=first + offset, turn=turn, kind=kind, data=data)
+            for offset, (kind, data) in enumerate(items)
         )
+
+
+def event_append(*, session_id: Any, turn: str, kind: str, data: dict[str, Any]) -> SessionEvent:
+    return events_append(session_id=session_id, turn=turn, items=[(kind, data)])[0]
+
+
+def session_history(*, session_id: Any) -> list[tuple[str, dict[str, Any]]]:
+    """The events a provider's conversation is rebuilt from, in order."""
+    rows = SessionEvent.objects.filter(session_id=session_id, kind__in=HISTORY_KINDS).order_by(
+        "seq"
+    )
+    return list(rows.values_list("kind", "data"))
 
 
 def session_events(
@@ -221,11 +245,24 @@ def _usage(session: ChatSession) -> dict[str, int]:
     return {row["data__name"]: row["calls"] for row in rows if isinstance(row["data__name"], str)}
 
 
-def session_context(*, session: ChatSession, attended: bool = True) -> ToolContext:
+class _PersonAsker:
+    """Stands for "a person is watching" while a toolset resolves; the turn runner puts
+    in the asker that really waits for the answer."""
+
+    async def ask(self, *, question: str, options: list[str]) -> str:
+        raise RuntimeError("only a running turn can ask the person")
+
+
+_PERSON = _PersonAsker()
+
+
+def session_context(
+    *, session: ChatSession, attended: bool = True, channel: str | None = None
+) -> ToolContext:
     return ToolContext(
         user_id=str(session.owner_id),
         session_id=str(session.pk),
-        channel=session.channel,
+        channel=channel or session.channel,
         mode="plan" if session.plan_mode else None,
         attended=attended,
         workspace=_workspace(session),
@@ -236,12 +273,19 @@ def session_context(*, session: ChatSession, attended: bool = True) -> ToolConte
             agents=AgentsAdapter(),
             messenger=MessengerAdapter(),
             plan_mode=PlanModeAdapter(),
+            asker=_PERSON if attended else None,
         ),
         settings=RuntimeSettings(allow_private_fetch=settings.TOOLHUB_FETCH_ALLOW_PRIVATE),
     )
 
 
-def session_resolve(*, session: ChatSession, attended: bool = True) -> ResolvedToolset:
+def session_resolve(
+    *,
+    session: ChatSession,
+    attended: bool = True,
+    channel: str | None = None,
+    strategy: str | None = None,
+) -> ResolvedToolset:
     """What the next turn of ``session`` would send, from the live registry."""
     agent = session.agent
     plan = TierPlan.from_json(session.tier_plan)
@@ -250,8 +294,8 @@ def session_resolve(*, session: ChatSession, attended: bool = True) -> ResolvedT
         agent_intent=agent.tool_intent,
         profile_lookup=profile_lookup_for(session.owner),
         disabled=global_disables(),
-        ctx=session_context(session=session, attended=attended),
-        strategy=agent.strategy,
+        ctx=session_context(session=session, attended=attended, channel=channel),
+        strategy=strategy or agent.strategy,
         plan=plan,
         usage=_usage(session) if plan is None else None,
         context_window_tokens=agent.context_window,

@@ -25,6 +25,7 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/", sessions.SessionDetailView.as_view()),
     path("sessions/<uuid:session_id>/events/", sessions.SessionEventsView.as_view()),
     path("sessions/<uuid:session_id>/toolset/", sessions.SessionToolsetView.as_view()),
+    path("sessions/<uuid:session_id>/messages/", sessions.SessionMessagesView.as_view()),
     path("agents/", agents.AgentListView.as_view()),
     path("agents/<int:agent_id>/", agents.AgentDetailView.as_view()),
     # Anything else under /api/ is a JSON 404, never Django's HTML page.

@@ -1,7 +1,9 @@
 """ASGI entry point served by daphne: Django for HTTP, Channels for WebSockets.
 
-WebSocket connections pass the Origin check against ALLOWED_HOSTS (so another site's page
-cannot open a socket with a visitor's cookie) and the session authentication middleware.
+WebSocket connections authenticate with the session cookie after the Origin check against
+ALLOWED_HOSTS (so another site's page cannot open a socket with a visitor's cookie), or
+with a DRF token header (toolhub.ws_auth). The application records the server's event
+loop on its first call: chat turns started from sync views run there (agent_app.turns).
 """
 
 from __future__ import annotations
@@ -15,17 +17,20 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
 # Django must be set up before anything imports models (the routing does).
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from agent_app.routing import websocket_urlpatterns  # noqa: E402
+from agent_app.turns import remember_server_loop  # noqa: E402
+from toolhub.ws_auth import TokenOrSessionAuth  # noqa: E402
 
-application = ProtocolTypeRouter(
+router = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        "websocket": TokenOrSessionAuth(URLRouter(websocket_urlpatterns)),
     }
 )
+
+
+async def application(scope, receive, send):
+    remember_server_loop()
+    return await router(scope, receive, send)

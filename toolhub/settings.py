@@ -31,6 +31,27 @@ def _env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false), not {raw!r}")
 
 
+def _env_number(name: str, default: float, kind: type) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a {kind.__name__}, not {raw!r}") from None
+    if value < 0:
+        raise ImproperlyConfigured(f"{name} must not be negative")
+    return value
+
+
+def _env_int(name: str, default: int) -> int:
+    return int(_env_number(name, default, int))
+
+
+def _env_float(name: str, default: float) -> float:
+    return float(_env_number(name, default, float))
+
+
 def _env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
@@ -230,6 +251,26 @@ TOOLHUB_FETCH_ALLOW_PRIVATE = _env_bool("TOOLHUB_FETCH_ALLOW_PRIVATE", False)
 # tool_search's semantic ranker (the `semantic` extra; ~100 MB of RAM per process when
 # loaded). Off: BM25 only.
 TOOLHUB_SEMANTIC_SEARCH = _env_bool("TOOLHUB_SEMANTIC_SEARCH", True)
+
+# --- Chat turns and providers -------------------------------------------------------
+
+# Which model answers: "anthropic", "openai" or "demo". Unset: anthropic when an API key is
+# set, else the offline demo model. An agent can name its own provider and model.
+TOOLHUB_PROVIDER = os.environ.get("TOOLHUB_PROVIDER", "") or (
+    "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "demo"
+)
+TOOLHUB_MODEL = os.environ.get("TOOLHUB_MODEL", "")
+ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
+ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "")
+OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1")
+OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
+# Provider calls (model requests) per turn before it ends with reason "max_steps".
+TOOLHUB_MAX_STEPS = _env_int("TOOLHUB_MAX_STEPS", 25)
+# Retries of a retryable provider error (429, 5xx, timeouts), with exponential backoff.
+TOOLHUB_PROVIDER_RETRIES = _env_int("TOOLHUB_PROVIDER_RETRIES", 3)
+TOOLHUB_PROVIDER_BACKOFF = _env_float("TOOLHUB_PROVIDER_BACKOFF", 1.0)
+# Seconds a tool that needs approval (or a question to the person) waits for an answer.
+TOOLHUB_APPROVAL_TIMEOUT = _env_float("TOOLHUB_APPROVAL_TIMEOUT", 300.0)
 
 # --- Static files ----------------------------------------------------------------------
 

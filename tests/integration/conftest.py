@@ -38,3 +38,28 @@ def registry_state():
     state = registry.snapshot()
     yield registry
     registry.restore(state)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_channel_layer_and_cache():
+    """Each test runs on its own event loop (the in-memory layer's queues belong to one),
+    and a flushed database must not leave cached rows (global disables) behind."""
+    from channels.layers import channel_layers
+    from django.core.cache import cache
+
+    channel_layers.backends.clear()
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def _thread_connections_closed():
+    """Turns keep a connection per database thread, and async tests open one on asgiref's
+    shared sync thread; close them so the test database can be flushed and dropped."""
+    yield
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    from agent_app.turns import close_db_connections
+
+    close_db_connections()
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result()

@@ -1,78 +1,133 @@
-"""The WebSocket stack: session authentication and the Origin check in front of consumers."""
+"""The session socket's handshake: cookie or token authentication, the Origin check for
+cookies, and ownership, all decided before any frame."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
+from channels.db import database_sync_to_async as sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 
+from tests.integration.chat import receive, send, token_for
 from toolhub.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-
-# The Origin validator is built when toolhub.asgi is imported, from ALLOWED_HOSTS as
-# configured (localhost), so the test's own origin is the local one.
+# The Origin validator reads ALLOWED_HOSTS as configured (localhost).
 SAME_ORIGIN = "http://localhost"
 
 
-def _headers(*, origin: str, client=None) -> list[tuple[bytes, bytes]]:
-    headers = [(b"origin", origin.encode()), (b"host", b"localhost")]
+@sync_to_async
+def _session_of(user):
+    from sessions_app.services import session_create
+
+    return session_create(user=user)
+
+
+def _cookie_headers(*, origin: str | None, client=None) -> list[tuple[bytes, bytes]]:
+    headers = [(b"host", b"localhost")]
+    if origin is not None:
+        headers.append((b"origin", origin.encode()))
     if client is not None:
         session_key = client.cookies[settings.SESSION_COOKIE_NAME].value
         headers.append((b"cookie", f"{settings.SESSION_COOKIE_NAME}={session_key}".encode()))
     return headers
 
 
-async def test_a_signed_in_user_connects_and_gets_a_pong(async_client, owner):
-    await async_client.aforce_login(owner)
-    communicator = WebsocketCommunicator(
-        application, "/ws/ping/", headers=_headers(origin=SAME_ORIGIN, client=async_client)
-    )
-
-    connected, _ = await communicator.connect()
-    assert connected
-    await communicator.send_json_to({"type": "ping"})
-    assert await communicator.receive_json_from() == {"type": "pong", "user": "owner"}
-    await communicator.disconnect()
-
-
-async def test_a_foreign_origin_is_refused_even_with_a_valid_session(async_client, owner):
-    await async_client.aforce_login(owner)
-    communicator = WebsocketCommunicator(
-        application,
-        "/ws/ping/",
-        headers=_headers(origin="https://evil.example", client=async_client),
-    )
-
-    connected, _ = await communicator.connect()
-
-    assert not connected
-
-
-async def test_an_anonymous_socket_is_refused():
-    communicator = WebsocketCommunicator(
-        application, "/ws/ping/", headers=_headers(origin=SAME_ORIGIN)
-    )
-
+async def _close_code(communicator: WebsocketCommunicator) -> int | None:
     connected, code = await communicator.connect()
+    if not connected:
+        return code
+    output = await communicator.receive_output(timeout=5)
+    assert output["type"] == "websocket.close"
+    return output["code"]
 
-    assert not connected
-    assert code == 4401
 
-
-async def test_a_malformed_frame_gets_an_error_and_the_socket_stays_open(async_client, owner):
+async def test_a_signed_in_browser_connects_to_its_own_session(async_client, owner):
+    session = await _session_of(owner)
     await async_client.aforce_login(owner)
-    communicator = WebsocketCommunicator(
-        application, "/ws/ping/", headers=_headers(origin=SAME_ORIGIN, client=async_client)
+    socket = WebsocketCommunicator(
+        application,
+        f"/ws/sessions/{session.pk}/",
+        headers=_cookie_headers(origin=SAME_ORIGIN, client=async_client),
     )
-    connected, _ = await communicator.connect()
+    connected, _ = await socket.connect()
     assert connected
 
-    await communicator.send_to(text_data="{not json")
-    assert (await communicator.receive_json_from())["code"] == "bad_json"
-    await communicator.send_json_to({"type": "dance"})
-    assert (await communicator.receive_json_from())["code"] == "unknown_type"
-    await communicator.send_json_to({"type": "ping"})
-    assert (await communicator.receive_json_from())["type"] == "pong"
-    await communicator.disconnect()
+    await send(socket, {"type": "cancel"})
+    assert (await receive(socket))["code"] == "no_turn"
+    await socket.disconnect()
+
+
+async def test_a_foreign_origin_is_refused_even_with_a_valid_cookie(async_client, owner):
+    session = await _session_of(owner)
+    await async_client.aforce_login(owner)
+    socket = WebsocketCommunicator(
+        application,
+        f"/ws/sessions/{session.pk}/",
+        headers=_cookie_headers(origin="https://evil.example", client=async_client),
+    )
+
+    connected, _ = await socket.connect()
+
+    assert not connected
+
+
+async def test_an_anonymous_socket_is_closed_as_not_authenticated(owner):
+    session = await _session_of(owner)
+    socket = WebsocketCommunicator(
+        application, f"/ws/sessions/{session.pk}/", headers=_cookie_headers(origin=SAME_ORIGIN)
+    )
+
+    assert await _close_code(socket) == 4401
+
+
+async def test_another_users_session_and_a_missing_one_are_refused_alike(owner, other_user):
+    theirs = await _session_of(other_user)
+    key = await token_for(owner)
+    codes = []
+    for session_id in (theirs.pk, uuid.uuid4()):
+        socket = WebsocketCommunicator(
+            application,
+            f"/ws/sessions/{session_id}/",
+            headers=[(b"authorization", f"Token {key}".encode())],
+        )
+        codes.append(await _close_code(socket))
+
+    assert codes == [4404, 4404]
+
+
+async def test_an_api_client_authenticates_with_a_token_header_and_no_origin(owner):
+    session = await _session_of(owner)
+    key = await token_for(owner)
+    socket = WebsocketCommunicator(
+        application,
+        f"/ws/sessions/{session.pk}/",
+        headers=[(b"authorization", f"Token {key}".encode())],
+    )
+    connected, _ = await socket.connect()
+    assert connected
+
+    await send(socket, {"type": "approve", "call_id": "nope", "allow": True})
+    assert (await receive(socket))["code"] == "unknown_call"
+    await socket.disconnect()
+
+
+async def test_a_wrong_token_or_a_token_in_the_url_does_not_authenticate(owner):
+    session = await _session_of(owner)
+    key = await token_for(owner)
+    wrong = WebsocketCommunicator(
+        application,
+        f"/ws/sessions/{session.pk}/",
+        headers=[(b"authorization", b"Token not-a-real-key")],
+    )
+    in_url = WebsocketCommunicator(
+        application,
+        f"/ws/sessions/{session.pk}/?token={key}",
+        headers=_cookie_headers(origin=SAME_ORIGIN),
+    )
+
+    assert await _close_code(wrong) == 4401
+    assert await _close_code(in_url) == 4401

@@ -1,0 +1,85 @@
+"""Client frames of the session socket (DESIGN.md section 10), validated in one place.
+
+``parse_frame`` returns a plain dict with exactly the fields a handler needs, or raises
+``FrameError`` carrying the error frame's ``code`` and ``ref``; a refused frame changes
+nothing and the socket stays open.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agent_app.turns import TEXT_LIMIT
+from toolhub.tools import IntentError, ToolIntent
+
+MAX_FRAME_BYTES = 64 * 1024
+TYPES = ("chat", "cancel", "approve", "resume")
+
+
+class FrameError(Exception):
+    def __init__(self, code: str, message: str, ref: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.ref = ref
+
+    def frame(self) -> dict[str, Any]:
+        return {"type": "error", "code": self.code, "message": self.message, "ref": self.ref}
+
+
+def parse_frame(text: str | None, data: bytes | None = None) -> dict[str, Any]:
+    raw = text if text is not None else data
+    if raw is None:
+        raise FrameError("bad_json", "empty frame")
+    size = len(raw.encode() if isinstance(raw, str) else raw)
+    if size > MAX_FRAME_BYTES:
+        raise FrameError("too_large", f"frames are at most {MAX_FRAME_BYTES // 1024} KiB")
+    try:
+        frame = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise FrameError("bad_json", "a frame is a JSON object") from None
+    if not isinstance(frame, dict):
+        raise FrameError("bad_frame", "a frame is a JSON object with a type")
+    kind = frame.get("type")
+    if not isinstance(kind, str):
+        raise FrameError("bad_frame", "the frame has no type")
+    if kind not in TYPES:
+        raise FrameError("unknown_type", f"unknown frame type; use one of {', '.join(TYPES)}", kind)
+    return _FIELDS[kind](frame)
+
+
+def _chat(frame: dict[str, Any]) -> dict[str, Any]:
+    text = frame.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise FrameError("bad_frame", "chat needs a non-empty text", "chat")
+    if len(text) > TEXT_LIMIT:
+        raise FrameError("too_large", f"text is over {TEXT_LIMIT:,} characters", "chat")
+    intent = frame.get("intent")
+    if intent is not None:
+        try:
+            ToolIntent.parse(intent)
+        except IntentError as exc:
+            raise FrameError("invalid_intent", str(exc), "chat") from None
+    return {"type": "chat", "text": text, "intent": intent}
+
+
+def _cancel(frame: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "cancel"}
+
+
+def _approve(frame: dict[str, Any]) -> dict[str, Any]:
+    call_id, allow = frame.get("call_id"), frame.get("allow")
+    if not isinstance(call_id, str) or not call_id or not isinstance(allow, bool):
+        raise FrameError("bad_frame", "approve needs call_id (text) and allow (bool)", "approve")
+    return {"type": "approve", "call_id": call_id, "allow": allow}
+
+
+def _resume(frame: dict[str, Any]) -> dict[str, Any]:
+    after = frame.get("after_seq")
+    if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+        raise FrameError("bad_frame", "resume needs after_seq, a whole number >= 0", "resume")
+    return {"type": "resume", "after_seq": after}
+
+
+_FIELDS = {"chat": _chat, "cancel": _cancel, "approve": _approve, "resume": _resume}

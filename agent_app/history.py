@@ -1,0 +1,68 @@
+"""The provider's conversation, rebuilt from stored events (hard line 4: never rewritten).
+
+Stored ``tool_call`` / ``tool_result`` pairs replay exactly as they were stored, even for a
+tool that is disabled or gone now. The rebuild is a pure function of the event log:
+
+- ``user_message`` → a user text block;
+- ``assistant_message`` and the ``tool_call`` events after it → one assistant message
+  (text first, then its tool_use blocks, as the model produced them; a call made through
+  ``call_tool`` replays as that ``call_tool`` call);
+- ``tool_result`` → a tool_result block in the next user message (``is_error`` for any
+  status but ``ok``; under the native strategy, tools that ``tool_search`` loaded replay
+  as ``tool_reference`` blocks).
+
+Consecutive blocks of one role merge into one message, so roles always alternate. Other
+kinds (deltas, usage, turn markers, approvals) carry nothing the model needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+
+def tool_use_block(data: dict[str, Any]) -> dict[str, Any]:
+    if data.get("via") == "call_tool":
+        name, arguments = "call_tool", {"name": data["name"], "arguments": data["arguments"]}
+    else:
+        name, arguments = data["name"], data["arguments"]
+    return {"type": "tool_use", "id": data["call_id"], "name": name, "input": arguments}
+
+
+def tool_result_block(data: dict[str, Any], *, native: bool) -> dict[str, Any]:
+    references = data.get("references")
+    if native and references:
+        content: Any = [{"type": "tool_reference", "tool_name": name} for name in references]
+    else:
+        content = data.get("content") or ""
+    block = {"type": "tool_result", "tool_use_id": data["call_id"], "content": content}
+    if data.get("status", "ok") != "ok":
+        block["is_error"] = True
+    return block
+
+
+def messages_from_events(
+    events: Iterable[tuple[str, dict[str, Any]]], *, native: bool = False
+) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+
+    def add(role: str, block: dict[str, Any]) -> None:
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].append(block)
+        else:
+            messages.append({"role": role, "content": [block]})
+
+    for kind, data in events:
+        if kind == "user_message":
+            text = data.get("text") or ""
+            if text:
+                add("user", {"type": "text", "text": text})
+        elif kind == "assistant_message":
+            text = data.get("text") or ""
+            if text:
+                add("assistant", {"type": "text", "text": text})
+        elif kind == "tool_call":
+            add("assistant", tool_use_block(data))
+        elif kind == "tool_result":
+            add("user", tool_result_block(data, native=native))
+    return messages

@@ -1,0 +1,168 @@
+"""Anthropic Messages API through the official SDK's async client, streamed.
+
+Prompt caching: breakpoints go on the last *resident* tool (never on a deferred one), on
+the last system block, and on the last block of the conversation, so each request of a
+turn reads the previous one's prefix. The tools array is sent exactly as resolution laid
+it out; only ``cache_control`` is added, so the bytes are the same on every turn with the
+same intent. Under the ``native`` strategy deferred tools travel with ``defer_loading``
+and our ``tool_search`` answers with ``tool_reference`` blocks (the history does that).
+
+The SDK's own retries are off: the turn runner retries, in one place, and only before a
+stream has produced anything.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anthropic
+
+from agent_app.providers.base import (
+    ProviderError,
+    ProviderEvent,
+    ProviderRequest,
+    Stop,
+    TextDelta,
+    ToolUse,
+    Usage,
+    status_error,
+)
+
+CACHE = {"type": "ephemeral"}
+
+
+class AnthropicProvider:
+    name = "anthropic"
+    default_model = "claude-sonnet-4-6"
+    supports_native = True
+    is_demo = False
+
+    def __init__(self, *, api_key: str, base_url: str = "", timeout: float = 600.0) -> None:
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key or "missing",
+            base_url=base_url or None,
+            max_retries=0,
+            timeout=anthropic.Timeout(timeout, connect=10.0),
+        )
+
+    def payload(self, request: ProviderRequest) -> dict[str, Any]:
+        """The request body, with the cache breakpoints in place."""
+        tools = json.loads(request.tools_json)
+        resident = [tool for tool in tools if tool["name"] not in request.deferred]
+        if resident:
+            resident[-1]["cache_control"] = CACHE
+        system = [
+            {"type": "text", "text": text} for text in (request.system, request.catalog) if text
+        ]
+        if system:
+            system[-1]["cache_control"] = CACHE
+        messages = _with_last_breakpoint(request.messages)
+        body: dict[str, Any] = {
+            "model": request.model or self.default_model,
+            "max_tokens": request.max_tokens,
+            "messages": messages,
+        }
+        if system:
+            body["system"] = system
+        if tools:
+            body["tools"] = tools
+        return body
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        try:
+            response = await self._client.messages.create(**self.payload(request), stream=True)
+        except anthropic.APIStatusError as exc:
+            raise status_error(exc.status_code, _message(exc)) from None
+        except anthropic.APITimeoutError:
+            raise ProviderError(
+                "provider_timeout", "the model did not answer in time", retryable=True
+            ) from None
+        except anthropic.APIConnectionError as exc:
+            raise ProviderError("provider_unreachable", str(exc), retryable=True) from None
+        try:
+            async for event in _events(response):
+                yield event
+        finally:
+            await response.close()
+
+
+async def _events(response: Any) -> AsyncIterator[ProviderEvent]:
+    tool_blocks: dict[int, dict[str, Any]] = {}
+    usage = Usage()
+    stop = "end_turn"
+    try:
+        async for event in response:
+            kind = event.type
+            if kind == "message_start":
+                usage = _usage(event.message.usage, usage)
+            elif kind == "content_block_start" and event.content_block.type == "tool_use":
+                block = event.content_block
+                tool_blocks[event.index] = {"id": block.id, "name": block.name, "json": ""}
+            elif kind == "content_block_delta":
+                delta = event.delta
+                if delta.type == "text_delta" and delta.text:
+                    yield TextDelta(delta.text)
+                elif delta.type == "input_json_delta" and event.index in tool_blocks:
+                    tool_blocks[event.index]["json"] += delta.partial_json
+            elif kind == "content_block_stop" and event.index in tool_blocks:
+                block = tool_blocks.pop(event.index)
+                yield ToolUse(block["id"], block["name"], _tool_input(block["json"]))
+            elif kind == "message_delta":
+                stop = event.delta.stop_reason or stop
+                usage = _usage(event.usage, usage)
+    except anthropic.APIStatusError as exc:
+        raise status_error(exc.status_code, _message(exc)) from None
+    except anthropic.APITimeoutError:
+        raise ProviderError("provider_timeout", "the stream stalled", retryable=True) from None
+    except anthropic.APIConnectionError as exc:
+        raise ProviderError("provider_unreachable", str(exc), retryable=True) from None
+    except (ValueError, AttributeError, KeyError) as exc:
+        raise ProviderError("provider_malformed", f"unreadable stream: {exc}") from None
+    yield usage
+    yield Stop(stop)
+
+
+def _usage(reported: Any, previous: Usage) -> Usage:
+    """Merge a usage report: ``message_delta`` repeats or omits what ``message_start`` said."""
+
+    def pick(name: str) -> int:
+        value = getattr(reported, name, None)
+        return int(value) if isinstance(value, int) else getattr(previous, name)
+
+    return Usage(
+        input_tokens=pick("input_tokens"),
+        output_tokens=pick("output_tokens"),
+        cache_read_input_tokens=pick("cache_read_input_tokens"),
+        cache_creation_input_tokens=pick("cache_creation_input_tokens"),
+    )
+
+
+def _tool_input(text: str) -> Any:
+    if not text.strip():
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError:
+        # Passed on as text: the runner answers with an error tool_result, never runs it.
+        return text
+
+
+def _with_last_breakpoint(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if not messages:
+        return messages
+    last = dict(messages[-1])
+    content = last["content"]
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    if not blocks:
+        return messages
+    blocks[-1] = {**blocks[-1], "cache_control": CACHE}
+    last["content"] = blocks
+    return [*messages[:-1], last]
+
+
+def _message(exc: anthropic.APIStatusError) -> str:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error") if isinstance(body.get("error"), dict) else {}
+    return str(error.get("message") or exc.message)

@@ -1,0 +1,102 @@
+"""The one small interface every model provider implements.
+
+A provider turns a ``ProviderRequest`` into an async stream of ``ProviderEvent`` values:
+text deltas, complete tool calls, usage, and one stop reason at the end. It never stores
+or sends anything itself; the turn runner does. Errors come out as ``ProviderError`` with
+a stable ``code`` and whether a retry can help, so retries and ``turn_failed`` frames are
+decided in one place.
+
+Messages use one neutral shape, the Anthropic content-block form (``text``, ``tool_use``,
+``tool_result`` blocks in ``user``/``assistant`` messages), rebuilt from stored events for
+every turn; providers with another wire form convert from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderRequest:
+    model: str
+    system: str
+    catalog: str
+    messages: list[dict[str, Any]]
+    # The turn's canonical tools array (JSON text), exactly as resolution laid it out.
+    tools_json: str
+    # Names of tools in ``tools_json`` that carry ``defer_loading`` (native strategy).
+    deferred: frozenset[str] = field(default_factory=frozenset)
+    max_tokens: int = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUse:
+    id: str
+    name: str
+    # What the model sent; not necessarily an object (a model can send anything).
+    input: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    reason: str
+
+
+ProviderEvent = TextDelta | ToolUse | Usage | Stop
+
+
+class ProviderError(Exception):
+    """A failed provider call: ``code`` is stable, ``retryable`` says if trying again helps."""
+
+    def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+
+
+RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+
+def status_error(status: int, message: str) -> ProviderError:
+    """Map an HTTP status from any provider to a ``ProviderError``."""
+    if status in (401, 403):
+        code = "provider_auth"
+    elif status == 429:
+        code = "provider_rate_limited"
+    elif status == 529:
+        code = "provider_overloaded"
+    elif status >= 500:
+        code = "provider_unavailable"
+    else:
+        code = "provider_rejected"
+    return ProviderError(
+        code, f"HTTP {status}: {message}"[:500], retryable=status in RETRYABLE_STATUS
+    )
+
+
+class Provider(Protocol):
+    name: str
+    # Used when neither the agent nor TOOLHUB_MODEL names a model.
+    default_model: str
+    # Whether deferred tools can travel in the array flagged ``defer_loading``.
+    supports_native: bool
+    # Shown in the UI: the demo model is labelled as such.
+    is_demo: bool
+
+    def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]: ...

@@ -1,0 +1,150 @@
+"""The demo model: offline, deterministic, and honest about being a demo.
+
+It drives the real machinery rather than faking it. Asked to "use <tool>" it calls that
+tool; when the tool is deferred (listed in the catalog, not in the array) it first loads
+it with ``tool_search`` ("select:<tool>"), then calls it (through ``call_tool`` when the
+array has it). Text after a colon ("use calculate: 2 * 21") becomes the tool's single
+required string argument. Anything else gets a short text answer that says how to see a
+tool call. Replies stream word by word; the same request always gives the same reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agent_app.providers.base import ProviderEvent, ProviderRequest, Stop, TextDelta, ToolUse, Usage
+
+USE = re.compile(r"\buse\s+`?([A-Za-z0-9_\-]+)`?(?:\s*:\s*(.+))?", re.IGNORECASE | re.DOTALL)
+CATALOG_LINE = re.compile(r"^- ([A-Za-z0-9_\-]+)", re.MULTILINE)
+SEARCH = "tool_search"
+CALL_TOOL = "call_tool"
+HELP = (
+    "I am the demo model: I run offline and follow a script. Ask me to "
+    '"use current_time" or "use calculate: 6 * 7" and I will call that tool.'
+)
+
+
+class DemoProvider:
+    name = "demo"
+    default_model = "demo"
+    supports_native = False
+    is_demo = True
+
+    def __init__(self, *, delay: float = 0.01) -> None:
+        self.delay = delay
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        text, call = _decide(request)
+        words = re.findall(r"\S+\s*", text)
+        for index, word in enumerate(words):
+            if index and self.delay:
+                await asyncio.sleep(self.delay)
+            yield TextDelta(word)
+        if call is not None:
+            yield ToolUse(f"demo_{_count_calls(request.messages) + 1}", call[0], call[1])
+        size = len(request.tools_json) + len(json.dumps(request.messages)) + len(request.system)
+        yield Usage(input_tokens=size // 4, output_tokens=max(1, len(text) // 4))
+        yield Stop("tool_use" if call else "end_turn")
+
+
+def _decide(request: ProviderRequest) -> tuple[str, tuple[str, Any] | None]:
+    asked, since = _last_request(request.messages)
+    if asked is None:
+        return _reply(request.messages), None
+    name, argument_text = asked
+    array = {tool["name"]: tool for tool in json.loads(request.tools_json)}
+    deferred = set(CATALOG_LINE.findall(request.catalog)) | set(request.deferred)
+    calls = [block for block in since if block["type"] == "tool_use"]
+    if any(_real_name(block) == name and _real_name(block) != SEARCH for block in calls) or (
+        name == SEARCH and calls
+    ):
+        return _reply(request.messages), None
+    schema = array.get(name, {}).get("input_schema") or _found_schema(since, name)
+    arguments = _arguments(schema, argument_text)
+    if name in array and name not in request.deferred:
+        return f"Calling {name}.\n", (name, arguments)
+    if name in deferred and name not in request.deferred:
+        loaded = any(_real_name(block) == SEARCH for block in calls)
+        if not loaded and SEARCH in array:
+            return f"{name} is deferred; loading it first.\n", (SEARCH, {"query": f"select:{name}"})
+        if CALL_TOOL in array:
+            return f"Calling {name}.\n", (CALL_TOOL, {"name": name, "arguments": arguments})
+        return f"Calling {name}.\n", (name, arguments)
+    if name in request.deferred:
+        return f"Calling {name}.\n", (name, arguments)
+    return f"I cannot see a tool named {name} here, so I will not call it.\n\n{HELP}", None
+
+
+def _last_request(messages: list[dict[str, Any]]) -> tuple[tuple[str, str] | None, list[dict]]:
+    """The tool the person's latest message asks for, and the blocks since that message."""
+    since: list[dict[str, Any]] = []
+    for message in reversed(messages):
+        blocks = _blocks(message)
+        texts = (
+            [b["text"] for b in blocks if b["type"] == "text"] if message["role"] == "user" else []
+        )
+        if texts:
+            match = USE.search(texts[-1])
+            asked = (match.group(1), (match.group(2) or "").strip()) if match else None
+            return asked, since
+        since[:0] = blocks
+    return None, since
+
+
+def _reply(messages: list[dict[str, Any]]) -> str:
+    last = _blocks(messages[-1]) if messages else []
+    results = [block for block in last if block["type"] == "tool_result"]
+    if results:
+        content = results[-1]["content"]
+        text = content if isinstance(content, str) else "tool schemas loaded"
+        verdict = "reported an error" if results[-1].get("is_error") else "returned"
+        return f"The tool {verdict}:\n\n```\n{text[:1000]}\n```\n"
+    said = next((b["text"] for b in reversed(last) if b["type"] == "text"), "")
+    return f"You said: *{' '.join(said.split())[:200]}*\n\n{HELP}\n"
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message["content"]
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def _real_name(block: dict[str, Any]) -> str:
+    if block["name"] == CALL_TOOL and isinstance(block["input"], dict):
+        return str(block["input"].get("name"))
+    return block["name"]
+
+
+def _found_schema(blocks: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    """A schema tool_search returned (one JSON object per line of its result)."""
+    for block in blocks:
+        if block["type"] != "tool_result" or not isinstance(block["content"], str):
+            continue
+        for line in block["content"].splitlines():
+            try:
+                schema = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(schema, dict) and schema.get("name") == name:
+                return schema.get("input_schema")
+    return None
+
+
+def _arguments(schema: dict[str, Any] | None, text: str) -> dict[str, Any]:
+    if not text or not schema:
+        return {}
+    required = [
+        name
+        for name in schema.get("required", [])
+        if schema.get("properties", {}).get(name, {}).get("type") == "string"
+    ]
+    return {required[0]: text} if len(required) == 1 else {}
+
+
+def _count_calls(messages: list[dict[str, Any]]) -> int:
+    return sum(
+        1 for message in messages for block in _blocks(message) if block["type"] == "tool_use"
+    )

@@ -1,0 +1,190 @@
+"""Any OpenAI-compatible chat-completions server (Ollama, vLLM, LM Studio) over httpx.
+
+The neutral content-block history is converted to chat-completions messages: tool_use
+blocks become the assistant's ``tool_calls``, tool_result blocks become ``tool`` messages
+in the same order, so every call stays paired with its result. Streaming follows the
+server-sent-events form of ``/chat/completions``; tool-call fragments are joined by
+``index`` and handed on only when complete.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from agent_app.providers.base import (
+    ProviderError,
+    ProviderEvent,
+    ProviderRequest,
+    Stop,
+    TextDelta,
+    ToolUse,
+    Usage,
+    status_error,
+)
+
+STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
+
+
+class OpenAIProvider:
+    name = "openai"
+    default_model = "llama3.1"
+    supports_native = False
+    is_demo = False
+
+    def __init__(self, *, base_url: str, api_key: str = "", timeout: float = 600.0) -> None:
+        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = httpx.Timeout(timeout, connect=10.0)
+
+    def payload(self, request: ProviderRequest) -> dict[str, Any]:
+        system = "\n\n".join(text for text in (request.system, request.catalog) if text)
+        messages = [{"role": "system", "content": system}] if system else []
+        messages += to_chat_messages(request.messages)
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": messages,
+            "max_tokens": request.max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool["name"],
+                    "description": tool["description"],
+                    "parameters": tool["input_schema"],
+                },
+            }
+            for tool in json.loads(request.tools_json)
+        ]
+        if tools:
+            body["tools"] = tools
+        return body
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        async with httpx.AsyncClient(timeout=self._timeout) as client:
+            try:
+                async with client.stream(
+                    "POST", self._url, json=self.payload(request), headers=self._headers
+                ) as response:
+                    if response.status_code >= 400:
+                        body = (await response.aread()).decode(errors="replace")
+                        raise status_error(response.status_code, _error_message(body))
+                    async for event in _events(response):
+                        yield event
+            except httpx.TimeoutException:
+                raise ProviderError(
+                    "provider_timeout", "the model did not answer in time", retryable=True
+                ) from None
+            except httpx.TransportError as exc:
+                raise ProviderError(
+                    "provider_unreachable", f"{type(exc).__name__}: {exc}", retryable=True
+                ) from None
+
+
+async def _events(response: httpx.Response) -> AsyncIterator[ProviderEvent]:
+    calls: dict[int, dict[str, str]] = {}
+    usage = Usage()
+    stop = "end_turn"
+    async for line in response.aiter_lines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            break
+        try:
+            chunk = json.loads(data)
+            choices = chunk.get("choices") or []
+            if isinstance(chunk.get("usage"), dict):
+                usage = Usage(
+                    input_tokens=int(chunk["usage"].get("prompt_tokens") or 0),
+                    output_tokens=int(chunk["usage"].get("completion_tokens") or 0),
+                )
+            for choice in choices:
+                delta = choice.get("delta") or {}
+                if delta.get("content"):
+                    yield TextDelta(delta["content"])
+                for piece in delta.get("tool_calls") or []:
+                    call = calls.setdefault(int(piece["index"]), {"id": "", "name": "", "args": ""})
+                    call["id"] = piece.get("id") or call["id"]
+                    function = piece.get("function") or {}
+                    call["name"] += function.get("name") or ""
+                    call["args"] += function.get("arguments") or ""
+                if choice.get("finish_reason"):
+                    stop = STOP_REASONS.get(choice["finish_reason"], choice["finish_reason"])
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ProviderError("provider_malformed", f"unreadable stream: {exc}") from None
+    for index in sorted(calls):
+        call = calls[index]
+        yield ToolUse(call["id"] or f"call_{index}", call["name"], _arguments(call["args"]))
+    yield usage
+    yield Stop(stop)
+
+
+def _arguments(text: str) -> Any:
+    if not text.strip():
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _error_message(body: str) -> str:
+    try:
+        error = json.loads(body).get("error")
+        return str(error.get("message") if isinstance(error, dict) else error)
+    except (ValueError, AttributeError):
+        return body[:300]
+
+
+def to_chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Content blocks → chat-completions messages, keeping every call next to its result."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        content = message["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if message["role"] == "assistant":
+            text = "".join(block["text"] for block in blocks if block["type"] == "text")
+            calls = [
+                {
+                    "id": block["id"],
+                    "type": "function",
+                    "function": {"name": block["name"], "arguments": json.dumps(block["input"])},
+                }
+                for block in blocks
+                if block["type"] == "tool_use"
+            ]
+            entry: dict[str, Any] = {"role": "assistant", "content": text or None}
+            if calls:
+                entry["tool_calls"] = calls
+            out.append(entry)
+            continue
+        texts = []
+        for block in blocks:
+            if block["type"] == "tool_result":
+                out.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": block["tool_use_id"],
+                        "content": _result_text(block["content"]),
+                    }
+                )
+            elif block["type"] == "text":
+                texts.append(block["text"])
+        if texts:
+            out.append({"role": "user", "content": "\n\n".join(texts)})
+    return out
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(
+        block.get("text") or f"Loaded tool {block.get('tool_name')}" for block in content
+    )

@@ -1,0 +1,159 @@
+"""The turn runner: one message in, a model loop with tools, every step stored and streamed.
+
+Invariants (DESIGN.md sections 1, 5, 7 and 10):
+
+- **One turn per session**, across processes: ``turn_id`` is claimed with a conditional
+  UPDATE and held by a lease that a heartbeat renews; a turn whose process died is
+  closed by the next claim (its unanswered calls get ``lost`` results, then
+  ``turn_failed``), so no tool_use stays unpaired and no session stays locked.
+- **The turn is owned by the server**, not the socket: it runs as a task on the ASGI
+  server's event loop (or, outside a server, on this process's background loop), so a
+  dropped socket changes nothing.
+- **Frozen contract**: the toolset is resolved once, from the live registry and the
+  session's intent, and frozen in ``TurnTools``; the array changes inside a turn only
+  under ``promote``. Every call is checked against the contract, then against global
+  disables and ``can_use`` *at execution time*; a refused call never runs.
+- **Stored before sent**: events get contiguous seqs in the database first, then go to
+  the session's group, so a socket that resumes from the log misses nothing. Text deltas
+  are coalesced (at most one event per ``FLUSH_SECONDS``) before they get a seq.
+- **Always paired**: every tool_use the model produced gets a ``tool_call`` event and a
+  ``tool_result`` (cancelled, denied, vetoed or lost included) before the turn ends.
+
+Control (cancel, approvals, answers) reaches the runner through its own channel-layer
+channel, named on the session row, so any process's socket can steer any turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from channels.layers import get_channel_layer
+
+from agent_app.turns.loop import (
+    close_db_connections,
+    db,
+    loop_for_sync_callers,
+    remember_server_loop,
+    spawn,
+    wait_for_turns,
+)
+from agent_app.turns.runner import TurnRunner
+from agent_app.turns.state import claim, release, running_turn
+from agent_app.turns.tails import running_tails
+from sessions_app.models import ChatSession
+from sessions_app.services import session_intent_merge
+from toolhub.errors import Conflict, Invalid, ServiceError
+
+TEXT_LIMIT = 32_000
+
+
+class TurnInProgress(Conflict):
+    code = "turn_in_progress"
+
+
+class NoTurn(ServiceError):
+    code = "no_turn"
+    status = 409
+
+
+class UnknownCall(ServiceError):
+    code = "unknown_call"
+    status = 409
+
+
+def clean_text(text: Any) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise Invalid("text must be non-empty text", fields={"text": ["required"]})
+    if len(text) > TEXT_LIMIT:
+        raise Invalid(f"text is over {TEXT_LIMIT:,} characters", fields={"text": ["too long"]})
+    return text
+
+
+async def turn_start(
+    *,
+    session: ChatSession,
+    text: str,
+    intent: Any = None,
+    attended: bool = True,
+    channel: str = "web",
+) -> str:
+    """Start a turn on ``session`` (or answer the question a running turn asked).
+
+    Raises ``TurnInProgress`` while another turn runs, ``Invalid`` for a bad text or
+    intent (nothing is stored then). Returns the turn id.
+    """
+    text = clean_text(text)
+    layer = get_channel_layer()
+    turn_id = str(uuid.uuid4())
+    control = await layer.new_channel(prefix="turn")
+    title = " ".join(text.split())[:60]
+    claimed = await db(claim, session_id=session.pk, turn_id=turn_id, channel=control, title=title)
+    if claimed is None:
+        running = await db(running_turn, session_id=session.pk)
+        waiting = (running or {}).get("turn_waiting") or {}
+        if running and waiting.get("kind") == "question" and intent is None:
+            await layer.send(
+                running["turn_channel"],
+                {"type": "turn.answer", "call_id": waiting["call_id"], "text": text},
+            )
+            return running["turn_id"]
+        raise TurnInProgress("a turn is already running in this session")
+    if intent is not None:
+        try:
+            await db(session_intent_merge, session=session, patch=intent)
+        except ServiceError:
+            await db(release, session_id=session.pk, turn_id=turn_id)
+            raise
+    runner = TurnRunner(
+        session_id=session.pk,
+        turn_id=turn_id,
+        text=text,
+        attended=attended,
+        channel=channel,
+        control=control,
+    )
+    spawn(runner)
+    return turn_id
+
+
+def turn_start_sync(**kwargs: Any) -> str:
+    """``turn_start`` for sync callers (REST views): the turn runs on the server's loop."""
+    loop = loop_for_sync_callers()
+    return asyncio.run_coroutine_threadsafe(turn_start(**kwargs), loop).result(timeout=60)
+
+
+async def turn_cancel(*, session: ChatSession) -> str:
+    running = await db(running_turn, session_id=session.pk)
+    if running is None:
+        raise NoTurn("no turn is running in this session")
+    await get_channel_layer().send(running["turn_channel"], {"type": "turn.cancel"})
+    return running["turn_id"]
+
+
+async def turn_approve(*, session: ChatSession, call_id: str, allow: bool) -> None:
+    running = await db(running_turn, session_id=session.pk)
+    waiting = (running or {}).get("turn_waiting") or {}
+    if waiting.get("kind") != "approval" or waiting.get("call_id") != call_id:
+        raise UnknownCall(f"no call {call_id!r} is waiting for approval")
+    await get_channel_layer().send(
+        running["turn_channel"], {"type": "turn.approve", "call_id": call_id, "allow": allow}
+    )
+
+
+__all__ = [
+    "NoTurn",
+    "TurnInProgress",
+    "TurnRunner",
+    "UnknownCall",
+    "clean_text",
+    "close_db_connections",
+    "remember_server_loop",
+    "running_tails",
+    "turn_approve",
+    "turn_cancel",
+    "turn_start",
+    "turn_start_sync",
+    "wait_for_turns",
+]

@@ -1,0 +1,582 @@
+"""The turn runner: one message in, a model loop with tools, every step stored and streamed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from agent_app.history import messages_from_events, tool_result_block, tool_use_block
+from agent_app.providers import (
+    Provider,
+    ProviderError,
+    ProviderRequest,
+    Stop,
+    TextDelta,
+    ToolUse,
+    Usage,
+    provider_for,
+)
+from agent_app.turns.loop import db
+from agent_app.turns.state import persist, release, renew
+from agent_app.turns.tails import TailPump
+from profiles_app.services import global_disables
+from sessions_app.models import ChatSession, SessionEvent
+from sessions_app.notify import notify_events
+from sessions_app.services import session_context, session_history, session_resolve
+from toolhub.markdown import render_markdown
+from toolhub.tools import (
+    CancelToken,
+    ResolvedToolset,
+    ToolContext,
+    ToolResult,
+    ToolsetPrice,
+    UnknownToolsetError,
+    price,
+)
+from toolhub.tools.schema import canonical_json
+from toolhub.tools.tokens import count_cached
+from toolhub.tools.turn import TurnTools
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 15.0
+FLUSH_SECONDS = 0.05
+MAX_TOKENS = 4096
+
+
+@dataclass
+class _Prepared:
+    session: ChatSession
+    resolved: ResolvedToolset
+    priced: ToolsetPrice
+    ctx: ToolContext
+    messages: list[dict[str, Any]]
+    provider: Provider
+    model: str
+    system: str
+
+
+@dataclass
+class _StepOutcome:
+    text: str = ""
+    uses: list[ToolUse] = field(default_factory=list)
+    calls: list[tuple[dict[str, Any], Any]] = field(default_factory=list)
+    record: dict[str, Any] | None = None
+    usage: Usage = field(default_factory=Usage)
+    stop: str = "end_turn"
+    cancelled: bool = False
+    latency_ms: int = 0
+
+
+def _prepare(
+    *, session_id: Any, attended: bool, channel: str, provider: Provider | None
+) -> _Prepared:
+    session = ChatSession.objects.select_related("agent", "owner").get(pk=session_id)
+    agent = session.agent
+    provider = provider or provider_for(agent.provider)
+    strategy = agent.strategy
+    if strategy == "native" and not provider.supports_native:
+        strategy = "call_tool"
+    resolved = session_resolve(
+        session=session, attended=attended, channel=channel, strategy=strategy
+    )
+    if session.tier_plan is None:
+        # Kept with the session so the array does not churn (DESIGN.md section 5).
+        plan = resolved.plan.to_json()
+        ChatSession.objects.filter(pk=session.pk).update(tier_plan=plan)
+        session.tier_plan = plan
+    messages = messages_from_events(
+        session_history(session_id=session.pk), native=strategy == "native"
+    )
+    return _Prepared(
+        session=session,
+        resolved=resolved,
+        priced=price(resolved),
+        ctx=session_context(session=session, attended=attended, channel=channel),
+        messages=messages,
+        provider=provider,
+        model=agent.model or settings.TOOLHUB_MODEL or provider.default_model,
+        system=agent.system_prompt,
+    )
+
+
+def _prepare_and_start(
+    *,
+    session_id: Any,
+    turn_id: str,
+    text: str,
+    attended: bool,
+    channel: str,
+    provider: Provider | None,
+) -> tuple[_Prepared, list[SessionEvent]]:
+    """Resolve and freeze, then store ``user_message`` and ``turn_started`` in one go."""
+    prep = _prepare(session_id=session_id, attended=attended, channel=channel, provider=provider)
+    resolved = prep.resolved
+    started = {
+        "fingerprint": resolved.fingerprint,
+        "strategy": resolved.strategy,
+        "resident": list(resolved.array_names),
+        "deferred": len(resolved.deferred),
+        "provider": prep.provider.name,
+        "model": prep.model,
+        "demo": prep.provider.is_demo,
+    }
+    items = [("user_message", {"text": text}), ("turn_started", started)]
+    return prep, persist(session_id=session_id, turn=turn_id, items=items)
+
+
+class TurnRunner:
+    def __init__(
+        self,
+        *,
+        session_id: Any,
+        turn_id: str,
+        text: str,
+        attended: bool,
+        channel: str,
+        control: str,
+        provider: Provider | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self.text = text
+        self.attended = attended
+        self.channel = channel
+        self.control = control
+        self.provider = provider
+        self.cancel = CancelToken()
+        self._pending: list[tuple[str, dict[str, Any]]] = []
+        self._answers: dict[str, asyncio.Future[Any]] = {}
+        self._checkpoint: list[str] = []
+        self._current_call = ""
+        self._failed = False
+        self._text_buffer = ""
+        self._text_timer: asyncio.Future[None] | None = None
+        # Flushes come from the runner and from the delta timer: one at a time, so seqs
+        # follow the order events were emitted.
+        self._flush_lock = asyncio.Lock()
+
+    # The task body: whatever happens, the turn ends with a terminal event and the
+    # session is released.
+    async def run(self) -> None:
+        listener = asyncio.ensure_future(self._listen())
+        heartbeat = asyncio.ensure_future(self._heartbeat())
+        try:
+            await self._run()
+        except Exception as exc:
+            logger.exception("turn %s failed", self.turn_id)
+            await self._finish_failed("internal", f"{type(exc).__name__}: {exc}"[:300])
+        finally:
+            listener.cancel()
+            heartbeat.cancel()
+            with contextlib.suppress(Exception):
+                await db(release, session_id=self.session_id, turn_id=self.turn_id)
+
+    async def _run(self) -> None:
+        try:
+            prep, started = await db(
+                _prepare_and_start,
+                session_id=self.session_id,
+                turn_id=self.turn_id,
+                text=self.text,
+                attended=self.attended,
+                channel=self.channel,
+                provider=self.provider,
+            )
+        except UnknownToolsetError as exc:
+            self._emit("user_message", {"text": self.text})
+            await self._finish_failed("invalid_toolset", f"{exc.args[0]}; pick another toolset")
+            return
+        except ProviderError as exc:
+            self._emit("user_message", {"text": self.text})
+            await self._finish_failed(exc.code, exc.message)
+            return
+        await notify_events(self.session_id, started)
+        turn = TurnTools(prep.resolved, loaded=prep.session.loaded_tools)
+        self._checkpoint = turn.loaded
+        services = replace(
+            prep.ctx.services,
+            tool_index=turn.index if prep.resolved.deferred else None,
+            asker=_Asker(self) if self.attended else None,
+        )
+        ctx = replace(prep.ctx, services=services, cancel=self.cancel)
+        asked = {"role": "user", "content": [{"type": "text", "text": self.text}]}
+        messages = _merged([*prep.messages, asked])
+        for _step in range(settings.TOOLHUB_MAX_STEPS):
+            outcome = await self._provider_step(prep, turn, messages)
+            if outcome is None:
+                return
+            # A turn that ends here stores its last events, the provider call and the
+            # release in one transaction.
+            if outcome.cancelled:
+                await self._finish("cancelled", call=outcome.record)
+                return
+            if not outcome.uses:
+                await self._finish("end_turn", call=outcome.record)
+                return
+            await self._flush(call=outcome.record)
+            assistant: list[dict[str, Any]] = []
+            if outcome.text:
+                assistant.append({"type": "text", "text": outcome.text})
+            results: list[dict[str, Any]] = []
+            native = turn.strategy == "native"
+            assistant += [tool_use_block(data) for data, _ in outcome.calls]
+            for data, target in outcome.calls:
+                result = await self._execute(turn, ctx, data, target)
+                results.append(tool_result_block(result, native=native))
+            messages.append({"role": "assistant", "content": assistant})
+            messages.append({"role": "user", "content": results})
+            if self.cancel.cancelled:
+                await self._finish("cancelled")
+                return
+        await self._finish("max_steps")
+
+    # --- provider ------------------------------------------------------------------
+
+    async def _provider_step(
+        self, prep: _Prepared, turn: TurnTools, messages: list[dict[str, Any]]
+    ) -> _StepOutcome | None:
+        """One provider round trip, stored; ``None`` when it failed (the turn is over)."""
+        tools_json = turn.tools_json()
+        fingerprint = (
+            prep.resolved.fingerprint
+            if tools_json is prep.resolved.tools_json
+            else hashlib.sha256(tools_json.encode()).hexdigest()
+        )
+        request = ProviderRequest(
+            model=prep.model,
+            system=prep.system,
+            catalog=prep.resolved.catalog,
+            messages=messages,
+            tools_json=tools_json,
+            deferred=frozenset(tool.name for tool in prep.resolved.deferred)
+            if turn.strategy == "native"
+            else frozenset(),
+            max_tokens=MAX_TOKENS,
+        )
+        outcome = await self._stream_with_retries(prep.provider, request)
+        if outcome is None:
+            return None
+        if outcome.text:
+            self._emit(
+                "assistant_message", {"text": outcome.text, "html": render_markdown(outcome.text)}
+            )
+        tools_tokens = (
+            prep.priced.resident
+            if tools_json is prep.resolved.tools_json
+            else count_cached(tools_json)
+        )
+        usage = {
+            "input_tokens": outcome.usage.input_tokens,
+            "output_tokens": outcome.usage.output_tokens,
+            "cache_read_input_tokens": outcome.usage.cache_read_input_tokens,
+            "cache_creation_input_tokens": outcome.usage.cache_creation_input_tokens,
+            "resident_tokens": tools_tokens,
+            "catalog_tokens": prep.priced.catalog,
+            "fingerprint": fingerprint,
+        }
+        # Announced before any of them runs, so a person sees each call start.
+        outcome.calls = [self._call_event(turn, use) for use in outcome.uses]
+        self._emit("usage", usage)
+        outcome.record = self._call_record(prep, request, usage, outcome)
+        return outcome
+
+    def _call_record(
+        self,
+        prep: _Prepared,
+        request: ProviderRequest,
+        usage: dict[str, Any],
+        outcome: _StepOutcome,
+    ) -> dict[str, Any]:
+        estimate = (
+            usage["resident_tokens"]
+            + usage["catalog_tokens"]
+            + count_cached(request.system)
+            + sum(count_cached(canonical_json(message)) for message in request.messages)
+        )
+        return {
+            "provider": prep.provider.name,
+            "model": prep.model[:100],
+            "fingerprint": usage["fingerprint"],
+            "resident_tokens": usage["resident_tokens"],
+            "catalog_tokens": usage["catalog_tokens"],
+            "input_tokens": usage["input_tokens"],
+            "output_tokens": usage["output_tokens"],
+            "cache_read_input_tokens": usage["cache_read_input_tokens"],
+            "cache_creation_input_tokens": usage["cache_creation_input_tokens"],
+            "estimated_input_tokens": estimate,
+            "latency_ms": outcome.latency_ms,
+        }
+
+    async def _stream_with_retries(
+        self, provider: Provider, request: ProviderRequest
+    ) -> _StepOutcome | None:
+        """One provider call, retried with backoff while it failed before producing
+        anything; ``None`` after a terminal failure (``turn_failed`` is then pending)."""
+        attempts = settings.TOOLHUB_PROVIDER_RETRIES + 1
+        for attempt in range(attempts):
+            outcome = _StepOutcome()
+            started = time.monotonic()
+            try:
+                await self._stream(provider, request, outcome)
+            except ProviderError as exc:
+                produced = outcome.text or outcome.uses
+                if exc.retryable and not produced and attempt + 1 < attempts:
+                    delay = settings.TOOLHUB_PROVIDER_BACKOFF * 2**attempt
+                    if await self._sleep_or_cancel(delay):
+                        outcome.cancelled = True
+                        return outcome
+                    continue
+                await self._finish_failed(exc.code, exc.message)
+                return None
+            outcome.latency_ms = int((time.monotonic() - started) * 1000)
+            return outcome
+        raise AssertionError("unreachable")
+
+    async def _stream(
+        self, provider: Provider, request: ProviderRequest, outcome: _StepOutcome
+    ) -> None:
+        async def consume() -> None:
+            async for event in provider.stream(request):
+                if isinstance(event, TextDelta):
+                    outcome.text += event.text
+                    self._text_buffer += event.text
+                    if self._text_timer is None:
+                        self._text_timer = asyncio.ensure_future(self._text_later())
+                elif isinstance(event, ToolUse):
+                    outcome.uses.append(event)
+                elif isinstance(event, Usage):
+                    outcome.usage = event
+                elif isinstance(event, Stop):
+                    outcome.stop = event.reason
+
+        work = asyncio.ensure_future(consume())
+        stop = asyncio.ensure_future(self.cancel.wait())
+        try:
+            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not work.done():
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError, ProviderError):
+                    await work
+                # Tool calls the stream had not finished are dropped with it: none was
+                # announced, so nothing is left unpaired.
+                outcome.uses.clear()
+                outcome.cancelled = True
+            self._take_text()
+        if not outcome.cancelled:
+            work.result()
+
+    async def _text_later(self) -> None:
+        """Coalesced deltas get a seq at most ``FLUSH_SECONDS`` after the first arrived."""
+        await asyncio.sleep(FLUSH_SECONDS)
+        # From here on this task is not cancelled: it stores what it took.
+        self._text_timer = None
+        self._take_text()
+        await self._flush()
+
+    def _take_text(self) -> None:
+        if self._text_timer is not None:
+            self._text_timer.cancel()
+            self._text_timer = None
+        if self._text_buffer:
+            self._emit("text_delta", {"text": self._text_buffer})
+            self._text_buffer = ""
+
+    # --- tools ---------------------------------------------------------------------
+
+    def _call_event(self, turn: TurnTools, use: ToolUse) -> tuple[dict[str, Any], Any]:
+        target = turn.resolve_call(use.name, use.input)
+        arguments = dict(target.arguments) if target.arguments else {}
+        if target.error and not isinstance(use.input, dict):
+            arguments = {}
+        data: dict[str, Any] = {"call_id": use.id, "name": target.name, "arguments": arguments}
+        if target.via:
+            data["via"] = target.via
+        self._emit("tool_call", data)
+        return data, target
+
+    async def _execute(
+        self, turn: TurnTools, ctx: ToolContext, call: dict[str, Any], target: Any
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = {"call_id": call["call_id"], "name": call["name"]}
+        if call.get("via"):
+            result["via"] = call["via"]
+        started = time.monotonic()
+        outcome = await self._decide_and_run(turn, ctx, call, target)
+        status, content, reason = outcome[:3]
+        result.update(status=status, content=content)
+        if reason:
+            result["reason"] = reason
+        if len(outcome) > 3 and outcome[3]:
+            result["references"] = outcome[3]
+        result["elapsed_ms"] = int((time.monotonic() - started) * 1000)
+        self._emit("tool_result", result)
+        loaded = turn.loaded
+        checkpoint = loaded if loaded != self._checkpoint else None
+        self._checkpoint = loaded
+        await self._flush(loaded=checkpoint)
+        return result
+
+    async def _decide_and_run(
+        self, turn: TurnTools, ctx: ToolContext, call: dict[str, Any], target: Any
+    ) -> tuple[Any, ...]:
+        if self.cancel.cancelled:
+            return ("cancelled", "Cancelled before it ran.", "the turn was cancelled")
+        if target.error:
+            return ("error", target.error, "")
+        tool = target.tool
+        disabled_now = await db(global_disables)
+        veto = turn.veto_now(tool, ctx, disabled_now)
+        if veto:
+            return ("vetoed", f"{tool.name} is not allowed: {veto}", veto)
+        arguments = call["arguments"]
+        if tool.needs_approval(arguments, ctx):
+            verdict = await self._ask_approval(call)
+            if verdict is not True:
+                reason = verdict or "the person denied it"
+                if self.cancel.cancelled:
+                    return (
+                        "cancelled",
+                        "Cancelled while waiting for approval.",
+                        "the turn was cancelled",
+                    )
+                return ("denied", f"{tool.name} did not run: {reason}", reason)
+            # Approval takes time: a disable made meanwhile still holds (hard line 5).
+            veto = turn.veto_now(tool, ctx, await db(global_disables))
+            if veto:
+                return ("vetoed", f"{tool.name} is not allowed: {veto}", veto)
+        before = turn.loaded
+        pump = TailPump(self.session_id, call["call_id"])
+        self._current_call = call["call_id"]
+        try:
+            outcome: ToolResult = await tool.execute(
+                arguments, replace(ctx, on_update=pump.on_update)
+            )
+        finally:
+            self._current_call = ""
+            await pump.close()
+        references = [name for name in turn.loaded if name not in before]
+        status = outcome.status if outcome.status in ("ok", "cancelled") else "error"
+        if outcome.is_error and status == "ok":
+            status = "error"
+        if self.cancel.cancelled:
+            # A tool that stopped on its own when asked still reports what it did, but the
+            # person cancelled it.
+            status = "cancelled"
+        reason = "the turn was cancelled" if status == "cancelled" else ""
+        return (status, outcome.content, reason, references)
+
+    async def _ask_approval(self, call: dict[str, Any]) -> bool | str:
+        call_id = call["call_id"]
+        self._emit(
+            "approval_request",
+            {"call_id": call_id, "name": call["name"], "arguments": call["arguments"]},
+        )
+        answer = await self._wait_for_person("approval", call_id)
+        if answer is None:
+            timeout = settings.TOOLHUB_APPROVAL_TIMEOUT
+            return "cancelled" if self.cancel.cancelled else f"no answer within {timeout:g} s"
+        return bool(answer)
+
+    async def _wait_for_person(self, kind: str, call_id: str) -> Any:
+        """Wait for an approval or an answer; ``None`` on timeout or cancel."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._answers[call_id] = future
+        await self._flush(waiting={"kind": kind, "call_id": call_id})
+        stop = asyncio.ensure_future(self.cancel.wait())
+        try:
+            await asyncio.wait(
+                {future, stop},
+                timeout=settings.TOOLHUB_APPROVAL_TIMEOUT,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            stop.cancel()
+            self._answers.pop(call_id, None)
+            await self._flush(waiting=None)
+        return future.result() if future.done() else None
+
+    # --- control, events, ending -----------------------------------------------------
+
+    async def _listen(self) -> None:
+        layer = get_channel_layer()
+        while True:
+            message = await layer.receive(self.control)
+            kind = message.get("type")
+            if kind == "turn.cancel":
+                self.cancel.cancel()
+            elif kind in ("turn.approve", "turn.answer"):
+                future = self._answers.get(message.get("call_id"))
+                value = message.get("allow") if kind == "turn.approve" else message.get("text")
+                if future is not None and not future.done():
+                    future.set_result(value)
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            with contextlib.suppress(Exception):
+                await db(renew, session_id=self.session_id, turn_id=self.turn_id)
+
+    async def _sleep_or_cancel(self, seconds: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.cancel.wait(), timeout=seconds)
+        return self.cancel.cancelled
+
+    def _emit(self, kind: str, data: dict[str, Any]) -> None:
+        self._pending.append((kind, data))
+
+    async def _flush(self, **writes: Any) -> None:
+        async with self._flush_lock:
+            items, self._pending = self._pending, []
+            if not items and not writes:
+                return
+            events = await db(
+                persist, session_id=self.session_id, turn=self.turn_id, items=items, **writes
+            )
+            await notify_events(self.session_id, events)
+
+    async def _finish(self, reason: str, **writes: Any) -> None:
+        if self._failed:
+            return
+        self._emit("turn_finished", {"reason": reason})
+        await self._flush(release=True, **writes)
+
+    async def _finish_failed(self, code: str, message: str) -> None:
+        self._emit("turn_failed", {"code": code, "message": message})
+        await self._flush(release=True)
+        self._failed = True
+
+
+def _merged(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Join consecutive messages of one role (the new text after stored tool results)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if out and out[-1]["role"] == message["role"]:
+            out[-1] = {"role": message["role"], "content": out[-1]["content"] + message["content"]}
+        else:
+            out.append(message)
+    return out
+
+
+class _Asker:
+    """ask_user_question in an attended turn: the question is the call's arguments, the
+    next ``chat`` frame is the answer."""
+
+    def __init__(self, runner: TurnRunner) -> None:
+        self._runner = runner
+
+    async def ask(self, *, question: str, options: list[str]) -> str:
+        answer = await self._runner._wait_for_person("question", self._runner._current_call)
+        if answer is None:
+            raise TimeoutError("no answer from the person")
+        return str(answer)

@@ -1,0 +1,98 @@
+"""Live tails of running tools: coalesced ``tail`` frames, and the current tail per call
+kept in the cache so a socket that resumes gets it once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+from django.core.cache import cache
+
+from agent_app.turns.loop import db
+from sessions_app.notify import notify_tail
+from toolhub.tools import TailUpdate
+
+TAIL_INTERVAL = 0.1
+
+
+class TailPump:
+    """Coalesces a tool's streamed output into at most one ``tail`` frame per
+    ``TAIL_INTERVAL`` per call, always sending the last one; the current tail is kept in
+    the cache so a socket that resumes gets it once."""
+
+    def __init__(self, session_id: Any, call_id: str) -> None:
+        self._session_id = session_id
+        self._call_id = call_id
+        self._loop = asyncio.get_running_loop()
+        self._latest: TailUpdate | None = None
+        self._sent: TailUpdate | None = None
+        self._scheduled = False
+        self._last = 0.0
+        self._sending: asyncio.Task[None] | None = None
+
+    def on_update(self, update: TailUpdate) -> None:
+        # Called from the tool's thread or the loop; only the latest update matters.
+        self._latest = update
+        self._loop.call_soon_threadsafe(self._schedule)
+
+    def _schedule(self) -> None:
+        if self._scheduled:
+            return
+        self._scheduled = True
+        delay = max(0.0, TAIL_INTERVAL - (time.monotonic() - self._last))
+        self._loop.call_later(delay, self._start_send)
+
+    def _start_send(self) -> None:
+        self._sending = self._loop.create_task(self._send())
+
+    async def _send(self) -> None:
+        self._scheduled = False
+        update = self._latest
+        if update is None or update is self._sent:
+            return
+        self._sent = update
+        self._last = time.monotonic()
+        frame = tail_frame(self._call_id, update)
+        with contextlib.suppress(Exception):
+            await db(_tails_put, session_id=self._session_id, call_id=self._call_id, frame=frame)
+        await notify_tail(self._session_id, frame)
+
+    async def close(self) -> None:
+        if self._sending is not None:
+            with contextlib.suppress(Exception):
+                await self._sending
+        if self._latest is not None and self._latest is not self._sent:
+            await self._send()
+        if self._sent is not None:
+            with contextlib.suppress(Exception):
+                await db(_tails_put, session_id=self._session_id, call_id=self._call_id, frame=None)
+
+
+def tail_frame(call_id: str, update: TailUpdate) -> dict[str, Any]:
+    return {
+        "type": "tail",
+        "call_id": call_id,
+        "tail": update.tail,
+        "bytes_total": update.total_chars,
+        "elapsed_ms": update.elapsed_ms,
+    }
+
+
+def _tails_key(session_id: Any) -> str:
+    return f"toolhub:tails:{session_id}"
+
+
+def _tails_put(*, session_id: Any, call_id: str, frame: dict[str, Any] | None) -> None:
+    tails = cache.get(_tails_key(session_id)) or {}
+    if frame is None:
+        tails.pop(call_id, None)
+    else:
+        tails[call_id] = frame
+    cache.set(_tails_key(session_id), tails, timeout=3600)
+
+
+def running_tails(*, session_id: Any) -> list[dict[str, Any]]:
+    """The current tail of each call still running in ``session_id`` (sent after resume)."""
+    return list((cache.get(_tails_key(session_id)) or {}).values())

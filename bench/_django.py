@@ -1,0 +1,39 @@
+"""What the database benches share: a PostgreSQL database of their own, and Django set up
+on it in production shape (DEBUG off), optionally with Redis for cache and channels."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+
+def ensure_database(url: str) -> None:
+    import psycopg
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    admin = url.replace(parts.path, "/postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def django_setup(database_url: str, *, redis_url: str | None = None) -> None:
+    ensure_database(database_url)
+    os.environ.update(
+        DATABASE_URL=database_url,
+        DEBUG="0",
+        SECRET_KEY="bench-" + "x" * 60,
+        ALLOWED_HOSTS="localhost",
+        DJANGO_SETTINGS_MODULE="toolhub.settings",
+    )
+    if redis_url:
+        os.environ["REDIS_URL"] = redis_url
+    else:
+        os.environ.pop("REDIS_URL", None)
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)

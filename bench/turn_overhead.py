@@ -1,0 +1,109 @@
+"""The turn runner's own cost per provider round trip, on PostgreSQL and Redis.
+
+Runs chat turns in-process against the fake Anthropic server (tests/fakes) answering at
+once with five text deltas, through the real anthropic SDK over loopback HTTP. Each turn is
+timed end to end (claim, resolution and freeze, history rebuild from the event log, event
+storage, group sends on the Redis channel layer, release); the time spent inside the
+provider's stream (HTTP, SDK parsing, the fake server) is measured separately and taken
+off, leaving what is ours. Sessions carry up to 20 earlier turns, so the history rebuild
+is realistic. Prints p50 and p99 in milliseconds.
+
+Database: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/toolhub_bench);
+Redis: BENCH_REDIS_URL (default redis://127.0.0.1:6379/3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from _django import django_setup  # noqa: E402
+
+DATABASE_URL = os.environ.get(
+    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/toolhub_bench"
+)
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/3")
+SESSIONS = 15
+TURNS_PER_SESSION = 20
+WARMUP_TURNS = 5
+
+
+class _TimedProvider:
+    """Wraps the real provider and adds up the time spent inside its stream."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+        self.name = inner.name
+        self.default_model = inner.default_model
+        self.supports_native = inner.supports_native
+        self.is_demo = inner.is_demo
+        self.spent = 0.0
+
+    async def stream(self, request):
+        started = time.perf_counter()
+        try:
+            async for event in self._inner.stream(request):
+                self.spent += time.perf_counter() - started
+                yield event
+                started = time.perf_counter()
+        finally:
+            self.spent += time.perf_counter() - started
+
+
+async def _run(sessions, provider) -> list[float]:
+    from agent_app import turns
+
+    overheads = []
+    for index in range(WARMUP_TURNS + SESSIONS * TURNS_PER_SESSION):
+        session = sessions[index % len(sessions)]
+        provider.spent = 0.0
+        started = time.perf_counter()
+        await turns.turn_start(session=session, text=f"message {index}")
+        await turns.wait_for_turns()
+        elapsed = time.perf_counter() - started
+        if index >= WARMUP_TURNS:
+            overheads.append((elapsed - provider.spent) * 1000)
+    return overheads
+
+
+def main() -> None:
+    from tests.fakes import FakeAnthropic, Reply
+
+    logging.disable(logging.INFO)
+    django_setup(DATABASE_URL, redis_url=REDIS_URL)
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+
+    from agent_app import providers
+    from agent_app.providers.anthropic import AnthropicProvider
+    from sessions_app.models import ChatSession
+    from sessions_app.services import session_create
+
+    user, _ = get_user_model().objects.get_or_create(username="bench-turns")
+    ChatSession.objects.filter(owner=user).delete()
+    sessions = [session_create(user=user) for _ in range(SESSIONS)]
+    with FakeAnthropic(responder=lambda body: Reply(text="one two three four five")) as model:
+        provider = _TimedProvider(AnthropicProvider(api_key="bench", base_url=model.url))
+        providers.PROVIDERS["bench"] = lambda: provider
+        settings.TOOLHUB_PROVIDER = "bench"
+        overheads = asyncio.run(_run(sessions, provider))
+    overheads.sort()
+    p99 = overheads[int(len(overheads) * 0.99) - 1]
+    print(
+        f"turn-overhead per provider round trip (ours): n={len(overheads)} "
+        f"p50={statistics.median(overheads):.2f}ms p99={p99:.2f}ms "
+        f"max={overheads[-1]:.2f}ms (PostgreSQL, Redis channel layer)"
+    )
+    ChatSession.objects.filter(owner=user).delete()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""Helpers for chat-turn tests: a token-authenticated socket and frame readers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from channels.db import database_sync_to_async as sync_to_async
+from channels.testing import WebsocketCommunicator
+
+TERMINAL = ("turn_finished", "turn_failed")
+
+
+@sync_to_async
+def token_for(user: Any) -> str:
+    from rest_framework.authtoken.models import Token
+
+    return Token.objects.get_or_create(user=user)[0].key
+
+
+async def open_socket(session_id: Any, user: Any) -> WebsocketCommunicator:
+    from toolhub.asgi import application
+
+    key = await token_for(user)
+    socket = WebsocketCommunicator(
+        application,
+        f"/ws/sessions/{session_id}/",
+        headers=[(b"authorization", f"Token {key}".encode())],
+    )
+    connected, _ = await socket.connect()
+    assert connected
+    return socket
+
+
+async def send(socket: WebsocketCommunicator, frame: dict[str, Any]) -> None:
+    await socket.send_to(text_data=json.dumps(frame))
+
+
+async def receive(socket: WebsocketCommunicator, timeout: float = 10) -> dict[str, Any]:
+    return json.loads(await socket.receive_from(timeout=timeout))
+
+
+async def until(
+    socket: WebsocketCommunicator, kinds: tuple[str, ...] = TERMINAL, timeout: float = 15
+) -> list[dict[str, Any]]:
+    """Every frame up to and including the first event of one of ``kinds``."""
+    frames = []
+    while True:
+        frame = await receive(socket, timeout)
+        frames.append(frame)
+        if frame["type"] == "event" and frame["kind"] in kinds:
+            return frames
+
+
+def events(frames: list[dict[str, Any]], kind: str | None = None) -> list[dict[str, Any]]:
+    return [f for f in frames if f["type"] == "event" and (kind is None or f["kind"] == kind)]

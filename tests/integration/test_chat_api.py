@@ -1,0 +1,139 @@
+"""Turns started over REST (unattended, channel ``api``), the event log endpoint, and the
+OpenAI-compatible provider over real HTTP."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tests.fakes import FakeAnthropic, FakeOpenAI, Reply
+from toolhub.tools import function
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def model(settings):
+    with FakeAnthropic() as server:
+        settings.TOOLHUB_PROVIDER = "anthropic"
+        settings.ANTHROPIC_BASE_URL = server.url
+        settings.ANTHROPIC_API_KEY = "test-key"
+        yield server
+
+
+def _session(client) -> str:
+    response = client.post("/api/sessions/", {}, format="json")
+    assert response.status_code == 201
+    return response.json()["id"]
+
+
+def _events_until_done(client, session_id: str) -> list[dict]:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        body = client.get(f"/api/sessions/{session_id}/events/?after=0").json()
+        if any(e["kind"] in ("turn_finished", "turn_failed") for e in body["events"]):
+            return body["events"]
+        time.sleep(0.05)
+    raise AssertionError("the turn did not end")
+
+
+def test_a_rest_message_starts_an_unattended_turn_without_ask_user_question(api, owner, model):
+    client = api(owner)
+    session_id = _session(client)
+    model.replies.append(Reply(text="Answered over the API."))
+
+    response = client.post(
+        f"/api/sessions/{session_id}/messages/", {"text": "hello api"}, format="json"
+    )
+
+    assert response.status_code == 202
+    turn = response.json()["turn"]
+    events = _events_until_done(client, session_id)
+    assert {e["turn"] for e in events} == {turn}
+    assert [e["kind"] for e in events][-1] == "turn_finished"
+    names = [tool["name"] for tool in model.requests[0].body["tools"]]
+    assert "ask_user_question" not in names
+    assert "read" in names
+    started = next(e for e in events if e["kind"] == "turn_started")
+    assert "ask_user_question" not in started["data"]["resident"]
+
+
+def test_a_rest_message_is_refused_while_a_turn_runs_and_for_bad_input(
+    api, owner, other_user, model
+):
+    client = api(owner)
+    session_id = _session(client)
+    hold = threading.Event()
+    model.replies.append(Reply(text="slow answer", hold=hold))
+    url = f"/api/sessions/{session_id}/messages/"
+    try:
+        assert client.post(url, {"text": "first"}, format="json").status_code == 202
+        model.wait_for_requests(1)
+        busy = client.post(url, {"text": "second"}, format="json")
+    finally:
+        hold.set()
+
+    assert (busy.status_code, busy.json()["code"]) == (409, "turn_in_progress")
+    assert client.post(url, {"text": "x" * 32_001}, format="json").status_code == 400
+    assert client.post(url, {"text": 5}, format="json").status_code == 400
+    assert api(other_user).post(url, {"text": "hi"}, format="json").status_code == 404
+    events = _events_until_done(client, session_id)
+    assert [e["data"]["text"] for e in events if e["kind"] == "user_message"] == ["first"]
+
+
+def test_the_openai_provider_runs_a_tool_turn_over_chat_completions(
+    api, owner, settings, registry_state
+):
+    calls = []
+
+    def shout(text: str) -> str:
+        """Shout the text.
+
+        Args:
+            text: What to shout.
+        """
+        calls.append(text)
+        return text.upper()
+
+    registry_state.register(function(shout, register_globally=False))
+    client = api(owner)
+    session_id = _session(client)
+    with FakeOpenAI(api_key="sk-local") as server:
+        settings.TOOLHUB_PROVIDER = "openai"
+        settings.OPENAI_BASE_URL = f"{server.url}/v1"
+        settings.OPENAI_API_KEY = "sk-local"
+        server.replies.extend(
+            [Reply(tool_calls=[("call_1", "shout", {"text": "hey"})]), Reply(text="Done.")]
+        )
+        client.post(f"/api/sessions/{session_id}/messages/", {"text": "shout hey"}, format="json")
+        events = _events_until_done(client, session_id)
+
+    assert calls == ["hey"]
+    result = next(e for e in events if e["kind"] == "tool_result")["data"]
+    assert (result["status"], result["content"]) == ("ok", "HEY")
+    second = server.requests[1].body["messages"]
+    assert second[-2]["tool_calls"][0]["function"]["name"] == "shout"
+    assert second[-1] == {"role": "tool", "tool_call_id": "call_1", "content": "HEY"}
+    usage = next(e for e in events if e["kind"] == "usage")["data"]
+    assert usage["input_tokens"] > 0
+    assert [e["kind"] for e in events][-1] == "turn_finished"
+
+
+def test_every_provider_call_is_recorded_with_our_estimate_beside_the_reported_usage(
+    api, owner, model
+):
+    from sessions_app.models import ProviderCall
+
+    client = api(owner)
+    session_id = _session(client)
+    client.post(f"/api/sessions/{session_id}/messages/", {"text": "count me"}, format="json")
+    events = _events_until_done(client, session_id)
+
+    call = ProviderCall.objects.get(session_id=session_id)
+    usage = next(e for e in events if e["kind"] == "usage")["data"]
+    assert call.provider == "anthropic"
+    assert call.fingerprint == usage["fingerprint"]
+    assert call.input_tokens + call.cache_creation_input_tokens > 0
+    assert call.estimated_input_tokens > call.resident_tokens > 0

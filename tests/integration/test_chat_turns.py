@@ -1,0 +1,740 @@
+"""Chat turns end to end in-process: the session socket, the turn runner, the real
+anthropic SDK over real HTTP against the fake Messages API, and the database.
+
+Each test drives a turn the way a browser does (frames over ``WebsocketCommunicator``)
+and checks what a person would notice: the events, what the model was sent, and whether
+a tool really ran (side-effect counters).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+from channels.db import database_sync_to_async
+
+from tests.fakes import FakeAnthropic, Reply
+from tests.integration.chat import events, open_socket, receive, send, until
+from toolhub.tools import ToolContext, function
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CALLS: list[str] = []
+
+
+def _counter(note: str = "") -> str:
+    """Count a call.
+
+    Args:
+        note: Anything.
+    """
+    CALLS.append(f"counter:{note}")
+    return "counted"
+
+
+def _guarded(target: str = "") -> str:
+    """Do something that needs the person's approval.
+
+    Args:
+        target: What to act on.
+    """
+    CALLS.append(f"guarded:{target}")
+    return "guarded ran"
+
+
+async def _slow(ctx: ToolContext) -> str:
+    """Wait until cancelled (at most 30 seconds)."""
+    CALLS.append("slow")
+    ctx.update("working...\n")
+    try:
+        await asyncio.wait_for(ctx.cancel.wait(), 30)
+    except TimeoutError:
+        return "finished"
+    return "stopped"
+
+
+def _deep_lookup(topic: str) -> str:
+    """Look a topic up in the deep archive.
+
+    Args:
+        topic: What to look up.
+    """
+    CALLS.append(f"deep:{topic}")
+    return f"deep facts about {topic}"
+
+
+def _plan_danger() -> str:
+    """Change things (never in plan mode)."""
+    CALLS.append("plan_danger")
+    return "changed"
+
+
+@pytest.fixture
+def lab(registry_state):
+    """Test tools in the live registry; ``CALLS`` records every real execution."""
+    CALLS.clear()
+    tools = [
+        function(_counter, name="counter_tool", register_globally=False),
+        function(_guarded, name="guarded", requires_approval=True, register_globally=False),
+        function(_slow, name="slow", register_globally=False),
+        function(_deep_lookup, name="deep_lookup", defer=True, register_globally=False),
+        function(_plan_danger, name="plan_danger", unsafe_in=("plan",), register_globally=False),
+    ]
+    for tool in tools:
+        registry_state.register(tool)
+    yield CALLS
+    CALLS.clear()
+
+
+@pytest.fixture
+def model(settings):
+    with FakeAnthropic() as server:
+        settings.TOOLHUB_PROVIDER = "anthropic"
+        settings.ANTHROPIC_BASE_URL = server.url
+        settings.ANTHROPIC_API_KEY = "test-key"
+        settings.TOOLHUB_PROVIDER_BACKOFF = 0.01
+        yield server
+
+
+@database_sync_to_async
+def new_session(user, **kwargs):
+    from sessions_app.services import session_create
+
+    return session_create(user=user, **kwargs)
+
+
+@database_sync_to_async
+def new_agent(user, **fields):
+    from agent_app.models import Agent
+
+    return Agent.objects.create(owner=user, name=fields.pop("name", "lab agent"), **fields)
+
+
+@database_sync_to_async
+def stored(session_id):
+    from sessions_app.models import SessionEvent
+
+    return list(
+        SessionEvent.objects.filter(session_id=session_id)
+        .order_by("seq")
+        .values("seq", "turn", "kind", "data")
+    )
+
+
+@database_sync_to_async
+def reload(session):
+    session.refresh_from_db()
+    return session
+
+
+def tool_names(seen) -> list[str]:
+    return [tool["name"] for tool in seen.body.get("tools", [])]
+
+
+async def chat(socket, text, **extra):
+    await send(socket, {"type": "chat", "text": text, **extra})
+    return await until(socket)
+
+
+async def test_a_text_turn_streams_and_stores_every_event_as_sent(owner, model):
+    model.replies.append(Reply(text="Hello there, person."))
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "hi")
+
+    kinds = [frame["kind"] for frame in events(frames)]
+    assert kinds[:2] == ["user_message", "turn_started"]
+    assert kinds[-3:] == ["assistant_message", "usage", "turn_finished"]
+    assert "text_delta" in kinds
+    deltas = "".join(f["data"]["text"] for f in events(frames, "text_delta"))
+    assert deltas == "Hello there, person."
+    assert events(frames, "assistant_message")[0]["data"]["html"] == "<p>Hello there, person.</p>\n"
+    assert [f["seq"] for f in events(frames)] == list(range(1, len(kinds) + 1))
+    log = await stored(session.pk)
+    assert [{k: f[k] for k in ("seq", "turn", "kind", "data")} for f in events(frames)] == log
+    assert model.requests[0].body["messages"][-1]["content"][0]["text"] == "hi"
+    await socket.disconnect()
+
+
+async def test_a_tool_turn_runs_the_tool_once_and_sends_its_result_back(owner, model, lab):
+    model.replies.extend(
+        [Reply(tool_calls=[("toolu_1", "counter_tool", {"note": "x"})]), Reply(text="Done.")]
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "count please")
+
+    assert lab == ["counter:x"]
+    call = events(frames, "tool_call")[0]["data"]
+    result = events(frames, "tool_result")[0]["data"]
+    assert call == {"call_id": "toolu_1", "name": "counter_tool", "arguments": {"note": "x"}}
+    assert (result["status"], result["content"]) == ("ok", "counted")
+    second = model.requests[1].body["messages"]
+    assert second[-2]["content"][-1]["type"] == "tool_use"
+    assert second[-1]["content"][0]["tool_use_id"] == "toolu_1"
+    assert second[-1]["content"][0]["content"] == "counted"
+    assert events(frames, "turn_finished")[0]["data"]["reason"] == "end_turn"
+    await socket.disconnect()
+
+
+async def test_the_tools_array_is_byte_identical_across_ten_turns_and_cached(owner, model, lab):
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    turns = [await chat(socket, f"message {n}") for n in range(10)]
+
+    arrays = {json.dumps(seen.body["tools"]) for seen in model.requests}
+    assert len(arrays) == 1
+    fingerprints = {events(t, "turn_started")[0]["data"]["fingerprint"] for t in turns}
+    assert len(fingerprints) == 1
+    reads = [events(t, "usage")[0]["data"]["cache_read_input_tokens"] for t in turns]
+    assert reads[0] == 0
+    assert all(read > 0 for read in reads[1:])
+    tools = model.requests[0].body["tools"]
+    assert [t.get("cache_control") for t in tools].count({"type": "ephemeral"}) == 1
+    assert tools[-1]["cache_control"] == {"type": "ephemeral"}
+    await socket.disconnect()
+
+
+async def test_an_intent_in_a_chat_frame_is_merged_stored_and_applies_from_that_turn(
+    owner, model, lab
+):
+    session = await new_session(owner, intent={"web_search": True, "disabled": ["slow"]})
+    socket = await open_socket(session.pk, owner)
+
+    await chat(socket, "first")
+    await chat(socket, "second", intent={"disabled": ["counter_tool"]})
+    await chat(socket, "third")
+
+    first, second, third = (tool_names(seen) for seen in model.requests)
+    assert "counter_tool" in first
+    assert "slow" not in first
+    assert "counter_tool" not in second
+    assert "slow" in second
+    assert second == third
+    session = await reload(session)
+    assert session.tool_intent["disabled"] == ["counter_tool"]
+    assert session.tool_intent["web_search"] is True
+    await socket.disconnect()
+
+
+async def test_an_intent_changed_during_a_turn_waits_for_the_next_turn(owner, model, lab):
+    model.replies.extend(
+        [Reply(tool_calls=[("toolu_g", "guarded", {})]), Reply(text="ok"), Reply(text="next")]
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "chat", "text": "go"})
+    await until(socket, ("approval_request",))
+
+    await database_sync_to_async(_set_intent)(session, {"disabled": ["counter_tool"]})
+    await send(socket, {"type": "approve", "call_id": "toolu_g", "allow": True})
+    await until(socket)
+    await chat(socket, "again")
+
+    first, same_turn, next_turn = (tool_names(seen) for seen in model.requests)
+    assert first == same_turn
+    assert "counter_tool" in same_turn
+    assert "counter_tool" not in next_turn
+    await socket.disconnect()
+
+
+def _set_intent(session, intent):
+    from sessions_app.services import session_update
+
+    session.refresh_from_db()
+    session_update(user=session.owner, session=session, version=session.version, intent=intent)
+
+
+async def test_call_tool_never_changes_the_array_and_unwraps_the_real_tool(owner, model, lab):
+    model.replies.extend(
+        [
+            Reply(tool_calls=[("toolu_s", "tool_search", {"query": "select:deep_lookup"})]),
+            Reply(
+                tool_calls=[
+                    ("toolu_d", "call_tool", {"name": "deep_lookup", "arguments": {"topic": "x"}})
+                ]
+            ),
+            Reply(text="found it"),
+        ]
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "look it up")
+
+    assert len({json.dumps(seen.body["tools"]) for seen in model.requests}) == 1
+    assert "deep_lookup" not in tool_names(model.requests[0])
+    assert "deep_lookup" in model.requests[0].body["system"][-1]["text"]
+    call = events(frames, "tool_call")[1]["data"]
+    assert call == {
+        "call_id": "toolu_d",
+        "name": "deep_lookup",
+        "arguments": {"topic": "x"},
+        "via": "call_tool",
+    }
+    assert lab == ["deep:x"]
+    replayed = model.requests[2].body["messages"][-2]["content"][-1]
+    assert replayed["name"] == "call_tool"
+    session = await reload(session)
+    assert session.loaded_tools == ["deep_lookup"]
+    await socket.disconnect()
+
+
+async def test_promote_adds_the_found_schema_to_the_next_request_of_the_turn(owner, model, lab):
+    agent = await new_agent(owner, strategy="promote")
+    model.replies.extend(
+        [
+            Reply(tool_calls=[("toolu_s", "tool_search", {"query": "select:deep_lookup"})]),
+            Reply(tool_calls=[("toolu_d", "deep_lookup", {"topic": "y"})]),
+            Reply(text="ok"),
+        ]
+    )
+    session = await new_session(owner, agent=agent.pk)
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "find deep_lookup")
+
+    before, after = tool_names(model.requests[0]), tool_names(model.requests[1])
+    assert "deep_lookup" not in before
+    assert after == [*before, "deep_lookup"]
+    assert lab == ["deep:y"]
+    assert (
+        events(frames, "usage")[0]["data"]["fingerprint"]
+        != events(frames, "usage")[1]["data"]["fingerprint"]
+    )
+    await socket.disconnect()
+
+
+async def test_native_sends_deferred_tools_flagged_and_answers_search_with_references(
+    owner, model, lab
+):
+    agent = await new_agent(owner, strategy="native")
+    model.replies.extend(
+        [
+            Reply(tool_calls=[("toolu_s", "tool_search", {"query": "select:deep_lookup"})]),
+            Reply(tool_calls=[("toolu_d", "deep_lookup", {"topic": "z"})]),
+            Reply(text="ok"),
+        ]
+    )
+    session = await new_session(owner, agent=agent.pk)
+    socket = await open_socket(session.pk, owner)
+
+    await chat(socket, "native please")
+
+    tools = {tool["name"]: tool for tool in model.requests[0].body["tools"]}
+    assert tools["deep_lookup"]["defer_loading"] is True
+    assert "cache_control" not in tools["deep_lookup"]
+    marked = [name for name, tool in tools.items() if "cache_control" in tool]
+    assert len(marked) == 1
+    assert not tools[marked[0]].get("defer_loading")
+    assert json.dumps(model.requests[0].body["tools"]) == json.dumps(
+        model.requests[1].body["tools"]
+    )
+    result = model.requests[1].body["messages"][-1]["content"][0]
+    assert result["content"][0] == {"type": "tool_reference", "tool_name": "deep_lookup"}
+    assert lab == ["deep:z"]
+    await socket.disconnect()
+
+
+async def test_crafted_calls_outside_the_contract_never_run(owner, staff, model, lab):
+    await database_sync_to_async(_disable)(staff, "guarded")
+    await database_sync_to_async(_profile)(owner, "only-time", ["current_time", "counter_tool"])
+    model.replies.extend(
+        [
+            Reply(
+                tool_calls=[
+                    ("toolu_1", "guarded", {}),
+                    ("toolu_2", "plan_danger", {}),
+                    ("toolu_3", "no_such_tool", {"a": 1}),
+                    ("toolu_4", "call_tool", {"name": "guarded", "arguments": {}}),
+                ]
+            ),
+            Reply(text="ok"),
+        ]
+    )
+    session = await new_session(owner, intent={"toolset": "only-time"})
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "try them all")
+
+    assert lab == []
+    results = [f["data"] for f in events(frames, "tool_result")]
+    assert [r["status"] for r in results] == ["error"] * 4
+    assert [r["call_id"] for r in results] == ["toolu_1", "toolu_2", "toolu_3", "toolu_4"]
+    sent = model.requests[1].body["messages"][-1]["content"]
+    assert [block["is_error"] for block in sent] == [True] * 4
+    await socket.disconnect()
+
+
+def _disable(staff, tool):
+    from profiles_app.services import tool_disable_globally
+
+    tool_disable_globally(user=staff, tool=tool, reason="leaks secrets")
+
+
+def _profile(user, name, tools):
+    from profiles_app.services import profile_create
+
+    profile_create(user=user, name=name, mode="only", tools=tools)
+
+
+async def test_a_global_disable_made_during_a_turn_vetoes_the_next_execution(
+    owner, staff, model, lab
+):
+    model.replies.extend([Reply(tool_calls=[("toolu_g", "guarded", {})]), Reply(text="ok")])
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "chat", "text": "go"})
+    await until(socket, ("approval_request",))
+
+    await database_sync_to_async(_disable)(staff, "guarded")
+    await send(socket, {"type": "approve", "call_id": "toolu_g", "allow": True})
+    frames = await until(socket)
+
+    result = events(frames, "tool_result")[0]["data"]
+    assert result["status"] == "vetoed"
+    assert "leaks secrets" in result["reason"]
+    assert lab == []
+    await socket.disconnect()
+
+
+@pytest.mark.parametrize(
+    ("answer", "status", "ran"),
+    [(True, "ok", ["guarded:a"]), (False, "denied", []), (None, "denied", [])],
+    ids=["allow", "deny", "timeout"],
+)
+async def test_approval_allows_denies_or_times_out(
+    owner, model, lab, settings, answer, status, ran
+):
+    settings.TOOLHUB_APPROVAL_TIMEOUT = 0.5
+    model.replies.extend(
+        [Reply(tool_calls=[("toolu_g", "guarded", {"target": "a"})]), Reply(text="ok")]
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "chat", "text": "go"})
+    request = events(await until(socket, ("approval_request",)), "approval_request")[0]
+    assert request["data"] == {
+        "call_id": "toolu_g",
+        "name": "guarded",
+        "arguments": {"target": "a"},
+    }
+
+    if answer is not None:
+        await send(socket, {"type": "approve", "call_id": "toolu_g", "allow": answer})
+    frames = await until(socket)
+
+    result = events(frames, "tool_result")[0]["data"]
+    assert result["status"] == status
+    assert lab == ran
+    if answer is None:
+        assert "no answer within" in result["reason"]
+    await send(socket, {"type": "approve", "call_id": "toolu_g", "allow": True})
+    assert (await receive(socket))["code"] == "unknown_call"
+    await socket.disconnect()
+
+
+async def test_cancel_mid_stream_closes_the_provider_stream(owner, model):
+    hold = threading.Event()
+    model.replies.append(Reply(text="one two three four", hold=hold))
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    try:
+        await send(socket, {"type": "chat", "text": "talk"})
+        await until(socket, ("text_delta",))
+        await send(socket, {"type": "cancel"})
+        frames = await until(socket)
+    finally:
+        hold.set()
+
+    assert events(frames, "turn_finished")[0]["data"]["reason"] == "cancelled"
+    assert events(frames, "assistant_message")[0]["data"]["text"].startswith("one")
+    assert model.wait_for_disconnects(1) >= 1
+    await socket.disconnect()
+
+
+async def test_cancel_mid_tool_stops_it_and_pairs_every_call(owner, model, lab):
+    model.replies.append(
+        Reply(tool_calls=[("toolu_s", "slow", {}), ("toolu_c", "counter_tool", {})])
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "chat", "text": "slow down"})
+    await until(socket, ("tool_call",))
+    while "slow" not in lab:
+        await asyncio.sleep(0.01)
+
+    await send(socket, {"type": "cancel"})
+    frames = await until(socket)
+
+    results = {f["data"]["call_id"]: f["data"]["status"] for f in events(frames, "tool_result")}
+    assert results == {"toolu_s": "cancelled", "toolu_c": "cancelled"}
+    assert lab == ["slow"]
+    assert events(frames, "turn_finished")[0]["data"]["reason"] == "cancelled"
+    assert len(model.requests) == 1
+    await socket.disconnect()
+
+
+async def test_a_second_chat_while_a_turn_runs_is_refused(owner, model):
+    hold = threading.Event()
+    model.replies.append(Reply(text="busy busy", hold=hold))
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    try:
+        await send(socket, {"type": "chat", "text": "first"})
+        await until(socket, ("text_delta",))
+        await send(socket, {"type": "chat", "text": "second"})
+        error = await receive(socket)
+    finally:
+        hold.set()
+
+    assert (error["type"], error["code"], error["ref"]) == ("error", "turn_in_progress", "chat")
+    await until(socket)
+    log = await stored(session.pk)
+    assert [e["data"]["text"] for e in log if e["kind"] == "user_message"] == ["first"]
+    await socket.disconnect()
+
+
+async def test_a_dropped_socket_does_not_stop_the_turn_and_resume_replays_exactly_once(
+    owner, model
+):
+    model.replies.append(Reply(text=" ".join(f"w{n}" for n in range(30)), delay=0.03))
+    session = await new_session(owner)
+    first = await open_socket(session.pk, owner)
+    await send(first, {"type": "chat", "text": "long answer"})
+    seen = await until(first, ("text_delta",))
+    await first.disconnect()
+
+    second = await open_socket(session.pk, owner)
+    await send(second, {"type": "resume", "after_seq": seen[-1]["seq"]})
+    rest = await until(second)
+
+    seqs = [f["seq"] for f in events(seen + rest)]
+    assert seqs == list(range(1, seqs[-1] + 1))
+    assert events(rest, "turn_finished")[0]["data"]["reason"] == "end_turn"
+    third = await open_socket(session.pk, owner)
+    await send(third, {"type": "resume", "after_seq": 0})
+    replay = await until(third)
+    assert [f["seq"] for f in events(replay)] == seqs
+    await send(third, {"type": "resume", "after_seq": 10_000})
+    await send(third, {"type": "cancel"})
+    assert (await receive(third))["code"] == "no_turn"
+    await second.disconnect()
+    await third.disconnect()
+
+
+async def test_a_socket_gets_no_events_before_it_resumes(owner, model):
+    session = await new_session(owner)
+    watcher = await open_socket(session.pk, owner)
+    talker = await open_socket(session.pk, owner)
+
+    await chat(talker, "hello")
+
+    assert await watcher.receive_nothing(timeout=0.3)
+    await send(watcher, {"type": "resume", "after_seq": 0})
+    assert events(await until(watcher), "user_message")[0]["data"]["text"] == "hello"
+    await watcher.disconnect()
+    await talker.disconnect()
+
+
+@pytest.mark.parametrize(
+    ("raw", "code", "ref"),
+    [
+        ("{not json", "bad_json", None),
+        ("[1, 2]", "bad_frame", None),
+        ('{"text": "no type"}', "bad_frame", None),
+        ('{"type": "dance"}', "unknown_type", "dance"),
+        ('{"type": "chat"}', "bad_frame", "chat"),
+        ('{"type": "chat", "text": "   "}', "bad_frame", "chat"),
+        (json.dumps({"type": "chat", "text": "x" * 32_001}), "too_large", "chat"),
+        (json.dumps({"type": "chat", "text": "x" * 70_000}), "too_large", None),
+        ('{"type": "chat", "text": "hi", "intent": {"colour": 1}}', "invalid_intent", "chat"),
+        ('{"type": "chat", "text": "hi", "intent": {"toolset": "nope"}}', "invalid_intent", "chat"),
+        ('{"type": "approve", "call_id": 3, "allow": true}', "bad_frame", "approve"),
+        ('{"type": "approve", "call_id": "x", "allow": "yes"}', "bad_frame", "approve"),
+        ('{"type": "approve", "call_id": "x", "allow": true}', "unknown_call", "approve"),
+        ('{"type": "resume", "after_seq": -1}', "bad_frame", "resume"),
+        ('{"type": "resume", "after_seq": "3"}', "bad_frame", "resume"),
+        ('{"type": "cancel"}', "no_turn", "cancel"),
+    ],
+)
+async def test_a_bad_frame_gets_an_error_and_the_socket_stays_usable(owner, model, raw, code, ref):
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    await socket.send_to(text_data=raw)
+    error = await receive(socket)
+
+    assert (error["type"], error["code"], error["ref"]) == ("error", code, ref)
+    assert error["message"]
+    frames = await chat(socket, "still here?")
+    assert events(frames, "turn_finished")[0]["data"]["reason"] == "end_turn"
+    assert [e["data"]["text"] for e in await stored(session.pk) if e["kind"] == "user_message"] == [
+        "still here?"
+    ]
+    await socket.disconnect()
+
+
+async def test_a_retryable_provider_error_is_retried_then_succeeds(owner, model):
+    model.replies.extend([Reply(status=500), Reply(status=529), Reply(text="recovered")])
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "try")
+
+    assert len(model.requests) == 3
+    assert events(frames, "assistant_message")[0]["data"]["text"] == "recovered"
+    assert events(frames, "turn_finished")[0]["data"]["reason"] == "end_turn"
+    await socket.disconnect()
+
+
+async def test_a_rejected_request_fails_the_turn_and_loses_nothing(owner, model):
+    model.replies.extend([Reply(status=400, text="bad tools"), Reply(text="second try works")])
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "first message")
+
+    failed = events(frames, "turn_failed")[0]["data"]
+    assert failed["code"] == "provider_rejected"
+    assert "bad tools" in failed["message"]
+    assert not events(frames, "turn_finished")
+    assert len(model.requests) == 1
+    await chat(socket, "second message")
+    texts = [b["text"] for b in model.requests[1].body["messages"][0]["content"]]
+    assert texts == ["first message", "second message"]
+    await socket.disconnect()
+
+
+async def test_a_malformed_stream_fails_the_turn_cleanly(owner, model):
+    model.replies.append(Reply(text="half a reply", malformed=True))
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "go")
+
+    assert events(frames)[-1]["kind"] == "turn_failed"
+    await socket.disconnect()
+
+
+async def test_plan_mode_hides_tools_unsafe_in_plan(owner, model, lab):
+    session = await new_session(owner, plan_mode=True)
+    socket = await open_socket(session.pk, owner)
+    model.replies.extend([Reply(tool_calls=[("toolu_p", "plan_danger", {})]), Reply(text="ok")])
+
+    frames = await chat(socket, "plan it")
+
+    assert "plan_danger" not in tool_names(model.requests[0])
+    assert "counter_tool" in tool_names(model.requests[0])
+    assert events(frames, "tool_result")[0]["data"]["status"] == "error"
+    assert lab == []
+    await socket.disconnect()
+
+
+async def test_the_demo_model_loads_a_deferred_tool_through_tool_search(owner, settings, lab):
+    settings.TOOLHUB_PROVIDER = "demo"
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "please use deep_lookup: otters")
+
+    calls = [f["data"] for f in events(frames, "tool_call")]
+    assert [c["name"] for c in calls] == ["tool_search", "deep_lookup"]
+    assert calls[0]["arguments"] == {"query": "select:deep_lookup"}
+    assert calls[1]["via"] == "call_tool"
+    assert lab == ["deep:otters"]
+    assert events(frames, "turn_started")[0]["data"]["demo"] is True
+    await socket.disconnect()
+
+
+async def test_the_demo_model_answers_in_text_and_says_it_is_a_demo(owner, settings):
+    settings.TOOLHUB_PROVIDER = "demo"
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "hello there")
+
+    message = events(frames, "assistant_message")[0]["data"]
+    assert "demo model" in message["text"]
+    assert "<em>hello there</em>" in message["html"]
+    assert events(frames, "turn_started")[0]["data"]["provider"] == "demo"
+    await socket.disconnect()
+
+
+async def test_an_attended_turn_asks_the_person_and_takes_the_next_chat_as_the_answer(owner, model):
+    model.replies.extend(
+        [
+            Reply(
+                tool_calls=[
+                    ("toolu_q", "ask_user_question", {"question": "Colour?", "options": ["red"]})
+                ]
+            ),
+            Reply(text="Blue it is."),
+        ]
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "chat", "text": "pick a colour for me"})
+    await until(socket, ("tool_call",))
+
+    await send(socket, {"type": "chat", "text": "blue"})
+    frames = await until(socket)
+
+    assert "ask_user_question" in tool_names(model.requests[0])
+    result = events(frames, "tool_result")[0]["data"]
+    assert (result["status"], result["content"]) == ("ok", "The person answered: blue")
+    log = await stored(session.pk)
+    assert [e["data"]["text"] for e in log if e["kind"] == "user_message"] == [
+        "pick a colour for me"
+    ]
+    await socket.disconnect()
+
+
+@database_sync_to_async
+def _abandon_a_turn(session):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sessions_app.models import ChatSession
+    from sessions_app.services import events_append
+
+    events_append(
+        session_id=session.pk,
+        turn="dead-turn",
+        items=[
+            ("user_message", {"text": "before the crash"}),
+            ("tool_call", {"call_id": "toolu_dead", "name": "counter_tool", "arguments": {}}),
+        ],
+    )
+    ChatSession.objects.filter(pk=session.pk).update(
+        turn_id="dead-turn", turn_lease=timezone.now() - timedelta(seconds=1)
+    )
+
+
+async def test_a_turn_whose_process_died_is_closed_and_paired_by_the_next_one(owner, model, lab):
+    session = await new_session(owner)
+    await _abandon_a_turn(session)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "resume", "after_seq": 0})
+    await until(socket, ("tool_call",))
+
+    await send(socket, {"type": "chat", "text": "after the crash"})
+    frames = await until(socket, ("turn_finished",))
+
+    dead = [f for f in events(frames) if f["turn"] == "dead-turn"]
+    assert [(f["kind"], f["data"].get("status")) for f in dead] == [
+        ("tool_result", "lost"),
+        ("turn_failed", None),
+    ]
+    sent = model.requests[0].body["messages"]
+    assert sent[1]["content"][0]["id"] == "toolu_dead"
+    assert sent[2]["content"][0]["tool_use_id"] == "toolu_dead"
+    assert sent[2]["content"][0]["is_error"] is True
+    assert lab == []
+    await socket.disconnect()
