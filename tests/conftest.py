@@ -106,8 +106,10 @@ def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 @contextmanager
-def daphne(env: dict[str, str]) -> Iterator[str]:
-    """Serve toolhub.asgi with daphne on a free loopback port; yields the base URL."""
+def daphne(env: dict[str, str], *, log: Path | None = None) -> Iterator[str]:
+    """Serve toolhub.asgi with daphne on a free loopback port; yields the base URL.
+
+    With ``log``, the server's output goes to that file (read it when a test fails)."""
     port = free_port()
     daphne_bin = shutil.which("daphne", path=str(Path(sys.executable).parent))
     assert daphne_bin, "daphne is not installed in this environment"
@@ -116,14 +118,15 @@ def daphne(env: dict[str, str]) -> Iterator[str]:
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=log.open("w") if log else subprocess.PIPE,
         text=True,
     )
     try:
         deadline = time.monotonic() + 30
         while not _accepts(f"http://127.0.0.1:{port}"):
             if process.poll() is not None:
-                raise RuntimeError(f"daphne exited early:\n{process.stderr.read()}")
+                output = log.read_text() if log else process.stderr.read()
+                raise RuntimeError(f"daphne exited early:\n{output}")
             if time.monotonic() > deadline:
                 raise RuntimeError("daphne did not start listening within 30 s")
             time.sleep(0.1)

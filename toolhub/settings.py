@@ -165,7 +165,11 @@ if REDIS_URL:
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
-                "hosts": [{"address": REDIS_URL, "socket_connect_timeout": 2}],
+                # channels-redis blocks in BZPOPMIN for 5 s per receive; redis-py's
+                # default read timeout is also 5 s, so an idle socket would die with 1011.
+                "hosts": [
+                    {"address": REDIS_URL, "socket_connect_timeout": 2, "socket_timeout": 15}
+                ],
                 "prefix": "toolhub:asgi",
             },
         }

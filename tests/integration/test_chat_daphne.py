@@ -13,16 +13,20 @@ import json
 import re
 import threading
 import uuid
+from pathlib import Path
 
 import httpx
 import psycopg
 import pytest
 from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from tests.conftest import app_env, daphne, manage
 from tests.fakes import FakeAnthropic, Reply
 
 pytestmark = pytest.mark.services
+# The servers' logs, quoted when a socket closes unexpectedly.
+_LOGS: list[str] = []
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +49,12 @@ def stack(tmp_path_factory, postgres_url, redis_url):
                 result = manage(*args, env=env)
                 assert result.returncode == 0, result.stderr
             token = re.search(r"Generated token (\w+)", result.stdout).group(1)
-            with daphne(env) as first, daphne(env) as second:
+            logs = [env["TOOLHUB_VAR_DIR"] + f"/daphne-{n}.log" for n in (1, 2)]
+            with (
+                daphne(env, log=Path(logs[0])) as first,
+                daphne(env, log=Path(logs[1])) as second,
+            ):
+                _LOGS[:] = logs
                 yield first, second, token, model
     finally:
         with psycopg.connect(postgres_url, autocommit=True) as admin:
@@ -65,10 +74,18 @@ def _ws(base: str, session_id: str, token: str):
 async def _until(socket, kinds: tuple[str, ...]) -> list[dict]:
     frames = []
     while True:
-        frame = json.loads(await asyncio.wait_for(socket.recv(), 20))
+        try:
+            frame = json.loads(await asyncio.wait_for(socket.recv(), 20))
+        except ConnectionClosed as exc:
+            said = "\n".join(_tail(log) for log in _LOGS)
+            raise AssertionError(f"socket closed: {exc}\nservers said:\n{said}") from None
         frames.append(frame)
         if frame["type"] == "event" and frame["kind"] in kinds:
             return frames
+
+
+def _tail(log: str) -> str:
+    return Path(log).read_text()[-3000:]
 
 
 def _seqs(frames: list[dict]) -> list[int]:
@@ -119,3 +136,16 @@ async def test_one_turn_per_session_and_cancel_hold_across_servers(stack):
     assert on_other[-1]["data"]["reason"] == "cancelled"
     assert on_talker[-1]["seq"] == on_other[-1]["seq"]
     assert model.wait_for_disconnects(1) >= 1
+
+
+async def test_an_idle_socket_stays_open_past_the_channel_layers_blocking_read(stack):
+    first, _, token, _ = stack
+    session = await _new_session(first, token)
+    async with _ws(first, session, token) as socket:
+        await socket.send(json.dumps({"type": "resume", "after_seq": 0}))
+        # channels-redis blocks 5 s per read; the socket must outlive a few of them.
+        await asyncio.sleep(11)
+        await socket.send(json.dumps({"type": "cancel"}))
+        answer = json.loads(await asyncio.wait_for(socket.recv(), 20))
+
+    assert (answer["type"], answer["code"]) == ("error", "no_turn")

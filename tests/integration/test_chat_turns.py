@@ -738,3 +738,50 @@ async def test_a_turn_whose_process_died_is_closed_and_paired_by_the_next_one(ow
     assert sent[2]["content"][0]["is_error"] is True
     assert lab == []
     await socket.disconnect()
+
+
+async def test_a_model_that_never_stops_calling_tools_ends_at_the_step_limit(
+    owner, model, lab, settings
+):
+    settings.TOOLHUB_MAX_STEPS = 3
+    model.responder = lambda body: Reply(tool_calls=[(f"toolu_{len(lab)}", "counter_tool", {})])
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "loop forever")
+
+    assert events(frames, "turn_finished")[0]["data"]["reason"] == "max_steps"
+    assert len(model.requests) == 3
+    calls = [f["data"]["call_id"] for f in events(frames, "tool_call")]
+    results = [f["data"]["call_id"] for f in events(frames, "tool_result")]
+    assert calls == results
+    assert len(lab) == 3
+    await socket.disconnect()
+
+
+async def test_a_socket_that_resumes_during_a_streaming_tool_gets_its_current_tail_once(
+    owner, model, lab
+):
+    model.replies.extend([Reply(tool_calls=[("toolu_s", "slow", {})]), Reply(text="ok")])
+    session = await new_session(owner)
+    talker = await open_socket(session.pk, owner)
+    await send(talker, {"type": "chat", "text": "work"})
+    live = await receive(talker)
+    while live["type"] != "tail":
+        live = await receive(talker)
+
+    late = await open_socket(session.pk, owner)
+    await send(late, {"type": "resume", "after_seq": 0})
+    replay = await until(late, ("usage",))
+    tail = await receive(late)
+    await send(talker, {"type": "cancel"})
+    rest = await until(late)
+
+    assert live["call_id"] == "toolu_s"
+    assert live["tail"] == "working...\n"
+    assert (tail["type"], tail["call_id"], tail["tail"]) == ("tail", "toolu_s", "working...\n")
+    assert tail["bytes_total"] == len("working...\n")
+    assert [f["type"] for f in rest].count("tail") == 0
+    assert events(replay + rest)[-1]["data"]["reason"] == "cancelled"
+    await talker.disconnect()
+    await late.disconnect()
