@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, F
 
 from agent_app.models import Agent
@@ -164,15 +164,23 @@ def events_append(
 ) -> list[SessionEvent]:
     """Store events with the session's next contiguous seqs, in one transaction.
 
-    The conditional UPDATE reserves ``len(items)`` numbers at once, so a batch costs three
-    queries whatever its size, and concurrent writers get disjoint ranges.
+    One conditional UPDATE reserves ``len(items)`` numbers and returns the last (row lock
+    held to the commit), so a batch costs two statements whatever its size, and
+    concurrent writers get disjoint ranges.
     """
     if not items:
         return []
-    with transaction.atomic():
-        ChatSession.objects.filter(pk=session_id).update(last_seq=F("last_seq") + len(items))
-        last = ChatSession.objects.filter(pk=session_id).values_list("last_seq", flat=True).get()
-        first = last - len(items) + 1
+    table = connection.ops.quote_name(ChatSession._meta.db_table)
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Only the model's own table name is interpolated; the values are parameters.
+        cursor.execute(
+            f"UPDATE {table} SET last_seq = last_seq + %s WHERE id = %s RETURNING last_seq",  # noqa: S608
+            [len(items), ChatSession._meta.pk.get_db_prep_value(session_id, connection)],
+        )
+        row = cursor.fetchone()
+        if row is None:
+            raise NotFound("no such session")
+        first = row[0] - len(items) + 1
         return SessionEvent.objects.bulk_create(
             SessionEvent(session_id=session_id, seq=first + offset, turn=turn, kind=kind, data=data)
             for offset, (kind, data) in enumerate(items)

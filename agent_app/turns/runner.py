@@ -158,6 +158,7 @@ class TurnRunner:
         self._checkpoint: list[str] = []
         self._current_call = ""
         self._failed = False
+        self._released = False
         self._text_buffer = ""
         self._text_timer: asyncio.Future[None] | None = None
         # Flushes come from the runner and from the delta timer: one at a time, so seqs
@@ -177,8 +178,9 @@ class TurnRunner:
         finally:
             listener.cancel()
             heartbeat.cancel()
-            with contextlib.suppress(Exception):
-                await db(release, session_id=self.session_id, turn_id=self.turn_id)
+            if not self._released:
+                with contextlib.suppress(Exception):
+                    await db(release, session_id=self.session_id, turn_id=self.turn_id)
 
     async def _run(self) -> None:
         try:
@@ -550,11 +552,12 @@ class TurnRunner:
             return
         self._emit("turn_finished", {"reason": reason})
         await self._flush(release=True, **writes)
+        self._released = True
 
     async def _finish_failed(self, code: str, message: str) -> None:
         self._emit("turn_failed", {"code": code, "message": message})
         await self._flush(release=True)
-        self._failed = True
+        self._failed = self._released = True
 
 
 def _merged(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

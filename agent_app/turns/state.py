@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
@@ -28,6 +29,17 @@ def claim(*, session_id: Any, turn_id: str, channel: str, title: str) -> str | N
     claim took over, or "" when the session was free.
     """
     now = timezone.now()
+    taken = {
+        "turn_id": turn_id,
+        "turn_channel": channel,
+        "turn_lease": now + LEASE,
+        "turn_waiting": None,
+        "updated": now,
+        "title": Case(When(title="", then=Value(title)), default=F("title")),
+    }
+    # The common case, a free session, is one statement.
+    if ChatSession.objects.filter(pk=session_id, turn_id="").update(**taken):
+        return ""
     with transaction.atomic():
         row = (
             ChatSession.objects.select_for_update()
@@ -39,17 +51,7 @@ def claim(*, session_id: Any, turn_id: str, channel: str, title: str) -> str | N
             return None
         if row["turn_id"] and row["turn_lease"] and row["turn_lease"] >= now:
             return None
-        changes: dict[str, Any] = {}
-        if not row["title"] and title:
-            changes["title"] = title
-        ChatSession.objects.filter(pk=session_id).update(
-            turn_id=turn_id,
-            turn_channel=channel,
-            turn_lease=now + LEASE,
-            turn_waiting=None,
-            updated=now,
-            **changes,
-        )
+        ChatSession.objects.filter(pk=session_id).update(**taken)
     abandoned = row["turn_id"]
     if abandoned:
         _close_abandoned(session_id=session_id, turn_id=abandoned)
