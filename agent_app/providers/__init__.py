@@ -8,6 +8,7 @@ from settings. The interface is in ``base``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 
@@ -60,10 +61,27 @@ PROVIDERS: dict[str, Callable[[], Provider]] = {
 }
 
 
+_built: dict[tuple[Any, ...], Provider] = {}
+
+
 def provider_for(name: str = "") -> Provider:
-    """The provider an agent names, or the configured default; raises ProviderError."""
+    """The provider an agent names, or the configured default; raises ProviderError.
+
+    Instances are kept per name and configuration, so their HTTP connections are reused
+    from turn to turn (a changed key or URL builds a new one)."""
     chosen = name or settings.TOOLHUB_PROVIDER
     factory = PROVIDERS.get(chosen)
     if factory is None:
         raise ProviderError("provider_unknown", f"no provider named {chosen!r}")
-    return factory()
+    key = (
+        chosen,
+        factory,
+        settings.ANTHROPIC_BASE_URL,
+        settings.ANTHROPIC_API_KEY,
+        settings.OPENAI_BASE_URL,
+        settings.OPENAI_API_KEY,
+    )
+    provider = _built.get(key)
+    if provider is None:
+        provider = _built[key] = factory()
+    return provider

@@ -20,6 +20,7 @@ from typing import Any
 import anthropic
 
 from agent_app.providers.base import (
+    PerLoop,
     ProviderError,
     ProviderEvent,
     ProviderRequest,
@@ -40,11 +41,14 @@ class AnthropicProvider:
     is_demo = False
 
     def __init__(self, *, api_key: str, base_url: str = "", timeout: float = 600.0) -> None:
-        self._client = anthropic.AsyncAnthropic(
-            api_key=api_key or "missing",
-            base_url=base_url or None,
-            max_retries=0,
-            timeout=anthropic.Timeout(timeout, connect=10.0),
+        self._clients = PerLoop(
+            lambda: anthropic.AsyncAnthropic(
+                api_key=api_key or "missing",
+                base_url=base_url or None,
+                max_retries=0,
+                # A stream that says nothing for two minutes has stalled (the API pings).
+                timeout=anthropic.Timeout(timeout, connect=10.0, read=120.0),
+            )
         )
 
     def payload(self, request: ProviderRequest) -> dict[str, Any]:
@@ -72,7 +76,9 @@ class AnthropicProvider:
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         try:
-            response = await self._client.messages.create(**self.payload(request), stream=True)
+            response = await self._clients.get().messages.create(
+                **self.payload(request), stream=True
+            )
         except anthropic.APIStatusError as exc:
             raise status_error(exc.status_code, _message(exc)) from None
         except anthropic.APITimeoutError:

@@ -13,7 +13,9 @@ every turn; providers with another wire form convert from it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import weakref
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -100,3 +102,22 @@ class Provider(Protocol):
     is_demo: bool
 
     def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]: ...
+
+
+class PerLoop[Client]:
+    """One HTTP client per event loop: a client's connection pool belongs to the loop it
+    was first used on, and keeping it lets every turn on that loop reuse its connections
+    (no TCP and TLS handshake per turn)."""
+
+    def __init__(self, make: Callable[[], Client]) -> None:
+        self._make = make
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self) -> Client:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = self._make()
+        return client

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from agent_app.providers.base import (
+    PerLoop,
     ProviderError,
     ProviderEvent,
     ProviderRequest,
@@ -38,7 +39,9 @@ class OpenAIProvider:
     def __init__(self, *, base_url: str, api_key: str = "", timeout: float = 600.0) -> None:
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._timeout = httpx.Timeout(timeout, connect=10.0)
+        self._clients = PerLoop(
+            lambda: httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0, read=120.0))
+        )
 
     def payload(self, request: ProviderRequest) -> dict[str, Any]:
         system = "\n\n".join(text for text in (request.system, request.catalog) if text)
@@ -67,24 +70,24 @@ class OpenAIProvider:
         return body
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
-        async with httpx.AsyncClient(timeout=self._timeout) as client:
-            try:
-                async with client.stream(
-                    "POST", self._url, json=self.payload(request), headers=self._headers
-                ) as response:
-                    if response.status_code >= 400:
-                        body = (await response.aread()).decode(errors="replace")
-                        raise status_error(response.status_code, _error_message(body))
-                    async for event in _events(response):
-                        yield event
-            except httpx.TimeoutException:
-                raise ProviderError(
-                    "provider_timeout", "the model did not answer in time", retryable=True
-                ) from None
-            except httpx.TransportError as exc:
-                raise ProviderError(
-                    "provider_unreachable", f"{type(exc).__name__}: {exc}", retryable=True
-                ) from None
+        client = self._clients.get()
+        try:
+            async with client.stream(
+                "POST", self._url, json=self.payload(request), headers=self._headers
+            ) as response:
+                if response.status_code >= 400:
+                    body = (await response.aread()).decode(errors="replace")
+                    raise status_error(response.status_code, _error_message(body))
+                async for event in _events(response):
+                    yield event
+        except httpx.TimeoutException:
+            raise ProviderError(
+                "provider_timeout", "the model did not answer in time", retryable=True
+            ) from None
+        except httpx.TransportError as exc:
+            raise ProviderError(
+                "provider_unreachable", f"{type(exc).__name__}: {exc}", retryable=True
+            ) from None
 
 
 async def _events(response: httpx.Response) -> AsyncIterator[ProviderEvent]:

@@ -1,4 +1,19 @@
-"""The turn runner: one message in, a model loop with tools, every step stored and streamed."""
+"""The turn runner: one message in, a model loop with tools, every step stored and streamed.
+
+A ``TurnRunner`` resolves the session's toolset once and freezes it (``TurnTools``), then
+loops provider call → tool calls → provider call until the model stops, the step limit is
+reached, the person cancels or the provider fails. What it keeps true:
+
+- every event is stored (``persist``) before it is sent to the session's group, and
+  flushes are serialized, so seqs follow the order events were emitted;
+- every tool_use the model finished is announced (``tool_call``) before anything runs
+  and gets a ``tool_result``, whatever happens (error, vetoed, denied, cancelled);
+- a call outside the frozen contract, or vetoed *now* (a global disable, ``can_use``),
+  or denied by the person, never runs; approval is re-checked against disables after it;
+- the loaded deferred set is checkpointed on the session after each tool result;
+- the last flush stores the terminal event, the provider call and the release of the
+  session in one transaction, so the next ``chat`` is accepted as soon as it is seen.
+"""
 
 from __future__ import annotations
 
@@ -50,6 +65,7 @@ logger = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 15.0
 FLUSH_SECONDS = 0.05
 MAX_TOKENS = 4096
+QUESTION_TOOL = "ask_user_question"
 
 
 @dataclass
@@ -224,7 +240,7 @@ class TurnRunner:
             if not outcome.uses:
                 await self._finish("end_turn", call=outcome.record)
                 return
-            await self._flush(call=outcome.record)
+            await self._flush(call=outcome.record, **self._expect_answers(outcome.calls))
             assistant: list[dict[str, Any]] = []
             if outcome.text:
                 assistant.append({"type": "text", "text": outcome.text})
@@ -424,9 +440,12 @@ class TurnRunner:
         result["elapsed_ms"] = int((time.monotonic() - started) * 1000)
         self._emit("tool_result", result)
         loaded = turn.loaded
-        checkpoint = loaded if loaded != self._checkpoint else None
+        writes: dict[str, Any] = {"loaded": loaded if loaded != self._checkpoint else None}
         self._checkpoint = loaded
-        await self._flush(loaded=checkpoint)
+        if self._answers.pop(call["call_id"], None) is not None:
+            # A question announced but never asked (vetoed, cancelled) waits no more.
+            writes["waiting"] = None
+        await self._flush(**writes)
         return result
 
     async def _decide_and_run(
@@ -490,9 +509,18 @@ class TurnRunner:
             return "cancelled" if self.cancel.cancelled else f"no answer within {timeout:g} s"
         return bool(answer)
 
+    def _expect_answers(self, calls: list[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
+        """A question the model asks can be answered from the moment it is announced: the
+        waiting state is stored with the announcement, not when the tool gets to run."""
+        for data, target in calls:
+            if target.tool is not None and data["name"] == QUESTION_TOOL and self.attended:
+                self._answers[data["call_id"]] = asyncio.get_running_loop().create_future()
+                return {"waiting": {"kind": "question", "call_id": data["call_id"]}}
+        return {}
+
     async def _wait_for_person(self, kind: str, call_id: str) -> Any:
         """Wait for an approval or an answer; ``None`` on timeout or cancel."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future = self._answers.get(call_id) or asyncio.get_running_loop().create_future()
         self._answers[call_id] = future
         await self._flush(waiting={"kind": kind, "call_id": call_id})
         stop = asyncio.ensure_future(self.cancel.wait())

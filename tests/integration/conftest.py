@@ -63,3 +63,17 @@ def _thread_connections_closed():
 
     close_db_connections()
     SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+
+
+@pytest.fixture
+def model(settings):
+    """The fake Anthropic Messages API, answering every turn's model calls over real HTTP
+    through the real SDK (script it with ``model.replies``)."""
+    from tests.fakes import FakeAnthropic
+
+    with FakeAnthropic() as server:
+        settings.TOOLHUB_PROVIDER = "anthropic"
+        settings.ANTHROPIC_BASE_URL = server.url
+        settings.ANTHROPIC_API_KEY = "test-key"
+        settings.TOOLHUB_PROVIDER_BACKOFF = 0.01
+        yield server

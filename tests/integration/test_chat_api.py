@@ -8,19 +8,10 @@ import time
 
 import pytest
 
-from tests.fakes import FakeAnthropic, FakeOpenAI, Reply
+from tests.fakes import FakeOpenAI, Reply
 from toolhub.tools import function
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def model(settings):
-    with FakeAnthropic() as server:
-        settings.TOOLHUB_PROVIDER = "anthropic"
-        settings.ANTHROPIC_BASE_URL = server.url
-        settings.ANTHROPIC_API_KEY = "test-key"
-        yield server
 
 
 def _session(client) -> str:

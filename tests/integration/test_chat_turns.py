@@ -15,7 +15,7 @@ import threading
 import pytest
 from channels.db import database_sync_to_async
 
-from tests.fakes import FakeAnthropic, Reply
+from tests.fakes import Reply
 from tests.integration.chat import events, open_socket, receive, send, until
 from toolhub.tools import ToolContext, function
 
@@ -86,16 +86,6 @@ def lab(registry_state):
         registry_state.register(tool)
     yield CALLS
     CALLS.clear()
-
-
-@pytest.fixture
-def model(settings):
-    with FakeAnthropic() as server:
-        settings.TOOLHUB_PROVIDER = "anthropic"
-        settings.ANTHROPIC_BASE_URL = server.url
-        settings.ANTHROPIC_API_KEY = "test-key"
-        settings.TOOLHUB_PROVIDER_BACKOFF = 0.01
-        yield server
 
 
 @database_sync_to_async
