@@ -39,11 +39,11 @@ from agent_app.turns.loop import (
     spawn,
     wait_for_turns,
 )
-from agent_app.turns.runner import TurnRunner
-from agent_app.turns.state import claim, release, running_turn
+from agent_app.turns.runner import TurnBusy, TurnRunner, begin_turn
+from agent_app.turns.state import running_turn
 from agent_app.turns.tails import running_tails
 from sessions_app.models import ChatSession
-from sessions_app.services import session_intent_merge
+from sessions_app.notify import notify_events
 from toolhub.errors import Conflict, Invalid, ServiceError
 
 TEXT_LIMIT = 32_000
@@ -88,9 +88,18 @@ async def turn_start(
     layer = get_channel_layer()
     turn_id = str(uuid.uuid4())
     control = await layer.new_channel(prefix="turn")
-    title = " ".join(text.split())[:60]
-    claimed = await db(claim, session_id=session.pk, turn_id=turn_id, channel=control, title=title)
-    if claimed is None:
+    try:
+        prepared, started = await db(
+            begin_turn,
+            session=session,
+            turn_id=turn_id,
+            control=control,
+            text=text,
+            intent=intent,
+            attended=attended,
+            channel=channel,
+        )
+    except TurnBusy:
         running = await db(running_turn, session_id=session.pk)
         waiting = (running or {}).get("turn_waiting") or {}
         if running and waiting.get("kind") == "question" and intent is None:
@@ -99,13 +108,10 @@ async def turn_start(
                 {"type": "turn.answer", "call_id": waiting["call_id"], "text": text},
             )
             return running["turn_id"]
-        raise TurnInProgress("a turn is already running in this session")
-    if intent is not None:
-        try:
-            await db(session_intent_merge, session=session, patch=intent)
-        except ServiceError:
-            await db(release, session_id=session.pk, turn_id=turn_id)
-            raise
+        raise TurnInProgress("a turn is already running in this session") from None
+    if prepared is None:
+        await notify_events(session.pk, started)
+        return turn_id
     runner = TurnRunner(
         session_id=session.pk,
         turn_id=turn_id,
@@ -113,6 +119,8 @@ async def turn_start(
         attended=attended,
         channel=channel,
         control=control,
+        prepared=prepared,
+        started=started,
     )
     spawn(runner)
     return turn_id

@@ -27,6 +27,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db import transaction
 
 from agent_app.history import messages_from_events, tool_result_block, tool_use_block
 from agent_app.providers import (
@@ -40,12 +41,17 @@ from agent_app.providers import (
     provider_for,
 )
 from agent_app.turns.loop import db
-from agent_app.turns.state import persist, release, renew
+from agent_app.turns.state import claim, persist, release, renew
 from agent_app.turns.tails import TailPump
 from profiles_app.services import global_disables
 from sessions_app.models import ChatSession, SessionEvent
 from sessions_app.notify import notify_events
-from sessions_app.services import session_context, session_history, session_resolve
+from sessions_app.services import (
+    session_context,
+    session_history,
+    session_intent_merge,
+    session_resolve,
+)
 from toolhub.markdown import render_markdown
 from toolhub.tools import (
     CancelToken,
@@ -92,12 +98,10 @@ class _StepOutcome:
     latency_ms: int = 0
 
 
-def _prepare(
-    *, session_id: Any, attended: bool, channel: str, provider: Provider | None
-) -> _Prepared:
+def _prepare(*, session_id: Any, attended: bool, channel: str) -> _Prepared:
     session = ChatSession.objects.select_related("agent", "owner").get(pk=session_id)
     agent = session.agent
-    provider = provider or provider_for(agent.provider)
+    provider = provider_for(agent.provider)
     strategy = agent.strategy
     if strategy == "native" and not provider.supports_native:
         strategy = "call_tool"
@@ -124,29 +128,55 @@ def _prepare(
     )
 
 
-def _prepare_and_start(
+class TurnBusy(Exception):
+    """Another live turn holds the session."""
+
+
+def begin_turn(
     *,
-    session_id: Any,
+    session: ChatSession,
     turn_id: str,
+    control: str,
     text: str,
+    intent: Any,
     attended: bool,
     channel: str,
-    provider: Provider | None,
-) -> tuple[_Prepared, list[SessionEvent]]:
-    """Resolve and freeze, then store ``user_message`` and ``turn_started`` in one go."""
-    prep = _prepare(session_id=session_id, attended=attended, channel=channel, provider=provider)
-    resolved = prep.resolved
-    started = {
-        "fingerprint": resolved.fingerprint,
-        "strategy": resolved.strategy,
-        "resident": list(resolved.array_names),
-        "deferred": len(resolved.deferred),
-        "provider": prep.provider.name,
-        "model": prep.model,
-        "demo": prep.provider.is_demo,
-    }
-    items = [("user_message", {"text": text}), ("turn_started", started)]
-    return prep, persist(session_id=session_id, turn=turn_id, items=items)
+) -> tuple[_Prepared | None, list[SessionEvent]]:
+    """Claim the session, merge the frame's intent, resolve and freeze, and store
+    ``user_message`` and ``turn_started``: one transaction, so a refused intent leaves
+    nothing behind (the claim rolls back with it).
+
+    Returns ``(None, events)`` when the turn failed before its first model call (a
+    deleted profile, an unknown provider): the events say why, and the session is free.
+    """
+    title = " ".join(text.split())[:60]
+    with transaction.atomic():
+        if claim(session_id=session.pk, turn_id=turn_id, channel=control, title=title) is None:
+            raise TurnBusy
+        if intent is not None:
+            session_intent_merge(session=session, patch=intent)
+        asked = ("user_message", {"text": text})
+        try:
+            prep = _prepare(session_id=session.pk, attended=attended, channel=channel)
+        except UnknownToolsetError as exc:
+            failed = {"code": "invalid_toolset", "message": f"{exc.args[0]}; pick another toolset"}
+        except ProviderError as exc:
+            failed = {"code": exc.code, "message": exc.message}
+        else:
+            resolved = prep.resolved
+            started = {
+                "fingerprint": resolved.fingerprint,
+                "strategy": resolved.strategy,
+                "resident": list(resolved.array_names),
+                "deferred": len(resolved.deferred),
+                "provider": prep.provider.name,
+                "model": prep.model,
+                "demo": prep.provider.is_demo,
+            }
+            items = [asked, ("turn_started", started)]
+            return prep, persist(session_id=session.pk, turn=turn_id, items=items)
+        items = [asked, ("turn_failed", failed)]
+        return None, persist(session_id=session.pk, turn=turn_id, items=items, release=True)
 
 
 class TurnRunner:
@@ -159,7 +189,8 @@ class TurnRunner:
         attended: bool,
         channel: str,
         control: str,
-        provider: Provider | None = None,
+        prepared: _Prepared,
+        started: list[SessionEvent],
     ) -> None:
         self.session_id = session_id
         self.turn_id = turn_id
@@ -167,7 +198,8 @@ class TurnRunner:
         self.attended = attended
         self.channel = channel
         self.control = control
-        self.provider = provider
+        self._prep = prepared
+        self._started = started
         self.cancel = CancelToken()
         self._pending: list[tuple[str, dict[str, Any]]] = []
         self._answers: dict[str, asyncio.Future[Any]] = {}
@@ -199,25 +231,8 @@ class TurnRunner:
                     await db(release, session_id=self.session_id, turn_id=self.turn_id)
 
     async def _run(self) -> None:
-        try:
-            prep, started = await db(
-                _prepare_and_start,
-                session_id=self.session_id,
-                turn_id=self.turn_id,
-                text=self.text,
-                attended=self.attended,
-                channel=self.channel,
-                provider=self.provider,
-            )
-        except UnknownToolsetError as exc:
-            self._emit("user_message", {"text": self.text})
-            await self._finish_failed("invalid_toolset", f"{exc.args[0]}; pick another toolset")
-            return
-        except ProviderError as exc:
-            self._emit("user_message", {"text": self.text})
-            await self._finish_failed(exc.code, exc.message)
-            return
-        await notify_events(self.session_id, started)
+        prep = self._prep
+        await notify_events(self.session_id, self._started)
         turn = TurnTools(prep.resolved, loaded=prep.session.loaded_tools)
         self._checkpoint = turn.loaded
         services = replace(
