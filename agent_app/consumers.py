@@ -16,20 +16,28 @@ is closed with 4401; a missing session and another user's session both with 4404
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from typing import Any
 
-from channels.db import database_sync_to_async
+from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from agent_app.frames import FrameError, parse_frame
 from agent_app.turns import running_tails, turn_approve, turn_cancel, turn_start
+from agent_app.turns.loop import db
 from sessions_app.notify import event_frame, session_group
 from sessions_app.services import EVENTS_PAGE_MAX, session_events, session_get_for_user
 from toolhub.errors import Invalid, NotFound, ServiceError
 
 CLOSE_NOT_AUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+LIVE = ("session.events", "session.tail")
+# While a turn is open, a socket that heard nothing for this long reads the log: a live
+# message the channel layer dropped (it drops when a process falls behind) is recovered.
+CATCH_UP_SECONDS = 2.0
+TERMINAL = ("turn_finished", "turn_failed")
 
 
 class SessionConsumer(AsyncWebsocketConsumer):
@@ -37,6 +45,12 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.session = None
         self.resumed = False
         self.last_sent = 0
+        self.turn_open = False
+        self.heard = time.monotonic()
+        self.watch: asyncio.Task[None] | None = None
+        # Live frames, replays and catch-ups interleave at awaits: one at a time, so
+        # ``last_sent`` decides every send.
+        self.sending = asyncio.Lock()
         user = self.scope.get("user")
         await self.accept()
         if user is None or not user.is_authenticated:
@@ -51,8 +65,19 @@ class SessionConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_add(self.group, self.channel_name)
 
     async def disconnect(self, code: int) -> None:
+        if self.watch is not None:
+            self.watch.cancel()
         if self.session is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Live frames use no database connection on this thread (a gap replay goes through
+        # the database threads), so they skip channels' per-message hop to the one sync
+        # thread to tidy connections, which serializes every socket of the process.
+        if message["type"] in LIVE:
+            await getattr(self, get_handler_name(message))(message)
+            return
+        await super().dispatch(message)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.session is None:
@@ -74,6 +99,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
             raise FrameError("invalid_intent", exc.message, "chat") from None
         except ServiceError as exc:
             raise FrameError(exc.code, exc.message, "chat") from None
+        self._expect_turn()
 
     async def _on_cancel(self, frame: dict[str, Any]) -> None:
         try:
@@ -91,21 +117,22 @@ class SessionConsumer(AsyncWebsocketConsumer):
         # Already in the group: live events queue behind this handler and are filtered
         # by seq once the replay is done.
         self.resumed = True
-        self.last_sent = frame["after_seq"]
-        await self._replay_until(None)
-        for tail in await database_sync_to_async(running_tails)(session_id=self.session.pk):
+        async with self.sending:
+            self.last_sent = frame["after_seq"]
+            await self._replay_until(None)
+        for tail in await db(running_tails, session_id=self.session.pk):
             await self._send(tail)
 
     async def session_events(self, message: dict[str, Any]) -> None:
         if not self.resumed:
             return
-        for frame in message["frames"]:
-            if frame["seq"] <= self.last_sent:
-                continue
-            if frame["seq"] > self.last_sent + 1:
-                await self._replay_until(frame["seq"] - 1)
-            await self._send(frame)
-            self.last_sent = frame["seq"]
+        async with self.sending:
+            for frame in message["frames"]:
+                if frame["seq"] <= self.last_sent:
+                    continue
+                if frame["seq"] > self.last_sent + 1:
+                    await self._replay_until(frame["seq"] - 1)
+                await self._deliver(frame)
 
     async def session_tail(self, message: dict[str, Any]) -> None:
         if self.resumed:
@@ -117,21 +144,43 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.resumed = True
 
     async def _replay_until(self, last: int | None) -> None:
+        """Send stored events after ``last_sent`` (up to ``last``); hold ``sending``."""
         while last is None or self.last_sent < last:
-            events, _ = await database_sync_to_async(session_events)(
-                session=self.session, after=self.last_sent, limit=EVENTS_PAGE_MAX
+            events, _ = await db(
+                session_events, session=self.session, after=self.last_sent, limit=EVENTS_PAGE_MAX
             )
             events = [event for event in events if last is None or event.seq <= last]
             for event in events:
-                await self._send(event_frame(event))
-                self.last_sent = event.seq
+                await self._deliver(event_frame(event))
             if len(events) < EVENTS_PAGE_MAX:
                 return
+
+    async def _deliver(self, frame: dict[str, Any]) -> None:
+        await self._send(frame)
+        self.last_sent = frame["seq"]
+        self.heard = time.monotonic()
+        if frame["kind"] == "user_message" or frame["kind"] == "turn_started":
+            self._expect_turn()
+        elif frame["kind"] in TERMINAL:
+            self.turn_open = False
+
+    def _expect_turn(self) -> None:
+        self.turn_open = True
+        self.heard = time.monotonic()
+        if self.watch is None or self.watch.done():
+            self.watch = asyncio.ensure_future(self._catch_up())
+
+    async def _catch_up(self) -> None:
+        while self.turn_open:
+            await asyncio.sleep(CATCH_UP_SECONDS)
+            if self.resumed and time.monotonic() - self.heard >= CATCH_UP_SECONDS:
+                async with self.sending:
+                    self.heard = time.monotonic()
+                    await self._replay_until(None)
 
     async def _send(self, frame: dict[str, Any]) -> None:
         await self.send(text_data=json.dumps(frame))
 
 
-@database_sync_to_async
-def _session(user: Any, session_id: Any) -> Any:
-    return session_get_for_user(user=user, session_id=session_id)
+async def _session(user: Any, session_id: Any) -> Any:
+    return await db(session_get_for_user, user=user, session_id=session_id)

@@ -167,10 +167,20 @@ if REDIS_URL:
             "CONFIG": {
                 # channels-redis blocks in BZPOPMIN for 5 s per receive; redis-py's
                 # default read timeout is also 5 s, so an idle socket would die with 1011.
+                # redis-py's pool refuses a 101st connection outright: room for every
+                # socket's group calls at once.
                 "hosts": [
-                    {"address": REDIS_URL, "socket_connect_timeout": 2, "socket_timeout": 15}
+                    {
+                        "address": REDIS_URL,
+                        "socket_connect_timeout": 2,
+                        "socket_timeout": 15,
+                        "max_connections": 1000,
+                    }
                 ],
                 "prefix": "toolhub:asgi",
+                # All sockets of a process share one inbox; a busy process must not drop
+                # live events at the default 100 (sockets also catch up from the log).
+                "capacity": 2000,
             },
         }
     }

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections
+from django.db import InterfaceError, OperationalError, connections
 
 if TYPE_CHECKING:
     from agent_app.turns.runner import TurnRunner
@@ -51,8 +51,18 @@ def loop_for_sync_callers() -> asyncio.AbstractEventLoop:
 
 
 async def db(fn: Callable[..., Any], /, **kwargs: Any) -> Any:
+    """Run ``fn`` on a database thread. Threads keep their connection (no connect per
+    call); one that broke (the server restarted) is dropped and the next call reconnects."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_db_pool, functools.partial(fn, **kwargs))
+    return await loop.run_in_executor(_db_pool, functools.partial(_healing, fn, kwargs))
+
+
+def _healing(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    try:
+        return fn(**kwargs)
+    except (InterfaceError, OperationalError):
+        connections.close_all()
+        raise
 
 
 def close_db_connections() -> None:
