@@ -3,19 +3,23 @@
 Drops and recreates the database ``toolhub_bench_ws`` on the PostgreSQL at
 BENCH_WS_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/toolhub_bench_ws), flushes
 the Redis database at BENCH_WS_REDIS_URL (default redis://127.0.0.1:6379/4), migrates, and
-makes one user with a token and 200 chat sessions. Two daphne processes share that database
-and the Redis channel layer; the fake Anthropic Messages API (tests.fakes) answers every
-model call with 50 words streamed as 50 deltas. The 200 clients, spread across the two
-servers alternately, connect at once, resume from seq 0, then run 5 turns each, all
-concurrently, each turn reading frames until its ``turn_finished``.
+makes one user with a token and the sessions. Two daphne processes share that database and
+the Redis channel layer; the fake Anthropic Messages API (tests.fakes) answers every model
+call with 50 words streamed as 50 deltas. One warm-up turn per server goes first (its time
+is printed apart); then the 200 clients, spread across the servers alternately, all connect
+at once, resume from seq 0 and run 5 turns each, each turn reading frames until its
+terminal event. A client whose socket the server closes reconnects to the same server and
+resumes after the last seq it received, as the real client does; that is counted.
 
-Prints events per second over the load phase, delivery latency (receipt on the client
-minus ``SessionEvent.created``, stamped by the writing server on this machine), turn
-latency (``chat`` sent to ``turn_finished`` received), and the delivery check: per
-session the seqs received must be exactly 1..last once each, and every stored event must
-have been received. Figures are printed, not asserted; a turn that never finishes ends the
-run with a non-zero status after the figures, naming the session, server and last seq.
-Everything it started is stopped and the database and Redis index are emptied at the end.
+Prints events per second (events received over the time from the start of the load to the
+last event received), delivery latency (receipt on the client minus
+``SessionEvent.created``, stamped by the writing server on this machine), turn latency
+(``chat`` sent to terminal event received), and the delivery check: per session the seqs
+received must be 1..last, each once, in order, and every stored event must have arrived.
+Figures are printed, not asserted; details of anything that went wrong go to stderr. A
+client that cannot finish (a turn silent for 120 s, or no socket) makes the run exit
+non-zero after the figures. Everything it started is stopped, the database dropped and the
+Redis index flushed at the end.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ SESSIONS = 200
 TURNS = 5
 DELTAS = 50
 SERVERS = 2
-CONNECT_TIMEOUT = 60.0
+CONNECT_TIMEOUT = 30.0
+CONNECT_ATTEMPTS = 5
 TURN_TIMEOUT = 120.0
 REPLY = " ".join(f"word{index}" for index in range(DELTAS))
 TERMINAL = ("turn_finished", "turn_failed")
@@ -55,18 +60,29 @@ TERMINAL = ("turn_finished", "turn_failed")
 
 @dataclass
 class _Client:
-    """One session's socket and everything it saw, in receipt order."""
+    """One session's client and everything it saw, in receipt order."""
 
     session_id: str
     server: int
     url: str
     # (seq, kind, wall-clock receipt time) per event frame.
     events: list[tuple[int, str, float]] = field(default_factory=list)
+    open_ms: list[float] = field(default_factory=list)
     turn_ms: list[float] = field(default_factory=list)
-    finished: int = 0
     failed: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
-    hung: str = ""
+    # Handshakes that did not open, and open sockets the server closed mid-run.
+    retries: list[str] = field(default_factory=list)
+    drops: list[str] = field(default_factory=list)
+    stuck: str = ""
+
+    @property
+    def last_seq(self) -> int:
+        return max((seq for seq, _, _ in self.events), default=0)
+
+
+class _Stuck(Exception):
+    """A client cannot go on: no socket opens, or a turn never ends."""
 
 
 def _admin_url() -> str:
@@ -183,89 +199,107 @@ def _setup(var_dir: Path) -> tuple[str, list[str]]:
 
     user = get_user_model().objects.create_user(username="bench")
     token = Token.objects.create(user=user)
-    sessions = [str(session_create(user=user).pk) for _ in range(SESSIONS)]
+    sessions = [str(session_create(user=user).pk) for _ in range(SESSIONS + SERVERS)]
     return token.key, sessions
 
 
 async def _open(client: _Client, token: str) -> Any:
+    """Open the session's socket and resume after the last seq received, as a client that
+    reconnects does; a refused handshake is retried with backoff and counted."""
     from websockets.asyncio.client import connect
+    from websockets.exceptions import WebSocketException
 
-    return await connect(
-        client.url,
-        additional_headers={"Authorization": f"Token {token}"},
-        open_timeout=CONNECT_TIMEOUT,
-        # The bench's own loop can be busy for seconds under load; a missed keepalive pong
-        # must not close a socket the server is still writing to.
-        ping_interval=None,
-    )
-
-
-async def _converse(client: _Client, socket: Any) -> None:
-    for number in range(1, TURNS + 1):
+    for attempt in range(CONNECT_ATTEMPTS):
         started = time.perf_counter()
-        await socket.send(json.dumps({"type": "chat", "text": f"turn {number}"}))
-        deadline = time.monotonic() + TURN_TIMEOUT
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                raw = await asyncio.wait_for(socket.recv(), max(remaining, 0.001))
-            except TimeoutError:
-                last = client.events[-1][0] if client.events else 0
-                client.hung = (
-                    f"session {client.session_id} on server {client.server}: turn {number} "
-                    f"did not end within {TURN_TIMEOUT:g} s (last seq received {last})"
-                )
-                return
-            received = time.time()
-            frame = json.loads(raw)
-            if frame["type"] == "error":
-                # Each turn starts after the previous one's terminal event, which the server
-                # stores together with the release: a refusal here is a product bug.
-                client.errors.append({"turn": number, **frame})
-                break
-            if frame["type"] != "event":
-                continue
-            client.events.append((frame["seq"], frame["kind"], received))
-            if frame["kind"] in TERMINAL:
-                client.turn_ms.append((time.perf_counter() - started) * 1000)
-                if frame["kind"] == "turn_failed":
-                    client.failed.append({"turn": number, "seq": frame["seq"], **frame["data"]})
-                else:
-                    client.finished += 1
-                break
-
-
-async def _load(clients: list[_Client], token: str) -> tuple[float, float]:
-    """Connect every client, then run every conversation at once; returns the connect and
-    load phase durations in seconds."""
-    started = time.perf_counter()
-    opened = await asyncio.gather(
-        *(_open(client, token) for client in clients), return_exceptions=True
-    )
-    sockets = [socket for socket in opened if not isinstance(socket, BaseException)]
-    try:
-        refused = [
-            (client, socket)
-            for client, socket in zip(clients, opened, strict=True)
-            if isinstance(socket, BaseException)
-        ]
-        if refused:
-            client, error = refused[0]
-            raise SystemExit(
-                f"ws_load: {len(refused)} of {len(clients)} sockets did not open; first: "
-                f"server {client.server} session {client.session_id}: {error!r}"
+        try:
+            socket = await connect(
+                client.url,
+                additional_headers={"Authorization": f"Token {token}"},
+                open_timeout=CONNECT_TIMEOUT,
+                # The bench's own loop can be busy for seconds under load; a late keepalive
+                # pong must not close a socket the server is still writing to.
+                ping_interval=None,
             )
-        await asyncio.gather(
-            *(socket.send(json.dumps({"type": "resume", "after_seq": 0})) for socket in sockets)
+            opened = time.perf_counter()
+            await socket.send(json.dumps({"type": "resume", "after_seq": client.last_seq}))
+        except (OSError, TimeoutError, WebSocketException) as exc:
+            client.retries.append(f"attempt {attempt + 1}: {exc!r}")
+            await asyncio.sleep(0.5 * 2**attempt)
+            continue
+        client.open_ms.append((opened - started) * 1000)
+        return socket
+    raise _Stuck(f"no socket opened in {CONNECT_ATTEMPTS} attempts: {client.retries[-1]}")
+
+
+async def _converse(client: _Client, token: str, turns: int = TURNS) -> None:
+    try:
+        socket = await _open(client, token)
+    except _Stuck as exc:
+        client.stuck = f"session {client.session_id} on server {client.server}: {exc}"
+        return
+    try:
+        for number in range(1, turns + 1):
+            socket = await _turn(client, socket, token, number)
+    except _Stuck as exc:
+        client.stuck = (
+            f"session {client.session_id} on server {client.server}: {exc} "
+            f"(last seq received {client.last_seq})"
         )
-        connected = time.perf_counter() - started
-        started = time.perf_counter()
-        await asyncio.gather(
-            *(_converse(client, socket) for client, socket in zip(clients, sockets, strict=True))
-        )
-        return connected, time.perf_counter() - started
     finally:
-        await asyncio.gather(*(socket.close() for socket in sockets), return_exceptions=True)
+        await socket.close()
+
+
+async def _turn(client: _Client, socket: Any, token: str, number: int) -> Any:
+    """Run turn ``number`` to its terminal event; returns the socket, reopened if the server
+    closed it meanwhile (the events in between then come from the resume replay)."""
+    from websockets.exceptions import ConnectionClosed
+
+    started = time.perf_counter()
+    deadline = time.monotonic() + TURN_TIMEOUT
+    chat = json.dumps({"type": "chat", "text": f"turn {number}"})
+    sent = False
+    while True:
+        try:
+            if not sent:
+                await socket.send(chat)
+                sent = True
+            raw = await asyncio.wait_for(socket.recv(), max(deadline - time.monotonic(), 0.001))
+        except TimeoutError:
+            raise _Stuck(f"turn {number} did not end within {TURN_TIMEOUT:g} s") from None
+        except ConnectionClosed as closed:
+            code = closed.rcvd.code if closed.rcvd else None
+            client.drops.append(f"turn {number}: close code {code} after seq {client.last_seq}")
+            socket = await _open(client, token)
+            continue
+        received = time.time()
+        frame = json.loads(raw)
+        if frame["type"] == "error":
+            # Each turn starts after the previous one's terminal event, which the server
+            # stores together with the release: a refusal here is a product bug.
+            client.errors.append({"turn": number, **frame})
+            return socket
+        if frame["type"] != "event":
+            continue
+        client.events.append((frame["seq"], frame["kind"], received))
+        if frame["kind"] in TERMINAL:
+            client.turn_ms.append((time.perf_counter() - started) * 1000)
+            if frame["kind"] == "turn_failed":
+                client.failed.append({"turn": number, "seq": frame["seq"], **frame["data"]})
+            return socket
+
+
+async def _load(clients: list[_Client], warmups: list[_Client], token: str) -> float:
+    """One turn per server first, then every client connects and runs its turns, all at
+    once; returns the wall-clock time the load started.
+
+    The warm-up takes each server's one-time costs (the provider SDK is imported by the
+    first turn, for seconds) out of the figures; its duration is printed on its own.
+    """
+    for warmup in warmups:
+        await _converse(warmup, token, turns=1)
+    started = time.time()
+    await asyncio.gather(*(_converse(client, token) for client in clients))
+    return started
 
 
 def _stored() -> dict[str, dict[int, tuple[str, float]]]:
@@ -287,89 +321,111 @@ def _percentile(values: list[float], share: float) -> float:
 
 
 def _report(
-    clients: list[_Client], model_calls: int, connected: float, elapsed: float, logs: list[Path]
+    clients: list[_Client],
+    warmups: list[_Client],
+    model_calls: int,
+    started: float,
+    logs: list[Path],
 ) -> list[str]:
-    """Print the figures; returns the problems worth a non-zero status."""
+    """Print the figures and, on stderr, what went wrong where; returns the clients that
+    could not finish, which make the run fail."""
     stored = _stored()
     received = sum(len(client.events) for client in clients)
     kinds = Counter(kind for client in clients for _, kind, _ in client.events)
     delivery_ms: list[float] = []
-    duplicated = lost = out_of_order = unknown = 0
+    duplicated = lost = out_of_order = unstored = 0
     findings: list[str] = []
     for client in clients:
         seqs = [seq for seq, _, _ in client.events]
         log = stored.get(client.session_id, {})
         extra = len(seqs) - len(set(seqs))
-        missing = sorted(set(log) - set(seqs))
-        # A seq sent but never stored would be an event the log cannot replay.
-        phantom = sorted(set(seqs) - set(log))
+        missing = set(log) - set(seqs)
+        gaps = set(range(1, max(seqs, default=0) + 1)) - set(seqs)
+        # A seq sent but never stored would be an event no replay can give back.
+        phantom = set(seqs) - set(log)
         disordered = sum(1 for before, after in itertools.pairwise(seqs) if after <= before)
-        gaps = sorted(set(range(1, max(seqs, default=0) + 1)) - set(seqs))
         duplicated += extra
-        lost += len(set(missing) | set(gaps))
+        lost += len(missing | gaps)
         out_of_order += disordered
-        unknown += len(phantom)
+        unstored += len(phantom)
         if extra or missing or gaps or phantom or disordered:
+            shown = [(seq, log.get(seq, ("?",))[0]) for seq in sorted(missing | gaps)[:10]]
             findings.append(
                 f"session {client.session_id} server {client.server}: duplicated={extra} "
-                f"missing={[(seq, log.get(seq, ('?',))[0]) for seq in missing][:10]} "
-                f"gaps={gaps[:10]} unstored={phantom[:10]} out_of_order={disordered}"
+                f"lost={shown} unstored={sorted(phantom)[:10]} out_of_order={disordered}"
             )
         first_seen: set[int] = set()
         for seq, _, at in client.events:
             if seq in log and seq not in first_seen:
                 first_seen.add(seq)
                 delivery_ms.append((at - log[seq][1]) * 1000)
-    turns = sum(len(client.turn_ms) for client in clients)
     turn_ms = [ms for client in clients for ms in client.turn_ms]
+    open_ms = [ms for client in clients for ms in client.open_ms]
     failed = [(client, failure) for client in clients for failure in client.failed]
     refused = [(client, error) for client in clients for error in client.errors]
-    hung = [client.hung for client in clients if client.hung]
-    server_errors = [
-        line
-        for log in logs
+    retries = [(client, retry) for client in clients for retry in client.retries]
+    drops = [(client, drop) for client in clients for drop in client.drops]
+    stuck = [client.stuck for client in clients if client.stuck]
+    lines = [
+        (number, line)
+        for number, log in enumerate(logs)
         for line in log.read_text(errors="replace").splitlines()
-        if " ERROR " in line or line.startswith("Traceback")
     ]
+    server_errors = [f"server {number}: {line}" for number, line in lines if " ERROR " in line]
+    # channels_redis drops a group message, with only this INFO line, when the receiving
+    # process already has `capacity` messages waiting.
+    layer_drops = [f"server {number}: {line}" for number, line in lines if "over capacity" in line]
+    warm_ms = " ".join(
+        f"server{warmup.server}={ms:.0f}" for warmup in warmups for ms in warmup.turn_ms
+    )
 
     print(
-        f"ws_load sessions={len(clients)} servers={SERVERS} turns={turns} events={received} "
-        f"stored={sum(len(log) for log in stored.values())} model_calls={model_calls} "
-        f"text_delta_events={kinds['text_delta']}"
+        f"ws_load sessions={len(clients)} servers={SERVERS} turns={len(turn_ms)} "
+        f"events={received} stored={sum(len(stored.get(c.session_id, {})) for c in clients)} "
+        f"model_calls={model_calls} text_delta_events={kinds['text_delta']}"
     )
-    print(f"ws_load connect_s {connected:.2f}")
+    print(f"ws_load warmup_turn_ms {warm_ms}")
+    # Up to the last event received, so clients left waiting for a lost event do not
+    # stretch the phase by their timeout.
+    elapsed = max((at for c in clients for _, _, at in c.events), default=started) - started
+    elapsed = max(elapsed, 1e-9)
     print(f"ws_load load_s {elapsed:.2f}")
     print(f"ws_load events_per_s {received / elapsed:.0f}")
-    print(f"ws_load turns_per_s {turns / elapsed:.1f}")
+    print(f"ws_load turns_per_s {len(turn_ms) / elapsed:.1f}")
     print(f"ws_load delivery_p50_ms {_percentile(delivery_ms, 0.50):.1f}")
     print(f"ws_load delivery_p99_ms {_percentile(delivery_ms, 0.99):.1f}")
     print(f"ws_load delivery_max_ms {max(delivery_ms, default=float('nan')):.1f}")
     print(f"ws_load turn_p50_ms {_percentile(turn_ms, 0.50):.1f}")
     print(f"ws_load turn_p99_ms {_percentile(turn_ms, 0.99):.1f}")
+    print(f"ws_load open_p50_ms {_percentile(open_ms, 0.50):.1f}")
+    print(f"ws_load open_max_ms {max(open_ms, default=float('nan')):.1f}")
     print(f"ws_load lost {lost}")
     print(f"ws_load duplicated {duplicated}")
     print(f"ws_load out_of_order {out_of_order}")
-    print(f"ws_load unstored {unknown}")
+    print(f"ws_load unstored {unstored}")
     print(f"ws_load failed_turns {len(failed)}")
     print(f"ws_load refused_chats {len(refused)}")
-    print(f"ws_load hung_turns {len(hung)}")
+    print(f"ws_load handshake_retries {len(retries)}")
+    print(f"ws_load dropped_sockets {len(drops)}")
+    print(f"ws_load stuck_clients {len(stuck)}")
     print(f"ws_load server_errors {len(server_errors)}")
+    print(f"ws_load layer_over_capacity {len(layer_drops)}")
 
-    for line in findings[:10]:
-        print(f"ws_load finding {line}", file=sys.stderr)
-    for client, failure in failed[:10]:
-        print(
-            f"ws_load failed session {client.session_id} server {client.server}: {failure}",
-            file=sys.stderr,
-        )
-    for client, error in refused[:10]:
-        print(
-            f"ws_load refused session {client.session_id} server {client.server}: {error}",
-            file=sys.stderr,
-        )
-    for line in server_errors[:20]:
-        print(f"ws_load server {line}", file=sys.stderr)
-    return hung
+    # A few of each kind, so one loud kind does not hide the others.
+    details = [
+        [f"stuck {line}" for line in stuck],
+        [f"finding {line}" for line in findings],
+        [f"failed {c.session_id} server {c.server}: {f}" for c, f in failed],
+        [f"refused {c.session_id} server {c.server}: {e}" for c, e in refused],
+        [f"retry {c.session_id} server {c.server}: {r}" for c, r in retries],
+        [f"dropped {c.session_id} server {c.server}: {d}" for c, d in drops],
+        server_errors,
+        layer_drops,
+    ]
+    for kind in details:
+        for line in kind[:5]:
+            print(f"ws_load {line}", file=sys.stderr)
+    return stuck
 
 
 def _run(var_dir: Path) -> list[str]:
@@ -394,7 +450,7 @@ def _run(var_dir: Path) -> list[str]:
         logs = [var_dir / f"daphne-{number}.log" for number in range(SERVERS)]
         with contextlib.ExitStack() as servers:
             ports = [servers.enter_context(_daphne(env, log)) for log in logs]
-            clients = [
+            everyone = [
                 _Client(
                     session_id=session_id,
                     server=index % SERVERS,
@@ -402,9 +458,11 @@ def _run(var_dir: Path) -> list[str]:
                 )
                 for index, session_id in enumerate(sessions)
             ]
-            connected, elapsed = asyncio.run(_load(clients, token))
-        # The servers are stopped, so every event that will ever be stored is stored.
-        return _report(clients, len(model.requests), connected, elapsed, logs)
+            clients, warmups = everyone[:SESSIONS], everyone[SESSIONS:]
+            started = asyncio.run(_load(clients, warmups, token))
+        # The servers are stopped: every event that will ever be stored is stored.
+        calls = sum(1 for seen in model.requests if seen.path == "/v1/messages") - SERVERS
+        return _report(clients, warmups, calls, started, logs)
 
 
 def _close_django() -> None:
@@ -418,7 +476,7 @@ def main() -> None:
     started = time.perf_counter()
     var_dir = Path(tempfile.mkdtemp(prefix="toolhub-ws-load-"))
     try:
-        hung = _run(var_dir)
+        stuck = _run(var_dir)
     finally:
         _close_django()
         with contextlib.suppress(Exception):
@@ -427,8 +485,8 @@ def main() -> None:
             _flush_redis()
         shutil.rmtree(var_dir, ignore_errors=True)
     print(f"ws_load run_s {time.perf_counter() - started:.1f}")
-    if hung:
-        raise SystemExit(f"ws_load: {len(hung)} turns never ended; first: {hung[0]}")
+    if stuck:
+        raise SystemExit(f"ws_load: {len(stuck)} clients could not finish; first: {stuck[0]}")
 
 
 if __name__ == "__main__":
