@@ -8,7 +8,10 @@ group and hands each frame to a turn service. Delivery follows DESIGN.md section
 - the socket joins the group *before* it replays from the database, then drops live
   events whose seq it already sent, so nothing is missed and nothing is sent twice;
 - a live event that skips ahead (another writer's event reached the log without a live
-  message) is preceded by the missing range, read from the log.
+  message) is preceded by the missing range, read from the log;
+- while a turn is open, a socket that heard nothing for ``CATCH_UP_SECONDS`` reads the
+  log, so a live message the channel layer dropped (it drops when a process falls behind)
+  cannot leave it waiting for an end that already happened.
 
 A refused frame gets an ``error`` frame and the socket stays open. An anonymous socket
 is closed with 4401; a missing session and another user's session both with 4404.
@@ -159,7 +162,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         await self._send(frame)
         self.last_sent = frame["seq"]
         self.heard = time.monotonic()
-        if frame["kind"] == "user_message" or frame["kind"] == "turn_started":
+        if frame["kind"] == "turn_started":
             self._expect_turn()
         elif frame["kind"] in TERMINAL:
             self.turn_open = False

@@ -87,7 +87,10 @@ async def turn_start(
     text = clean_text(text)
     layer = get_channel_layer()
     turn_id = str(uuid.uuid4())
-    control = await layer.new_channel(prefix="turn")
+    # The default prefix matters: channels-redis reads all of a process's channels that
+    # share a prefix from one inbox; another prefix would be a second inbox that one
+    # blocking read at a time serves, delaying every socket of the process by seconds.
+    control = await layer.new_channel()
     try:
         prepared, started = await db(
             begin_turn,

@@ -401,7 +401,7 @@ async def test_a_global_disable_made_during_a_turn_vetoes_the_next_execution(
 async def test_approval_allows_denies_or_times_out(
     owner, model, lab, settings, answer, status, ran
 ):
-    settings.TOOLHUB_APPROVAL_TIMEOUT = 0.5
+    settings.TOOLHUB_APPROVAL_TIMEOUT = 0.5 if answer is None else 30
     model.replies.extend(
         [Reply(tool_calls=[("toolu_g", "guarded", {"target": "a"})]), Reply(text="ok")]
     )
