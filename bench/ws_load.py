@@ -30,12 +30,10 @@ import itertools
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,61 +121,6 @@ def _flush_redis() -> None:
         client.flushdb()
     finally:
         client.close()
-
-
-@contextlib.contextmanager
-def _daphne(env: dict[str, str], log: Path) -> Iterator[int]:
-    """Serve toolhub.asgi on a free port; yields the port.
-
-    Unlike tests.conftest.daphne, stderr goes to a file: under load a server can log more
-    than a pipe holds, and a full pipe would stall it mid-run. The file is read afterwards.
-    """
-    from tests.conftest import free_port
-
-    port = free_port()
-    daphne_bin = Path(sys.executable).parent / "daphne"
-    with log.open("w") as stderr:
-        process = subprocess.Popen(
-            [
-                str(daphne_bin),
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "toolhub.asgi:application",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    try:
-        _wait_listening(port, process, log)
-        yield port
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
-    import socket
-
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            pass
-        if process.poll() is not None:
-            raise SystemExit(f"ws_load: daphne exited early:\n{log.read_text()}")
-        if time.monotonic() > deadline:
-            raise SystemExit("ws_load: daphne did not listen within 30 s")
-        time.sleep(0.1)
 
 
 def _setup(var_dir: Path) -> tuple[str, list[str]]:
@@ -429,7 +372,7 @@ def _report(
 
 
 def _run(var_dir: Path) -> list[str]:
-    from tests.conftest import app_env, manage
+    from tests.conftest import app_env, daphne, manage
     from tests.fakes import FakeAnthropic, Reply
 
     _create_database()
@@ -449,12 +392,14 @@ def _run(var_dir: Path) -> list[str]:
         token, sessions = _setup(var_dir)
         logs = [var_dir / f"daphne-{number}.log" for number in range(SERVERS)]
         with contextlib.ExitStack() as servers:
-            ports = [servers.enter_context(_daphne(env, log)) for log in logs]
+            # Server output goes to files: under load a full pipe would stall a server.
+            bases = [servers.enter_context(daphne(env, log=log)) for log in logs]
             everyone = [
                 _Client(
                     session_id=session_id,
                     server=index % SERVERS,
-                    url=f"ws://127.0.0.1:{ports[index % SERVERS]}/ws/sessions/{session_id}/",
+                    url=bases[index % SERVERS].replace("http://", "ws://")
+                    + f"/ws/sessions/{session_id}/",
                 )
                 for index, session_id in enumerate(sessions)
             ]
