@@ -207,6 +207,8 @@ class TurnRunner:
         self._current_call = ""
         self._failed = False
         self._released = False
+        # Announced tool calls without a result yet (call id → name).
+        self._unanswered: dict[str, str] = {}
         self._text_buffer = ""
         self._text_timer: asyncio.Future[None] | None = None
         # Flushes come from the runner and from the delta timer: one at a time, so seqs
@@ -220,6 +222,12 @@ class TurnRunner:
         heartbeat = asyncio.ensure_future(self._heartbeat())
         try:
             await self._run()
+        except asyncio.CancelledError:
+            # The server is stopping: end the turn properly if the database still answers
+            # (otherwise the lease runs out and the next claim closes it).
+            with contextlib.suppress(Exception):
+                await self._finish_failed("interrupted", "the server stopped during this turn")
+            raise
         except Exception as exc:
             logger.exception("turn %s failed", self.turn_id)
             await self._finish_failed("internal", f"{type(exc).__name__}: {exc}"[:300])
@@ -436,6 +444,7 @@ class TurnRunner:
         if target.via:
             data["via"] = target.via
         self._emit("tool_call", data)
+        self._unanswered[use.id] = target.name
         return data, target
 
     async def _execute(
@@ -454,6 +463,7 @@ class TurnRunner:
             result["references"] = outcome[3]
         result["elapsed_ms"] = int((time.monotonic() - started) * 1000)
         self._emit("tool_result", result)
+        self._unanswered.pop(call["call_id"], None)
         loaded = turn.loaded
         writes: dict[str, Any] = {"loaded": loaded if loaded != self._checkpoint else None}
         self._checkpoint = loaded
@@ -598,6 +608,19 @@ class TurnRunner:
         self._released = True
 
     async def _finish_failed(self, code: str, message: str) -> None:
+        # Every announced call still gets its result, so the history stays valid.
+        for call_id, name in self._unanswered.items():
+            self._emit(
+                "tool_result",
+                {
+                    "call_id": call_id,
+                    "name": name,
+                    "status": "error",
+                    "content": "The turn stopped before this tool finished.",
+                    "reason": message,
+                },
+            )
+        self._unanswered.clear()
         self._emit("turn_failed", {"code": code, "message": message})
         await self._flush(release=True)
         self._failed = self._released = True

@@ -798,3 +798,38 @@ async def test_live_events_the_channel_layer_dropped_still_reach_the_socket(
     assert events(frames)[-1]["kind"] == "turn_finished"
     assert [f["seq"] for f in events(frames)] == list(range(1, len(events(frames)) + 1))
     await socket.disconnect()
+
+
+async def test_an_internal_failure_mid_tools_still_pairs_every_announced_call(
+    owner, model, lab, monkeypatch
+):
+    import agent_app.turns.runner as runner
+
+    def broken():
+        raise RuntimeError("disables unreadable")
+
+    monkeypatch.setattr(runner, "global_disables", broken)
+    model.replies.append(
+        Reply(tool_calls=[("toolu_a", "counter_tool", {}), ("toolu_b", "counter_tool", {})])
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "count twice")
+
+    results = [f["data"] for f in events(frames, "tool_result")]
+    assert [(r["call_id"], r["status"]) for r in results] == [
+        ("toolu_a", "error"),
+        ("toolu_b", "error"),
+    ]
+    assert events(frames)[-1]["kind"] == "turn_failed"
+    assert events(frames)[-1]["data"]["code"] == "internal"
+    assert lab == []
+    monkeypatch.undo()
+    await chat(socket, "again")
+    sent = model.requests[-1].body["messages"]
+    assert [b["tool_use_id"] for b in sent[2]["content"] if b["type"] == "tool_result"] == [
+        "toolu_a",
+        "toolu_b",
+    ]
+    await socket.disconnect()
