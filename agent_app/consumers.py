@@ -120,8 +120,10 @@ class SessionConsumer(AsyncWebsocketConsumer):
         # Already in the group: live events queue behind this handler and are filtered
         # by seq once the replay is done.
         self.resumed = True
+        self.session = await _session(self.scope["user"], self.session.pk)
         async with self.sending:
-            self.last_sent = frame["after_seq"]
+            # Past the end replays nothing, and must not hide the events still to come.
+            self.last_sent = min(frame["after_seq"], self.session.last_seq)
             await self._replay_until(None)
         for tail in await db(running_tails, session_id=self.session.pk):
             await self._send(tail)

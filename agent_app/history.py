@@ -9,7 +9,9 @@ tool that is disabled or gone now. The rebuild is a pure function of the event l
   ``call_tool`` replays as that ``call_tool`` call);
 - ``tool_result`` → a tool_result block in the next user message (``is_error`` for any
   status but ``ok``; under the native strategy, tools that ``tool_search`` loaded replay
-  as ``tool_reference`` blocks).
+  as ``tool_reference`` blocks, for tools the request still carries);
+- a ``tool_call`` the log never answered gets an error result in the rebuild, so one
+  crash cannot make every later request invalid.
 
 Consecutive blocks of one role merge into one message, so roles always alternate. Other
 kinds (deltas, usage, turn markers, approvals) carry nothing the model needs.
@@ -29,8 +31,13 @@ def tool_use_block(data: dict[str, Any]) -> dict[str, Any]:
     return {"type": "tool_use", "id": data["call_id"], "name": name, "input": arguments}
 
 
-def tool_result_block(data: dict[str, Any], *, native: bool) -> dict[str, Any]:
+def tool_result_block(
+    data: dict[str, Any], *, native: bool, loadable: frozenset[str] | None = None
+) -> dict[str, Any]:
     references = data.get("references")
+    # A reference to a tool this request does not carry would be refused by the provider.
+    if references and loadable is not None:
+        references = [name for name in references if name in loadable]
     if native and references:
         content: Any = [{"type": "tool_reference", "tool_name": name} for name in references]
     else:
@@ -42,9 +49,13 @@ def tool_result_block(data: dict[str, Any], *, native: bool) -> dict[str, Any]:
 
 
 def messages_from_events(
-    events: Iterable[tuple[str, dict[str, Any]]], *, native: bool = False
+    events: Iterable[tuple[str, dict[str, Any]]],
+    *,
+    native: bool = False,
+    loadable: frozenset[str] | None = None,
 ) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
+    unanswered: dict[str, None] = {}
 
     def add(role: str, block: dict[str, Any]) -> None:
         if messages and messages[-1]["role"] == role:
@@ -63,6 +74,31 @@ def messages_from_events(
                 add("assistant", {"type": "text", "text": text})
         elif kind == "tool_call":
             add("assistant", tool_use_block(data))
+            unanswered[data["call_id"]] = None
         elif kind == "tool_result":
-            add("user", tool_result_block(data, native=native))
+            add("user", tool_result_block(data, native=native, loadable=loadable))
+            unanswered.pop(data["call_id"], None)
+        if kind in ("user_message", "assistant_message") and unanswered:
+            _pair(messages, unanswered)
+    if unanswered:
+        _pair(messages, unanswered)
     return messages
+
+
+def _pair(messages: list[dict[str, Any]], unanswered: dict[str, None]) -> None:
+    """A call the log never answered (a crash between the two writes) is answered here as
+    an error, so providers, which refuse a tool_use without its result, accept the rest."""
+    blocks = [
+        {
+            "type": "tool_result",
+            "tool_use_id": call_id,
+            "content": "No result was recorded.",
+            "is_error": True,
+        }
+        for call_id in unanswered
+    ]
+    unanswered.clear()
+    last = messages.pop() if messages and messages[-1]["role"] != "assistant" else None
+    messages.append({"role": "user", "content": blocks})
+    if last is not None:
+        messages[-1]["content"] += last["content"]

@@ -160,25 +160,37 @@ def session_delete(*, user: Any, session: ChatSession, version: int) -> None:
 
 
 def events_append(
-    *, session_id: Any, turn: str, items: list[tuple[str, dict[str, Any]]]
+    *,
+    session_id: Any,
+    turn: str,
+    items: list[tuple[str, dict[str, Any]]],
+    holder: str | None = None,
 ) -> list[SessionEvent]:
     """Store events with the session's next contiguous seqs, in one transaction.
 
     One conditional UPDATE reserves ``len(items)`` numbers and returns the last (row lock
     held to the commit), so a batch costs two statements whatever its size, and
-    concurrent writers get disjoint ranges.
+    concurrent writers get disjoint ranges. With ``holder``, only while that turn holds the
+    session: otherwise nothing is stored and the result is empty.
     """
     if not items:
         return []
     table = connection.ops.quote_name(ChatSession._meta.db_table)
     with transaction.atomic(), connection.cursor() as cursor:
         # Only the model's own table name is interpolated; the values are parameters.
+        held = "" if holder is None else " AND turn_id = %s"
         cursor.execute(
-            f"UPDATE {table} SET last_seq = last_seq + %s WHERE id = %s RETURNING last_seq",  # noqa: S608
-            [len(items), ChatSession._meta.pk.get_db_prep_value(session_id, connection)],
+            f"UPDATE {table} SET last_seq = last_seq + %s WHERE id = %s{held} RETURNING last_seq",  # noqa: S608
+            [
+                len(items),
+                ChatSession._meta.pk.get_db_prep_value(session_id, connection),
+                *([holder] if holder is not None else []),
+            ],
         )
         row = cursor.fetchone()
         if row is None:
+            if holder is not None:
+                return []
             raise NotFound("no such session")
         first = row[0] - len(items) + 1
         return SessionEvent.objects.bulk_create(

@@ -112,8 +112,10 @@ async def _events(response: httpx.Response) -> AsyncIterator[ProviderEvent]:
                 delta = choice.get("delta") or {}
                 if delta.get("content"):
                     yield TextDelta(delta["content"])
-                for piece in delta.get("tool_calls") or []:
-                    call = calls.setdefault(int(piece["index"]), {"id": "", "name": "", "args": ""})
+                for position, piece in enumerate(delta.get("tool_calls") or []):
+                    # Some compatible servers leave out ``index``; then it is the position.
+                    index = int(piece.get("index", position))
+                    call = calls.setdefault(index, {"id": "", "name": "", "args": ""})
                     call["id"] = piece.get("id") or call["id"]
                     function = piece.get("function") or {}
                     call["name"] += function.get("name") or ""

@@ -105,7 +105,8 @@ async def turn_start(
     except TurnBusy:
         running = await db(running_turn, session_id=session.pk)
         waiting = (running or {}).get("turn_waiting") or {}
-        if running and waiting.get("kind") == "question" and intent is None:
+        # Only a person in the chat answers a question (not a REST call).
+        if running and waiting.get("kind") == "question" and intent is None and attended:
             await layer.send(
                 running["turn_channel"],
                 {"type": "turn.answer", "call_id": waiting["call_id"], "text": text},

@@ -41,7 +41,7 @@ from agent_app.providers import (
     provider_for,
 )
 from agent_app.turns.loop import db
-from agent_app.turns.state import claim, persist, release, renew
+from agent_app.turns.state import LostClaim, claim, persist, release, renew
 from agent_app.turns.tails import TailPump
 from profiles_app.services import global_disables
 from sessions_app.models import ChatSession, SessionEvent
@@ -114,7 +114,9 @@ def _prepare(*, session_id: Any, attended: bool, channel: str) -> _Prepared:
         ChatSession.objects.filter(pk=session.pk).update(tier_plan=plan)
         session.tier_plan = plan
     messages = messages_from_events(
-        session_history(session_id=session.pk), native=strategy == "native"
+        session_history(session_id=session.pk),
+        native=strategy == "native",
+        loadable=frozenset(tool.name for tool in resolved.deferred),
     )
     return _Prepared(
         session=session,
@@ -222,6 +224,11 @@ class TurnRunner:
         heartbeat = asyncio.ensure_future(self._heartbeat())
         try:
             await self._run()
+        except LostClaim:
+            # Another claim took the session over (this lease ran out): it closed this
+            # turn; writing more would interleave two turns in one log.
+            logger.warning("turn %s lost its claim and stopped", self.turn_id)
+            self._released = True
         except asyncio.CancelledError:
             # The server is stopping: end the turn properly if the database still answers
             # (otherwise the lease runs out and the next claim closes it).
@@ -423,7 +430,7 @@ class TurnRunner:
         # From here on this task is not cancelled: it stores what it took.
         self._text_timer = None
         self._take_text()
-        await self._flush()
+        await self._flush(text_only=True)
 
     def _take_text(self) -> None:
         if self._text_timer is not None:
@@ -566,7 +573,13 @@ class TurnRunner:
     async def _listen(self) -> None:
         layer = get_channel_layer()
         while True:
-            message = await layer.receive(self.control)
+            try:
+                message = await layer.receive(self.control)
+            except Exception:
+                # A broken read must not leave the turn deaf to cancel and approvals.
+                logger.exception("turn %s: control channel read failed", self.turn_id)
+                await asyncio.sleep(0.5)
+                continue
             kind = message.get("type")
             if kind == "turn.cancel":
                 self.cancel.cancel()
@@ -590,14 +603,29 @@ class TurnRunner:
     def _emit(self, kind: str, data: dict[str, Any]) -> None:
         self._pending.append((kind, data))
 
-    async def _flush(self, **writes: Any) -> None:
+    async def _flush(self, *, text_only: bool = False, **writes: Any) -> None:
+        """Store what is pending (with ``writes``), then send it. ``text_only`` (the delta
+        timer) takes just the leading text deltas: whatever the runner emitted after them
+        goes out with the runner's own writes (a release, a waiting state)."""
         async with self._flush_lock:
-            items, self._pending = self._pending, []
+            if text_only:
+                count = next(
+                    (n for n, (kind, _) in enumerate(self._pending) if kind != "text_delta"),
+                    len(self._pending),
+                )
+            else:
+                count = len(self._pending)
+            items, self._pending = self._pending[:count], self._pending[count:]
             if not items and not writes:
                 return
-            events = await db(
-                persist, session_id=self.session_id, turn=self.turn_id, items=items, **writes
-            )
+            try:
+                events = await db(
+                    persist, session_id=self.session_id, turn=self.turn_id, items=items, **writes
+                )
+            except BaseException:
+                # Not stored: kept, so the failure path stores them with its own events.
+                self._pending[:0] = items
+                raise
             await notify_events(self.session_id, events)
 
     async def _finish(self, reason: str, **writes: Any) -> None:

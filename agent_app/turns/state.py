@@ -22,6 +22,10 @@ from sessions_app.services import events_append
 LEASE = timedelta(seconds=60)
 
 
+class LostClaim(Exception):
+    """The session is no longer this turn's: its lease ran out and another claim took it."""
+
+
 def claim(*, session_id: Any, turn_id: str, channel: str, title: str) -> str | None:
     """Take the session for ``turn_id``; ``None`` if another live turn holds it.
 
@@ -124,7 +128,9 @@ def persist(
     session, together with the terminal event (a client that sees ``turn_finished`` can
     start the next turn at once)."""
     with transaction.atomic():
-        events = events_append(session_id=session_id, turn=turn, items=items)
+        events = events_append(session_id=session_id, turn=turn, items=items, holder=turn)
+        if items and not events:
+            raise LostClaim(turn)
         if call is not None:
             ProviderCall.objects.create(session_id=session_id, turn=turn, **call)
         changes: dict[str, Any] = {}

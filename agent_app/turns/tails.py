@@ -31,9 +31,13 @@ class TailPump:
         self._scheduled = False
         self._last = 0.0
         self._sending: asyncio.Task[None] | None = None
+        self._closed = False
 
     def on_update(self, update: TailUpdate) -> None:
-        # Called from the tool's thread or the loop; only the latest update matters.
+        # Called from the tool's thread or the loop; only the latest update matters, and
+        # nothing after close (a late update would leave a stale tail for every resume).
+        if self._closed:
+            return
         self._latest = update
         self._loop.call_soon_threadsafe(self._schedule)
 
@@ -45,7 +49,8 @@ class TailPump:
         self._loop.call_later(delay, self._start_send)
 
     def _start_send(self) -> None:
-        self._sending = self._loop.create_task(self._send())
+        if not self._closed:
+            self._sending = self._loop.create_task(self._send())
 
     async def _send(self) -> None:
         self._scheduled = False
@@ -60,6 +65,7 @@ class TailPump:
         await notify_tail(self._session_id, frame)
 
     async def close(self) -> None:
+        self._closed = True
         if self._sending is not None:
             with contextlib.suppress(Exception):
                 await self._sending

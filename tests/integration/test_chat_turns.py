@@ -833,3 +833,49 @@ async def test_an_internal_failure_mid_tools_still_pairs_every_announced_call(
         "toolu_b",
     ]
     await socket.disconnect()
+
+
+async def test_a_resume_past_the_end_replays_nothing_but_still_gets_what_comes_next(owner, model):
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "resume", "after_seq": 10_000})
+
+    frames = await chat(socket, "hello")
+
+    assert [f["seq"] for f in events(frames)] == list(range(1, len(events(frames)) + 1))
+    await socket.disconnect()
+
+
+async def test_a_runner_that_lost_its_claim_stops_writing(owner, model, lab):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sessions_app.models import ChatSession
+
+    hold = threading.Event()
+    model.replies.append(Reply(text="slow words here", hold=hold))
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "chat", "text": "first"})
+    await until(socket, ("text_delta",))
+
+    # Its lease ran out (a stalled process) and another turn took the session over.
+    await database_sync_to_async(ChatSession.objects.filter(pk=session.pk).update)(
+        turn_lease=timezone.now() - timedelta(seconds=1)
+    )
+    await send(socket, {"type": "chat", "text": "second"})
+    closed = await until(socket, ("turn_failed",))
+    await until(socket, ("turn_started",))
+    hold.set()
+    frames = await until(socket, ("turn_finished",))
+    await asyncio.sleep(0.5)
+
+    log = await stored(session.pk)
+    first = [e for e in log if e["turn"] == log[0]["turn"]]
+    assert first[-1]["kind"] == "turn_failed"
+    assert first[-1]["data"]["code"] == "interrupted"
+    assert events(closed)[-1]["turn"] == log[0]["turn"]
+    assert [e["seq"] for e in log] == list(range(1, len(log) + 1))
+    assert events(frames)[-1]["data"]["reason"] == "end_turn"
+    await socket.disconnect()
