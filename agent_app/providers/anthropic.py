@@ -13,8 +13,9 @@ stream has produced anything.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anthropic
@@ -29,6 +30,7 @@ from agent_app.providers.base import (
     ToolUse,
     Usage,
     status_error,
+    tool_input,
 )
 
 CACHE = {"type": "ephemeral"}
@@ -75,18 +77,10 @@ class AnthropicProvider:
         return body
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
-        try:
+        with _mapped_errors():
             response = await self._clients.get().messages.create(
                 **self.payload(request), stream=True
             )
-        except anthropic.APIStatusError as exc:
-            raise status_error(exc.status_code, _message(exc)) from None
-        except anthropic.APITimeoutError:
-            raise ProviderError(
-                "provider_timeout", "the model did not answer in time", retryable=True
-            ) from None
-        except anthropic.APIConnectionError as exc:
-            raise ProviderError("provider_unreachable", str(exc), retryable=True) from None
         try:
             async for event in _events(response):
                 yield event
@@ -99,7 +93,7 @@ async def _events(response: Any) -> AsyncIterator[ProviderEvent]:
     usage = Usage()
     stop = "end_turn"
     try:
-        async for event in response:
+        async for event in _sdk_errors_mapped(response):
             kind = event.type
             if kind == "message_start":
                 usage = _usage(event.message.usage, usage)
@@ -114,20 +108,35 @@ async def _events(response: Any) -> AsyncIterator[ProviderEvent]:
                     tool_blocks[event.index]["json"] += delta.partial_json
             elif kind == "content_block_stop" and event.index in tool_blocks:
                 block = tool_blocks.pop(event.index)
-                yield ToolUse(block["id"], block["name"], _tool_input(block["json"]))
+                yield ToolUse(block["id"], block["name"], tool_input(block["json"]))
             elif kind == "message_delta":
                 stop = event.delta.stop_reason or stop
                 usage = _usage(event.usage, usage)
-    except anthropic.APIStatusError as exc:
-        raise status_error(exc.status_code, _message(exc)) from None
-    except anthropic.APITimeoutError:
-        raise ProviderError("provider_timeout", "the stream stalled", retryable=True) from None
-    except anthropic.APIConnectionError as exc:
-        raise ProviderError("provider_unreachable", str(exc), retryable=True) from None
     except (ValueError, AttributeError, KeyError) as exc:
         raise ProviderError("provider_malformed", f"unreadable stream: {exc}") from None
     yield usage
     yield Stop(stop)
+
+
+@contextlib.contextmanager
+def _mapped_errors() -> Iterator[None]:
+    """The SDK's errors as ``ProviderError``, on the request and in the stream alike."""
+    try:
+        yield
+    except anthropic.APIStatusError as exc:
+        raise status_error(exc.status_code, _message(exc)) from None
+    except anthropic.APITimeoutError:
+        raise ProviderError(
+            "provider_timeout", "the model did not answer in time", retryable=True
+        ) from None
+    except anthropic.APIConnectionError as exc:
+        raise ProviderError("provider_unreachable", str(exc), retryable=True) from None
+
+
+async def _sdk_errors_mapped(response: Any) -> AsyncIterator[Any]:
+    with _mapped_errors():
+        async for event in response:
+            yield event
 
 
 def _usage(reported: Any, previous: Usage) -> Usage:
@@ -143,16 +152,6 @@ def _usage(reported: Any, previous: Usage) -> Usage:
         cache_read_input_tokens=pick("cache_read_input_tokens"),
         cache_creation_input_tokens=pick("cache_creation_input_tokens"),
     )
-
-
-def _tool_input(text: str) -> Any:
-    if not text.strip():
-        return {}
-    try:
-        return json.loads(text)
-    except ValueError:
-        # Passed on as text: the runner answers with an error tool_result, never runs it.
-        return text
 
 
 def _with_last_breakpoint(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

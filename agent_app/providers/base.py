@@ -14,6 +14,7 @@ every turn; providers with another wire form convert from it.
 from __future__ import annotations
 
 import asyncio
+import json
 import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -70,6 +71,17 @@ class ProviderError(Exception):
         self.code = code
         self.message = message
         self.retryable = retryable
+
+
+def tool_input(text: str) -> Any:
+    """A streamed tool call's arguments: JSON, or the text as sent when it is not JSON (the
+    runner then answers with an error tool_result and never runs the tool)."""
+    if not text.strip():
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})

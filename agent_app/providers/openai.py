@@ -25,6 +25,7 @@ from agent_app.providers.base import (
     ToolUse,
     Usage,
     status_error,
+    tool_input,
 )
 
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
@@ -126,18 +127,9 @@ async def _events(response: httpx.Response) -> AsyncIterator[ProviderEvent]:
             raise ProviderError("provider_malformed", f"unreadable stream: {exc}") from None
     for index in sorted(calls):
         call = calls[index]
-        yield ToolUse(call["id"] or f"call_{index}", call["name"], _arguments(call["args"]))
+        yield ToolUse(call["id"] or f"call_{index}", call["name"], tool_input(call["args"]))
     yield usage
     yield Stop(stop)
-
-
-def _arguments(text: str) -> Any:
-    if not text.strip():
-        return {}
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
 
 
 def _error_message(body: str) -> str:

@@ -121,7 +121,6 @@ async def turn_start(
         turn_id=turn_id,
         text=text,
         attended=attended,
-        channel=channel,
         control=control,
         prepared=prepared,
         started=started,

@@ -34,7 +34,6 @@ from agent_app.providers import (
     Provider,
     ProviderError,
     ProviderRequest,
-    Stop,
     TextDelta,
     ToolUse,
     Usage,
@@ -93,7 +92,6 @@ class _StepOutcome:
     calls: list[tuple[dict[str, Any], Any]] = field(default_factory=list)
     record: dict[str, Any] | None = None
     usage: Usage = field(default_factory=Usage)
-    stop: str = "end_turn"
     cancelled: bool = False
     latency_ms: int = 0
 
@@ -189,7 +187,6 @@ class TurnRunner:
         turn_id: str,
         text: str,
         attended: bool,
-        channel: str,
         control: str,
         prepared: _Prepared,
         started: list[SessionEvent],
@@ -198,7 +195,6 @@ class TurnRunner:
         self.turn_id = turn_id
         self.text = text
         self.attended = attended
-        self.channel = channel
         self.control = control
         self._prep = prepared
         self._started = started
@@ -403,8 +399,6 @@ class TurnRunner:
                     outcome.uses.append(event)
                 elif isinstance(event, Usage):
                     outcome.usage = event
-                elif isinstance(event, Stop):
-                    outcome.stop = event.reason
 
         work = asyncio.ensure_future(consume())
         stop = asyncio.ensure_future(self.cancel.wait())

@@ -18,15 +18,19 @@ def token_for(user: Any) -> str:
     return Token.objects.get_or_create(user=user)[0].key
 
 
-async def open_socket(session_id: Any, user: Any) -> WebsocketCommunicator:
+def token_socket(session_id: Any, key: str) -> WebsocketCommunicator:
+    """A session socket that authenticates the way API clients do (not yet connected)."""
     from toolhub.asgi import application
 
-    key = await token_for(user)
-    socket = WebsocketCommunicator(
+    return WebsocketCommunicator(
         application,
         f"/ws/sessions/{session_id}/",
         headers=[(b"authorization", f"Token {key}".encode())],
     )
+
+
+async def open_socket(session_id: Any, user: Any) -> WebsocketCommunicator:
+    socket = token_socket(session_id, await token_for(user))
     connected, _ = await socket.connect()
     assert connected
     return socket

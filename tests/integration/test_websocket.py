@@ -10,7 +10,7 @@ from channels.db import database_sync_to_async as sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 
-from tests.integration.chat import receive, send, token_for
+from tests.integration.chat import receive, send, token_for, token_socket
 from toolhub.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -89,11 +89,7 @@ async def test_another_users_session_and_a_missing_one_are_refused_alike(owner, 
     key = await token_for(owner)
     codes = []
     for session_id in (theirs.pk, uuid.uuid4()):
-        socket = WebsocketCommunicator(
-            application,
-            f"/ws/sessions/{session_id}/",
-            headers=[(b"authorization", f"Token {key}".encode())],
-        )
+        socket = token_socket(session_id, key)
         codes.append(await _close_code(socket))
 
     assert codes == [4404, 4404]
@@ -102,11 +98,7 @@ async def test_another_users_session_and_a_missing_one_are_refused_alike(owner, 
 async def test_an_api_client_authenticates_with_a_token_header_and_no_origin(owner):
     session = await _session_of(owner)
     key = await token_for(owner)
-    socket = WebsocketCommunicator(
-        application,
-        f"/ws/sessions/{session.pk}/",
-        headers=[(b"authorization", f"Token {key}".encode())],
-    )
+    socket = token_socket(session.pk, key)
     connected, _ = await socket.connect()
     assert connected
 
@@ -118,11 +110,7 @@ async def test_an_api_client_authenticates_with_a_token_header_and_no_origin(own
 async def test_a_wrong_token_or_a_token_in_the_url_does_not_authenticate(owner):
     session = await _session_of(owner)
     key = await token_for(owner)
-    wrong = WebsocketCommunicator(
-        application,
-        f"/ws/sessions/{session.pk}/",
-        headers=[(b"authorization", b"Token not-a-real-key")],
-    )
+    wrong = token_socket(session.pk, "not-a-real-key")
     in_url = WebsocketCommunicator(
         application,
         f"/ws/sessions/{session.pk}/?token={key}",

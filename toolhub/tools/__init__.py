@@ -41,6 +41,7 @@ from toolhub.tools.resolve import (
     resolve,
 )
 from toolhub.tools.tool import Tool, ToolResult, function
+from toolhub.tools.turn import CallTarget, TurnTools
 
 __all__ = [
     "DEFAULT_TOOLSET",
