@@ -6,6 +6,7 @@ owner) are readable by all and written by staff, with every change in the admin 
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
@@ -31,10 +32,30 @@ EDITABLE = (
 
 
 _TEXT_LIMITS = {"system_prompt": 20_000, "model": 100}
+# Agents a turn used lately, checked against their stamp on every use.
+_AGENT_CACHE_SIZE = 256
+_agents: dict[int, Agent] = {}
+_agents_lock = threading.Lock()
 
 
 def agents_visible_to(user: Any):
     return Agent.objects.filter(Q(owner=user) | Q(owner__isnull=True))
+
+
+def agent_current(*, agent_id: int, version: int, updated: Any) -> Agent:
+    """The agent as stored now, given its ``version`` and ``updated`` read with the row
+    that names it: a service edit bumps the version, an admin save the timestamp, so a
+    cached copy is used only while both match."""
+    with _agents_lock:
+        cached = _agents.get(agent_id)
+    if cached is not None and cached.version == version and cached.updated == updated:
+        return cached
+    agent = Agent.objects.get(pk=agent_id)
+    with _agents_lock:
+        if len(_agents) >= _AGENT_CACHE_SIZE:
+            _agents.clear()
+        _agents[agent_id] = agent
+    return agent
 
 
 def agent_get_for_user(*, user: Any, agent_id: int) -> Agent:

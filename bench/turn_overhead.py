@@ -8,6 +8,11 @@ provider's stream (HTTP, SDK parsing, the fake server) is measured separately an
 off, leaving what is ours. Sessions carry up to 20 earlier turns, so the history rebuild
 is realistic. Prints p50 and p99 in milliseconds.
 
+It also prints the floor of that figure on this machine: the I/O a turn cannot do without
+(two write transactions, claim and first events, then last events and release, each as
+BEGIN, UPDATE, INSERT, COMMIT in raw SQL, and one group send on the Redis channel layer),
+timed alone with no Python of ours around it.
+
 Database: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/toolhub_bench);
 Redis: BENCH_REDIS_URL (default redis://127.0.0.1:6379/3).
 """
@@ -74,6 +79,41 @@ async def _run(sessions, provider) -> list[float]:
     return overheads
 
 
+async def _floor(session_id) -> list[float]:
+    """The unavoidable I/O of a one-step turn, timed alone (see the module docstring)."""
+    from asgiref.sync import sync_to_async
+    from channels.layers import get_channel_layer
+    from django.db import connection, transaction
+
+    from sessions_app.models import ChatSession, SessionEvent
+
+    sessions = connection.ops.quote_name(ChatSession._meta.db_table)
+    events = connection.ops.quote_name(SessionEvent._meta.db_table)
+
+    def write() -> None:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {sessions} SET last_seq = last_seq + 2 WHERE id = %s RETURNING last_seq",  # noqa: S608
+                [session_id],
+            )
+            (last,) = cursor.fetchone()
+            cursor.execute(
+                f"INSERT INTO {events} (session_id, seq, turn, kind, data, created) "  # noqa: S608
+                "VALUES (%s, %s, '', 'floor', '{}', now()), (%s, %s, '', 'floor', '{}', now())",
+                [session_id, last - 1, session_id, last],
+            )
+
+    layer = get_channel_layer()
+    floors = []
+    for _ in range(WARMUP_TURNS + 200):
+        started = time.perf_counter()
+        await sync_to_async(write)()
+        await sync_to_async(write)()
+        await layer.group_send(f"session.{session_id}", {"type": "session.events", "frames": []})
+        floors.append((time.perf_counter() - started) * 1000)
+    return sorted(floors[WARMUP_TURNS:])
+
+
 def main() -> None:
     from tests.fakes import FakeAnthropic, Reply
 
@@ -101,6 +141,11 @@ def main() -> None:
         f"turn-overhead per provider round trip (ours): n={len(overheads)} "
         f"p50={statistics.median(overheads):.2f}ms p99={p99:.2f}ms "
         f"max={overheads[-1]:.2f}ms (PostgreSQL, Redis channel layer)"
+    )
+    floors = asyncio.run(_floor(sessions[0].pk))
+    print(
+        f"turn-overhead floor (2 raw write transactions + 1 group send, nothing of ours): "
+        f"n={len(floors)} p50={statistics.median(floors):.2f}ms"
     )
     ChatSession.objects.filter(owner=user).delete()
 

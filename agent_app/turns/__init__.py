@@ -19,8 +19,9 @@ Invariants (DESIGN.md sections 1, 5, 7 and 10):
 - **Always paired**: every tool_use the model produced gets a ``tool_call`` event and a
   ``tool_result`` (cancelled, denied, vetoed or lost included) before the turn ends.
 
-Control (cancel, approvals, answers) reaches the runner through its own channel-layer
-channel, named on the session row, so any process's socket can steer any turn.
+Control (cancel, approvals, answers) reaches the runner through its loop's control
+channel (``control``), named on the session row, so any process's socket can steer any
+turn.
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ import asyncio
 import uuid
 from typing import Any
 
-from channels.layers import get_channel_layer
-
+from agent_app.turns.control import control_channel, steer
 from agent_app.turns.loop import (
     close_db_connections,
     db,
@@ -85,12 +85,8 @@ async def turn_start(
     intent (nothing is stored then). Returns the turn id.
     """
     text = clean_text(text)
-    layer = get_channel_layer()
     turn_id = str(uuid.uuid4())
-    # The default prefix matters: channels-redis reads all of a process's channels that
-    # share a prefix from one inbox; another prefix would be a second inbox that one
-    # blocking read at a time serves, delaying every socket of the process by seconds.
-    control = await layer.new_channel()
+    control = await control_channel()
     try:
         prepared, started = await db(
             begin_turn,
@@ -107,8 +103,9 @@ async def turn_start(
         waiting = (running or {}).get("turn_waiting") or {}
         # Only a person in the chat answers a question (not a REST call).
         if running and waiting.get("kind") == "question" and intent is None and attended:
-            await layer.send(
+            await steer(
                 running["turn_channel"],
+                running["turn_id"],
                 {"type": "turn.answer", "call_id": waiting["call_id"], "text": text},
             )
             return running["turn_id"]
@@ -139,7 +136,7 @@ async def turn_cancel(*, session: ChatSession) -> str:
     running = await db(running_turn, session_id=session.pk)
     if running is None:
         raise NoTurn("no turn is running in this session")
-    await get_channel_layer().send(running["turn_channel"], {"type": "turn.cancel"})
+    await steer(running["turn_channel"], running["turn_id"], {"type": "turn.cancel"})
     return running["turn_id"]
 
 
@@ -148,8 +145,10 @@ async def turn_approve(*, session: ChatSession, call_id: str, allow: bool) -> No
     waiting = (running or {}).get("turn_waiting") or {}
     if waiting.get("kind") != "approval" or waiting.get("call_id") != call_id:
         raise UnknownCall(f"no call {call_id!r} is waiting for approval")
-    await get_channel_layer().send(
-        running["turn_channel"], {"type": "turn.approve", "call_id": call_id, "allow": allow}
+    await steer(
+        running["turn_channel"],
+        running["turn_id"],
+        {"type": "turn.approve", "call_id": call_id, "allow": allow},
     )
 
 

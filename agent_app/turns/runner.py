@@ -25,7 +25,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 
@@ -39,6 +38,7 @@ from agent_app.providers import (
     Usage,
     provider_for,
 )
+from agent_app.turns.control import listen
 from agent_app.turns.loop import db
 from agent_app.turns.state import LostClaim, claim, persist, release, renew
 from agent_app.turns.tails import TailPump
@@ -46,6 +46,7 @@ from profiles_app.services import global_disables
 from sessions_app.models import ChatSession, SessionEvent
 from sessions_app.notify import notify_events
 from sessions_app.services import (
+    events_insert,
     session_context,
     session_history,
     session_intent_merge,
@@ -96,8 +97,9 @@ class _StepOutcome:
     latency_ms: int = 0
 
 
-def _prepare(*, session_id: Any, attended: bool, channel: str) -> _Prepared:
-    session = ChatSession.objects.select_related("agent", "owner").get(pk=session_id)
+def _prepare(*, session: ChatSession, attended: bool, channel: str, history_seq: int) -> _Prepared:
+    """Resolve and freeze what the turn sends; ``history_seq`` is the session's last seq
+    before this turn's own events."""
     agent = session.agent
     provider = provider_for(agent.provider)
     strategy = agent.strategy
@@ -112,7 +114,7 @@ def _prepare(*, session_id: Any, attended: bool, channel: str) -> _Prepared:
         ChatSession.objects.filter(pk=session.pk).update(tier_plan=plan)
         session.tier_plan = plan
     messages = messages_from_events(
-        session_history(session_id=session.pk),
+        session_history(session_id=session.pk, last_seq=history_seq),
         native=strategy == "native",
         loadable=frozenset(tool.name for tool in resolved.deferred),
     )
@@ -151,13 +153,20 @@ def begin_turn(
     """
     title = " ".join(text.split())[:60]
     with transaction.atomic():
-        if claim(session_id=session.pk, turn_id=turn_id, channel=control, title=title) is None:
+        # The claim reserves the seqs of the turn's first two events.
+        claimed = claim(
+            session_id=session.pk, turn_id=turn_id, channel=control, title=title, reserve=2
+        )
+        if claimed is None:
             raise TurnBusy
+        first_seq = claimed.last_seq - 1
         if intent is not None:
-            session_intent_merge(session=session, patch=intent)
+            claimed = session_intent_merge(session=claimed, patch=intent)
         asked = ("user_message", {"text": text})
         try:
-            prep = _prepare(session_id=session.pk, attended=attended, channel=channel)
+            prep = _prepare(
+                session=claimed, attended=attended, channel=channel, history_seq=first_seq - 1
+            )
         except UnknownToolsetError as exc:
             failed = {"code": "invalid_toolset", "message": f"{exc.args[0]}; pick another toolset"}
         except ProviderError as exc:
@@ -174,9 +183,14 @@ def begin_turn(
                 "demo": prep.provider.is_demo,
             }
             items = [asked, ("turn_started", started)]
-            return prep, persist(session_id=session.pk, turn=turn_id, items=items)
+            return prep, events_insert(
+                session_id=session.pk, turn=turn_id, first_seq=first_seq, items=items
+            )
         items = [asked, ("turn_failed", failed)]
-        return None, persist(session_id=session.pk, turn=turn_id, items=items, release=True)
+        release(session_id=session.pk, turn_id=turn_id)
+        return None, events_insert(
+            session_id=session.pk, turn=turn_id, first_seq=first_seq, items=items
+        )
 
 
 class TurnRunner:
@@ -212,11 +226,13 @@ class TurnRunner:
         # Flushes come from the runner and from the delta timer: one at a time, so seqs
         # follow the order events were emitted.
         self._flush_lock = asyncio.Lock()
+        # The last group send; each send waits for the one before it.
+        self._sending: asyncio.Future[None] | None = None
 
     # The task body: whatever happens, the turn ends with a terminal event and the
     # session is released.
     async def run(self) -> None:
-        listener = asyncio.ensure_future(self._listen())
+        unlisten = listen(self.turn_id, self._on_control)
         heartbeat = asyncio.ensure_future(self._heartbeat())
         try:
             await self._run()
@@ -235,15 +251,18 @@ class TurnRunner:
             logger.exception("turn %s failed", self.turn_id)
             await self._finish_failed("internal", f"{type(exc).__name__}: {exc}"[:300])
         finally:
-            listener.cancel()
+            unlisten()
             heartbeat.cancel()
+            if self._sending is not None:
+                await asyncio.shield(self._sending)
             if not self._released:
                 with contextlib.suppress(Exception):
                     await db(release, session_id=self.session_id, turn_id=self.turn_id)
 
     async def _run(self) -> None:
         prep = self._prep
-        await notify_events(self.session_id, self._started)
+        # Sent while the provider call starts: nothing waits for it but the next send.
+        self._send(self._started)
         turn = TurnTools(prep.resolved, loaded=prep.session.loaded_tools)
         self._checkpoint = turn.loaded
         services = replace(
@@ -564,24 +583,15 @@ class TurnRunner:
 
     # --- control, events, ending -----------------------------------------------------
 
-    async def _listen(self) -> None:
-        layer = get_channel_layer()
-        while True:
-            try:
-                message = await layer.receive(self.control)
-            except Exception:
-                # A broken read must not leave the turn deaf to cancel and approvals.
-                logger.exception("turn %s: control channel read failed", self.turn_id)
-                await asyncio.sleep(0.5)
-                continue
-            kind = message.get("type")
-            if kind == "turn.cancel":
-                self.cancel.cancel()
-            elif kind in ("turn.approve", "turn.answer"):
-                future = self._answers.get(message.get("call_id"))
-                value = message.get("allow") if kind == "turn.approve" else message.get("text")
-                if future is not None and not future.done():
-                    future.set_result(value)
+    def _on_control(self, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        if kind == "turn.cancel":
+            self.cancel.cancel()
+        elif kind in ("turn.approve", "turn.answer"):
+            future = self._answers.get(message.get("call_id"))
+            value = message.get("allow") if kind == "turn.approve" else message.get("text")
+            if future is not None and not future.done():
+                future.set_result(value)
 
     async def _heartbeat(self) -> None:
         while True:
@@ -620,7 +630,24 @@ class TurnRunner:
                 # Not stored: kept, so the failure path stores them with its own events.
                 self._pending[:0] = items
                 raise
-            await notify_events(self.session_id, events)
+            await self._send(events)
+
+    def _send(self, events: list[SessionEvent]) -> asyncio.Future[None]:
+        """Send stored events to the session's group, after every earlier send. A send that
+        fails is logged, not raised: the events are stored, and a socket that misses them
+        reads them from the log."""
+        previous = self._sending
+
+        async def send() -> None:
+            if previous is not None:
+                await previous
+            try:
+                await notify_events(self.session_id, events)
+            except Exception:
+                logger.exception("turn %s: events not sent to the session group", self.turn_id)
+
+        self._sending = asyncio.ensure_future(send())
+        return self._sending
 
     async def _finish(self, reason: str, **writes: Any) -> None:
         if self._failed:

@@ -9,15 +9,17 @@ release in one transaction.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
-from django.db import transaction
-from django.db.models import Case, F, Value, When
+from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
+from agent_app.models import Agent
+from agent_app.services import agent_current
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
-from sessions_app.services import events_append
+from sessions_app.services import events_append, rows_insert
 
 LEASE = timedelta(seconds=60)
 
@@ -26,40 +28,82 @@ class LostClaim(Exception):
     """The session is no longer this turn's: its lease ran out and another claim took it."""
 
 
-def claim(*, session_id: Any, turn_id: str, channel: str, title: str) -> str | None:
-    """Take the session for ``turn_id``; ``None`` if another live turn holds it.
+def claim(
+    *, session_id: Any, turn_id: str, channel: str, title: str, reserve: int = 0
+) -> ChatSession | None:
+    """Take the session for ``turn_id`` and reserve the next ``reserve`` seqs; ``None`` if
+    another live turn holds it.
 
-    Returns the id of an abandoned turn (its process died, its lease ran out) that this
-    claim took over, or "" when the session was free.
+    Returns the session as claimed, its agent loaded, its ``last_seq`` the last reserved
+    number. An abandoned turn (its process died, its lease ran out) is closed first.
     """
     now = timezone.now()
-    taken = {
-        "turn_id": turn_id,
-        "turn_channel": channel,
-        "turn_lease": now + LEASE,
-        "turn_waiting": None,
-        "updated": now,
-        "title": Case(When(title="", then=Value(title)), default=F("title")),
-    }
     # The common case, a free session, is one statement.
-    if ChatSession.objects.filter(pk=session_id, turn_id="").update(**taken):
-        return ""
-    with transaction.atomic():
-        row = (
-            ChatSession.objects.select_for_update()
-            .filter(pk=session_id)
-            .values("turn_id", "turn_lease", "title")
-            .first()
+    session = _claim_row(session_id, turn_id, channel, title, reserve, now, free_only=True)
+    if session is None:
+        with transaction.atomic(savepoint=False):
+            row = (
+                ChatSession.objects.select_for_update()
+                .filter(pk=session_id)
+                .values("turn_id", "turn_lease")
+                .first()
+            )
+            if row is None:
+                return None
+            if row["turn_id"] and row["turn_lease"] and row["turn_lease"] >= now:
+                return None
+            if row["turn_id"]:
+                _close_abandoned(session_id=session_id, turn_id=row["turn_id"])
+            session = _claim_row(session_id, turn_id, channel, title, reserve, now, free_only=False)
+    if session is not None:
+        updated = session.agent_updated
+        if isinstance(updated, str):
+            # SQLite hands an expression's datetime back as its stored text (UTC).
+            updated = timezone.make_aware(parse_datetime(updated), UTC)
+        session.agent = agent_current(
+            agent_id=session.agent_id, version=session.agent_version, updated=updated
         )
-        if row is None:
-            return None
-        if row["turn_id"] and row["turn_lease"] and row["turn_lease"] >= now:
-            return None
-        ChatSession.objects.filter(pk=session_id).update(**taken)
-    abandoned = row["turn_id"]
-    if abandoned:
-        _close_abandoned(session_id=session_id, turn_id=abandoned)
-    return abandoned
+    return session
+
+
+def _claim_row(
+    session_id: Any,
+    turn_id: str,
+    channel: str,
+    title: str,
+    reserve: int,
+    now: Any,
+    *,
+    free_only: bool,
+) -> ChatSession | None:
+    """One UPDATE … RETURNING: the claim, the seq reservation, the title of a new session,
+    the whole row back, and the stamp of its agent (so a cached agent is checked for
+    free)."""
+    meta = ChatSession._meta
+    quote = connection.ops.quote_name
+    agents = quote(Agent._meta.db_table)
+    where = " AND turn_id = ''" if free_only else ""
+    # Only the models' own table names are interpolated; values are parameters.
+    sql = (
+        f"UPDATE {quote(meta.db_table)} SET turn_id = %s, turn_channel = %s, "  # noqa: S608
+        "turn_lease = %s, turn_waiting = NULL, updated = %s, "
+        "title = CASE WHEN title = '' THEN %s ELSE title END, last_seq = last_seq + %s "
+        f"WHERE id = %s{where} RETURNING *, "
+        f"(SELECT version FROM {agents} WHERE {agents}.id = agent_id) AS agent_version, "
+        f"(SELECT updated FROM {agents} WHERE {agents}.id = agent_id) AS agent_updated"
+    )
+    lease = meta.get_field("turn_lease").get_db_prep_save(now + LEASE, connection)
+    stamp = meta.get_field("updated").get_db_prep_save(now, connection)
+    params = [
+        turn_id,
+        channel,
+        lease,
+        stamp,
+        title,
+        reserve,
+        meta.pk.get_db_prep_value(session_id, connection),
+    ]
+    return next(iter(ChatSession.objects.raw(sql, params)), None)
 
 
 def _close_abandoned(*, session_id: Any, turn_id: str) -> None:
@@ -126,20 +170,26 @@ def persist(
     """Every write of one flush in one transaction: events, the provider call record, the
     loaded-set checkpoint, what the turn waits for, and at the end the release of the
     session, together with the terminal event (a client that sees ``turn_finished`` can
-    start the next turn at once)."""
-    with transaction.atomic():
-        events = events_append(session_id=session_id, turn=turn, items=items, holder=turn)
-        if items and not events:
+    start the next turn at once). Raises ``LostClaim`` if the turn no longer holds the
+    session (nothing is written then)."""
+    changes: dict[str, Any] = {}
+    if loaded is not None:
+        changes["loaded_tools"] = loaded
+    if waiting is not ...:
+        changes["turn_waiting"] = waiting
+    if release:
+        changes.update(turn_id="", turn_channel="", turn_lease=None, turn_waiting=None)
+    if not items and not changes and call is None:
+        return []
+    with transaction.atomic(savepoint=False):
+        # The session row's writes ride on the seq reservation's UPDATE.
+        events = events_append(
+            session_id=session_id, turn=turn, items=items, holder=turn, changes=changes
+        )
+        if events is None:
             raise LostClaim(turn)
         if call is not None:
-            ProviderCall.objects.create(session_id=session_id, turn=turn, **call)
-        changes: dict[str, Any] = {}
-        if loaded is not None:
-            changes["loaded_tools"] = loaded
-        if waiting is not ...:
-            changes["turn_waiting"] = waiting
-        if release:
-            changes.update(turn_id="", turn_channel="", turn_lease=None, turn_waiting=None)
-        if changes:
-            ChatSession.objects.filter(pk=session_id, turn_id=turn).update(**changes)
+            rows_insert(
+                [ProviderCall(session_id=session_id, turn=turn, created=timezone.now(), **call)]
+            )
     return events

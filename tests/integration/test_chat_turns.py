@@ -879,3 +879,86 @@ async def test_a_runner_that_lost_its_claim_stops_writing(owner, model, lab):
     assert [e["seq"] for e in log] == list(range(1, len(log) + 1))
     assert events(frames)[-1]["data"]["reason"] == "end_turn"
     await socket.disconnect()
+
+
+def _system_text(seen) -> str:
+    return " ".join(block["text"] for block in seen.body.get("system", []))
+
+
+async def test_an_edited_agent_reaches_the_very_next_turn(owner, model):
+    from agent_app.services import agent_update
+
+    agent = await new_agent(owner, system_prompt="You are version one.")
+    session = await new_session(owner, agent=agent.pk)
+    socket = await open_socket(session.pk, owner)
+    await chat(socket, "first")
+
+    # Through the service (the version moves) …
+    await database_sync_to_async(agent_update)(
+        user=owner, agent=agent, version=agent.version, system_prompt="You are version two."
+    )
+    await chat(socket, "second")
+    # … and through a plain save, as the admin does (only the timestamp moves).
+    agent = await database_sync_to_async(type(agent).objects.get)(pk=agent.pk)
+    agent.system_prompt = "You are version three."
+    await database_sync_to_async(agent.save)()
+    await chat(socket, "third")
+
+    assert [_system_text(seen) for seen in model.requests] == [
+        "You are version one.",
+        "You are version two.",
+        "You are version three.",
+    ]
+    await socket.disconnect()
+
+
+@database_sync_to_async
+def _store_elsewhere(session, text):
+    """What another server process does: events stored without passing through this
+    process's memory of the session."""
+    from django.db.models import F
+
+    from sessions_app.models import ChatSession, SessionEvent
+
+    ChatSession.objects.filter(pk=session.pk).update(last_seq=F("last_seq") + 1)
+    seq = ChatSession.objects.values_list("last_seq", flat=True).get(pk=session.pk)
+    SessionEvent.objects.create(session=session, seq=seq, kind="user_message", data={"text": text})
+
+
+@database_sync_to_async
+def _store_and_roll_back(session, text):
+    from django.db import transaction
+
+    from sessions_app.services import events_append
+
+    try:
+        with transaction.atomic():
+            events_append(session_id=session.pk, turn="", items=[("user_message", {"text": text})])
+            raise RuntimeError("rolled back")
+    except RuntimeError:
+        pass
+
+
+def _texts(seen) -> list[str]:
+    return [
+        block.get("text")
+        for message in seen.body["messages"]
+        for block in message["content"]
+        if block.get("type") == "text"
+    ]
+
+
+async def test_the_history_sent_is_the_stored_log_whoever_wrote_it(owner, model):
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await chat(socket, "first")
+
+    await _store_and_roll_back(session, "never stored")
+    await _store_elsewhere(session, "stored by another server")
+    await chat(socket, "second")
+
+    texts = _texts(model.requests[-1])
+    assert "stored by another server" in texts
+    assert "never stored" not in texts
+    assert texts[-1] == "second"
+    await socket.disconnect()
