@@ -1,11 +1,18 @@
-"""Agents (agent profiles) and the per-person notes the remember/recall tools keep.
+"""Agents (agent profiles), the per-person notes the remember/recall tools keep, and the
+runs of tools that execute on workers.
 
 An agent stores a tool *intent* (``ToolIntent`` shape), never a tool list. An agent with
 no owner is shared: visible to everyone, editable by staff. The ``default`` agent is
 created by a migration and always exists.
+
+A ``ToolRun`` moves forward only: queued → running → succeeded, failed, cancelled or lost
+(queued may also end cancelled or lost), each step a conditional UPDATE on the status, so a
+redelivered task or a late worker can never run a tool twice or overwrite an ending.
 """
 
 from __future__ import annotations
+
+import uuid
 
 from django.conf import settings
 from django.db import models
@@ -53,3 +60,50 @@ class Note(models.Model):
 
     def __str__(self) -> str:
         return self.text[:60]
+
+
+class ToolRun(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        LOST = "lost"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(
+        "sessions_app.ChatSession", on_delete=models.CASCADE, related_name="tool_runs"
+    )
+    turn = models.CharField(max_length=36)
+    call_id = models.CharField(max_length=200)
+    tool = models.CharField(max_length=128)
+    arguments = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    # How the call ran: the context fields a worker rebuilds the tool's context from.
+    channel = models.CharField(max_length=16, default="web")
+    mode = models.CharField(max_length=16, blank=True)
+    timeout = models.FloatField(null=True, blank=True)
+    # Where the turn waits: its control channel, told when the run ends.
+    reply_channel = models.CharField(max_length=120, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    # {"status", "content", "reason"} once the run has ended.
+    result = models.JSONField(null=True, blank=True)
+    tail = models.TextField(blank=True)
+    bytes_total = models.PositiveBigIntegerField(default=0)
+    worker = models.CharField(max_length=200, blank=True)
+    task_id = models.CharField(max_length=64, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    started = models.DateTimeField(null=True, blank=True)
+    heartbeat = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+        indexes = [models.Index(fields=["status", "heartbeat"])]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "call_id"], name="tool_run_call_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} {self.call_id} ({self.status})"

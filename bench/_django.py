@@ -19,6 +19,23 @@ def ensure_database(url: str) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
+def drop_database(url: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    parts = urlsplit(url)
+    admin = url.replace(parts.path, "/postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+        conn.execute(drop.format(sql.Identifier(parts.path.lstrip("/"))))
+
+
+def recreate_database(url: str) -> None:
+    """A fresh database: a run never inherits the rows or seqs of an earlier one."""
+    drop_database(url)
+    ensure_database(url)
+
+
 def django_setup(database_url: str, *, redis_url: str | None = None) -> None:
     ensure_database(database_url)
     os.environ.update(

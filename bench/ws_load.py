@@ -37,7 +37,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -81,36 +80,6 @@ class _Client:
 
 class _Stuck(Exception):
     """A client cannot go on: no socket opens, or a turn never ends."""
-
-
-def _admin_url() -> str:
-    return DATABASE_URL.replace(urlsplit(DATABASE_URL).path, "/postgres")
-
-
-def _database_name() -> str:
-    return urlsplit(DATABASE_URL).path.lstrip("/")
-
-
-def _drop_database() -> None:
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(_admin_url(), autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(_database_name())
-            )
-        )
-
-
-def _create_database() -> None:
-    import psycopg
-    from psycopg import sql
-
-    # Dropped first so a run never inherits the seqs or sessions of an earlier one.
-    _drop_database()
-    with psycopg.connect(_admin_url(), autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(_database_name())))
 
 
 def _flush_redis() -> None:
@@ -372,10 +341,12 @@ def _report(
 
 
 def _run(var_dir: Path) -> list[str]:
+    from _django import recreate_database
+
     from tests.conftest import app_env, daphne, manage
     from tests.fakes import FakeAnthropic, Reply
 
-    _create_database()
+    recreate_database(DATABASE_URL)
     _flush_redis()
     with FakeAnthropic(responder=lambda body: Reply(text=REPLY, chunks=DELTAS)) as model:
         env = app_env(
@@ -418,6 +389,8 @@ def _close_django() -> None:
 
 
 def main() -> None:
+    from _django import drop_database
+
     started = time.perf_counter()
     var_dir = Path(tempfile.mkdtemp(prefix="toolhub-ws-load-"))
     try:
@@ -425,7 +398,7 @@ def main() -> None:
     finally:
         _close_django()
         with contextlib.suppress(Exception):
-            _drop_database()
+            drop_database(DATABASE_URL)
         with contextlib.suppress(Exception):
             _flush_redis()
         shutil.rmtree(var_dir, ignore_errors=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -138,6 +139,36 @@ def daphne(env: dict[str, str], *, log: Path | None = None) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@contextmanager
+def celery_worker(env: dict[str, str], *, log: Path) -> Iterator[None]:
+    """A real Celery worker (one prefork process) serving the tools queue; its output goes
+    to ``log``. Ready once it says so; stopped with its whole process group."""
+    command = [sys.executable, "-m", "celery", "-A", "toolhub", "worker", "-Q", "tools"]
+    name = f"tools-{os.getpid()}-{time.monotonic_ns()}@%h"
+    process = subprocess.Popen(
+        [*command, "-c", "1", "-n", name, "--without-mingle", "--without-gossip", "-l", "INFO"],
+        cwd=ROOT,
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while " ready." not in log.read_text():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the Celery worker did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(5)
 
 
 @pytest.fixture

@@ -204,6 +204,9 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Long tools go to their own queue, so workers for them scale apart from other tasks
+# (`celery -A toolhub worker -Q tools`).
+CELERY_TASK_ROUTES = {"toolhub.tool_run": {"queue": "tools"}}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2}
 
@@ -285,6 +288,15 @@ TOOLHUB_PROVIDER_RETRIES = _env_int("TOOLHUB_PROVIDER_RETRIES", 3)
 TOOLHUB_PROVIDER_BACKOFF = _env_float("TOOLHUB_PROVIDER_BACKOFF", 1.0)
 # Seconds a tool that needs approval (or a question to the person) waits for an answer.
 TOOLHUB_APPROVAL_TIMEOUT = _env_float("TOOLHUB_APPROVAL_TIMEOUT", 300.0)
+
+# --- Tools on workers -----------------------------------------------------------------
+
+# A running worker tool proves it is alive this often (seconds), and is marked lost when
+# it has not for TOOLHUB_RUN_LOST_AFTER; the turn then gets an error result.
+TOOLHUB_RUN_HEARTBEAT = _env_float("TOOLHUB_RUN_HEARTBEAT", 2.0)
+TOOLHUB_RUN_LOST_AFTER = _env_float("TOOLHUB_RUN_LOST_AFTER", 15.0)
+# A run no worker has taken after this long is given up (no worker for the tools queue).
+TOOLHUB_RUN_QUEUE_TIMEOUT = _env_float("TOOLHUB_RUN_QUEUE_TIMEOUT", 600.0)
 
 # --- Static files ----------------------------------------------------------------------
 

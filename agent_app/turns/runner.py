@@ -40,6 +40,7 @@ from agent_app.providers import (
 )
 from agent_app.turns.control import listen
 from agent_app.turns.loop import db
+from agent_app.turns.runs import run_on_worker
 from agent_app.turns.state import LostClaim, claim, persist, release, renew
 from agent_app.turns.tails import TailPump
 from profiles_app.services import global_disables
@@ -215,6 +216,8 @@ class TurnRunner:
         self.cancel = CancelToken()
         self._pending: list[tuple[str, dict[str, Any]]] = []
         self._answers: dict[str, asyncio.Future[Any]] = {}
+        # Worker runs this turn waits for (call id → set when the worker says it ended).
+        self._runs_done: dict[str, asyncio.Event] = {}
         self._checkpoint: list[str] = []
         self._current_call = ""
         self._failed = False
@@ -522,15 +525,18 @@ class TurnRunner:
             if veto:
                 return ("vetoed", f"{tool.name} is not allowed: {veto}", veto)
         before = turn.loaded
-        pump = TailPump(self.session_id, call["call_id"])
         self._current_call = call["call_id"]
         try:
-            outcome: ToolResult = await tool.execute(
-                arguments, replace(ctx, on_update=pump.on_update)
-            )
+            if tool.runs_on == "worker":
+                outcome = await self._on_worker(tool, call, ctx)
+            else:
+                pump = TailPump(self.session_id, call["call_id"])
+                try:
+                    outcome = await tool.execute(arguments, replace(ctx, on_update=pump.on_update))
+                finally:
+                    await pump.close()
         finally:
             self._current_call = ""
-            await pump.close()
         references = [name for name in turn.loaded if name not in before]
         status = outcome.status if outcome.status in ("ok", "cancelled") else "error"
         if outcome.is_error and status == "ok":
@@ -541,6 +547,23 @@ class TurnRunner:
             status = "cancelled"
         reason = "the turn was cancelled" if status == "cancelled" else ""
         return (status, outcome.content, reason, references)
+
+    async def _on_worker(self, tool: Any, call: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        done = self._runs_done[call["call_id"]] = asyncio.Event()
+        try:
+            return await run_on_worker(
+                tool=tool,
+                session_id=self.session_id,
+                turn=self.turn_id,
+                call_id=call["call_id"],
+                arguments=call["arguments"],
+                ctx=ctx,
+                reply_channel=self.control,
+                done=done,
+                cancel=self.cancel,
+            )
+        finally:
+            self._runs_done.pop(call["call_id"], None)
 
     async def _ask_approval(self, call: dict[str, Any]) -> bool | str:
         call_id = call["call_id"]
@@ -592,6 +615,10 @@ class TurnRunner:
             value = message.get("allow") if kind == "turn.approve" else message.get("text")
             if future is not None and not future.done():
                 future.set_result(value)
+        elif kind == "run.done":
+            done = self._runs_done.get(message.get("call_id", ""))
+            if done is not None:
+                done.set()
 
     async def _heartbeat(self) -> None:
         while True:

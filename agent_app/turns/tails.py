@@ -31,6 +31,9 @@ class TailPump:
         self._scheduled = False
         self._last = 0.0
         self._sending: asyncio.Task[None] | None = None
+        # One send at a time, each taking the latest update when its turn comes: frames
+        # leave in the order of the output.
+        self._send_lock = asyncio.Lock()
         self._closed = False
 
     def on_update(self, update: TailUpdate) -> None:
@@ -53,23 +56,31 @@ class TailPump:
             self._sending = self._loop.create_task(self._send())
 
     async def _send(self) -> None:
-        self._scheduled = False
-        update = self._latest
-        if update is None or update is self._sent:
-            return
-        self._sent = update
-        self._last = time.monotonic()
-        frame = tail_frame(self._call_id, update)
-        with contextlib.suppress(Exception):
-            await db(_tails_put, session_id=self._session_id, call_id=self._call_id, frame=frame)
-        await notify_tail(self._session_id, frame)
+        async with self._send_lock:
+            # Reset under the lock: an update arriving while this send waits is in it,
+            # and one arriving after schedules the next send a full interval later.
+            self._scheduled = False
+            update = self._latest
+            if update is None or update is self._sent:
+                return
+            self._sent = update
+            self._last = time.monotonic()
+            frame = tail_frame(self._call_id, update)
+            # The socket first: keeping the tail for a later resume is off the live path.
+            await notify_tail(self._session_id, frame)
+            with contextlib.suppress(Exception):
+                await db(
+                    _tails_put, session_id=self._session_id, call_id=self._call_id, frame=frame
+                )
 
     async def close(self) -> None:
+        """Send the last tail (keeping the interval), then forget the call's tail."""
         self._closed = True
         if self._sending is not None:
             with contextlib.suppress(Exception):
                 await self._sending
         if self._latest is not None and self._latest is not self._sent:
+            await asyncio.sleep(max(0.0, TAIL_INTERVAL - (time.monotonic() - self._last)))
             await self._send()
         if self._sent is not None:
             with contextlib.suppress(Exception):

@@ -86,6 +86,8 @@ class TailAccumulator:
     """The last ``capacity`` characters of a stream; older text is evicted, never buffered.
 
     Memory stays bounded whatever a tool prints; ``total_chars`` counts everything seen.
+    Appends and reads may come from different threads (a sync tool prints, the loop
+    reads); ``text`` is joined only when read, once per change.
     """
 
     def __init__(self, capacity: int) -> None:
@@ -95,31 +97,38 @@ class TailAccumulator:
         self.total_chars = 0
         self._chunks: deque[str] = deque()
         self._size = 0
+        self._lock = threading.Lock()
+        self._joined: str | None = ""
 
     def append(self, text: str) -> None:
         if not text:
             return
-        self.total_chars += len(text)
-        if len(text) >= self.capacity:
-            self._chunks.clear()
-            self._chunks.append(text[-self.capacity :])
-            self._size = self.capacity
-            return
-        self._chunks.append(text)
-        self._size += len(text)
-        while self._size > self.capacity:
-            overflow = self._size - self.capacity
-            oldest = self._chunks[0]
-            if len(oldest) <= overflow:
-                self._chunks.popleft()
-                self._size -= len(oldest)
-            else:
-                self._chunks[0] = oldest[overflow:]
-                self._size -= overflow
+        with self._lock:
+            self._joined = None
+            self.total_chars += len(text)
+            if len(text) >= self.capacity:
+                self._chunks.clear()
+                self._chunks.append(text[-self.capacity :])
+                self._size = self.capacity
+                return
+            self._chunks.append(text)
+            self._size += len(text)
+            while self._size > self.capacity:
+                overflow = self._size - self.capacity
+                oldest = self._chunks[0]
+                if len(oldest) <= overflow:
+                    self._chunks.popleft()
+                    self._size -= len(oldest)
+                else:
+                    self._chunks[0] = oldest[overflow:]
+                    self._size -= overflow
 
     @property
     def text(self) -> str:
-        return "".join(self._chunks)
+        with self._lock:
+            if self._joined is None:
+                self._joined = "".join(self._chunks)
+            return self._joined
 
     @property
     def dropped_chars(self) -> int:
@@ -128,12 +137,19 @@ class TailAccumulator:
 
 @dataclass(frozen=True, slots=True)
 class TailUpdate:
-    """What ``on_update`` receives: the current tail and how much has streamed so far."""
+    """What ``on_update`` receives: the chunk just printed, how much has streamed so far,
+    and ``tail``, the current tail when it is read (never older than this update). The
+    tail is not copied per update: a tool printing a line at a time would otherwise pay
+    for the whole tail on every line."""
 
     chunk: str
-    tail: str
     total_chars: int
     elapsed_ms: int
+    source: TailAccumulator = field(repr=False, compare=False)
+
+    @property
+    def tail(self) -> str:
+        return self.source.text
 
 
 class ResultCache(Protocol):
@@ -229,8 +245,8 @@ class ToolContext:
             self.on_update(
                 TailUpdate(
                     chunk=chunk,
-                    tail=self.tail.text,
                     total_chars=self.tail.total_chars,
                     elapsed_ms=int((time.monotonic() - self.started) * 1000),
+                    source=self.tail,
                 )
             )

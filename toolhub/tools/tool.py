@@ -187,6 +187,17 @@ class Tool:
             value = min(value, self.timeout_max)
         return value
 
+    def budget_for(self, arguments: Mapping[str, Any]) -> float | None:
+        """The seconds a call may run: the call's own ``timeout`` argument, clamped, for a
+        tool that takes one; else the tool's timeout."""
+        if not self.takes_timeout:
+            return self.timeout
+        spec = self.parameters["properties"]["timeout"]
+        requested = arguments.get("timeout", spec.get("default"))
+        if not isinstance(requested, int | float) or isinstance(requested, bool):
+            requested = None
+        return self.clamp_timeout(requested)
+
     def cache_key(self, arguments: Mapping[str, Any], ctx: ToolContext) -> str:
         scope = ctx.user_id if self.cache_per_user else None
         payload = canonical_json({"tool": self.name, "args": arguments, "user": scope})
@@ -211,12 +222,10 @@ class Tool:
         except ArgumentError as exc:
             return ToolResult.error(f"{self.name}: {exc}")
 
-        budget = self.timeout
-        if self.takes_timeout:
+        budget = self.budget_for(args)
+        if self.takes_timeout and budget is not None:
             spec = self.parameters["properties"]["timeout"]
-            budget = self.clamp_timeout(args.get("timeout", spec.get("default")))
-            if budget is not None:
-                args["timeout"] = int(budget) if spec.get("type") == "integer" else budget
+            args["timeout"] = int(budget) if spec.get("type") == "integer" else budget
 
         key = self.cache_key(args, ctx) if self.cache and ctx.cache is not None else None
         if key is not None:

@@ -1,0 +1,491 @@
+"""Tools that run on workers: the ``ToolRun`` record, the worker's side, the turn's wait.
+
+A ``runs_on="worker"`` call becomes a ``ToolRun`` row, then a Celery task on the ``tools``
+queue (or, in the embedded default with no broker, a task on this process's loop: the
+same record, streaming and cancel). What stays true:
+
+- **At most once.** The worker claims the run with a conditional UPDATE (queued →
+  running); a redelivered task, or one for a run already cancelled or lost, finds nothing
+  to claim and does nothing. Every ending is a conditional UPDATE from a live status, so
+  the first ending wins and a late worker cannot overwrite a ``lost`` or ``cancelled``.
+- **Vetoed before it is queued, and again before it runs.** The turn checks disables
+  before creating the run; the worker checks the tool is registered and not disabled
+  globally now.
+- **Live, bounded output.** The tool's ``on_update`` feeds a ``TailPump`` (at most ten
+  ``tail`` frames a second, always the last, the current tail kept for a socket that
+  resumes); the heartbeat stores the latest tail on the row. Only the latest tail is
+  held, whatever the tool prints.
+- **No turn waits forever.** The worker tells the turn it is done through the turn's
+  control channel; the turn also reads the row every few seconds, and a run whose
+  heartbeat stopped (a killed worker) or that no worker took in time is marked ``lost``.
+- **Cancel reaches the tool.** The turn sets ``cancel_requested`` on the row and a flag in
+  the shared cache that the worker reads four times a second (the row is read on each
+  heartbeat too); the tool's cancel token fires and it cleans up. A queued run is
+  cancelled on the spot and its task revoked.
+- **Time limits.** The tool's own timeout stops it cooperatively (it gets the cancel and
+  cleans up); Celery's soft limit, a little later, stops a tool that did not, and the hard
+  limit kills the task (the heartbeat stops, and the run ends ``lost``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import connection
+from django.db.models import Q
+from django.utils import timezone
+
+from agent_app.models import ToolRun
+from agent_app.turns.control import steer
+from agent_app.turns.loop import db
+from agent_app.turns.tails import TailPump
+from profiles_app.services import global_disables
+from sessions_app.models import ChatSession
+from sessions_app.services import session_context
+from toolhub.tools import CancelToken, TailUpdate, Tool, ToolContext, ToolResult, registry
+
+logger = logging.getLogger(__name__)
+
+Status = ToolRun.Status
+LIVE = (Status.QUEUED, Status.RUNNING)
+ENDED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.LOST)
+# Celery's soft limit comes this long after the tool's own timeout, the hard limit this
+# long after the soft one; a soft-stopped tool gets CLEANUP_GRACE to finish.
+SOFT_MARGIN = 2.0
+HARD_GRACE = 10.0
+CLEANUP_GRACE = 5.0
+# How long a cancelled run may take to stop before the turn stops waiting for it, and how
+# often a running one looks for the cancel flag.
+CANCEL_GRACE = 10.0
+CANCEL_POLL = 0.25
+# Runs without a timeout still end at the worker's limits.
+DEFAULT_LIMIT = 3600.0
+_embedded: set[asyncio.Task[None]] = set()
+
+
+# --- the turn's side ----------------------------------------------------------------
+
+
+async def run_on_worker(
+    *,
+    tool: Tool,
+    session_id: Any,
+    turn: str,
+    call_id: str,
+    arguments: dict[str, Any],
+    ctx: ToolContext,
+    reply_channel: str,
+    done: asyncio.Event,
+    cancel: CancelToken,
+) -> ToolResult:
+    """Run ``tool`` on a worker and wait for its ending.
+
+    ``done`` is set by the turn when the worker says the run ended (a ``run.done`` control
+    message); the row is the truth either way.
+    """
+    run = await db(
+        run_create,
+        session_id=session_id,
+        turn=turn,
+        call_id=call_id,
+        tool=tool.name,
+        arguments=arguments,
+        channel=ctx.channel,
+        mode=ctx.mode or "",
+        timeout=tool.budget_for(arguments),
+        reply_channel=reply_channel,
+    )
+    await run_enqueue(run=run)
+    ended = await _wait(run_id=run.pk, done=done, cancel=cancel)
+    return _as_result(ended)
+
+
+def run_create(
+    *,
+    session_id: Any,
+    turn: str,
+    call_id: str,
+    tool: str,
+    arguments: dict[str, Any],
+    channel: str,
+    mode: str,
+    timeout: float | None,
+    reply_channel: str,
+) -> ToolRun:
+    return ToolRun.objects.create(
+        session_id=session_id,
+        turn=turn,
+        call_id=call_id,
+        tool=tool,
+        arguments=arguments,
+        channel=channel,
+        mode=mode,
+        timeout=timeout,
+        reply_channel=reply_channel,
+    )
+
+
+async def run_enqueue(*, run: ToolRun) -> None:
+    """Hand the run to a worker: a Celery task on the ``tools`` queue, with time limits
+    from the tool's timeout; with no broker (embedded), a task on this loop."""
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        task = asyncio.get_running_loop().create_task(run_execute(run_id=run.pk))
+        _embedded.add(task)
+        task.add_done_callback(_embedded.discard)
+        return
+    await db(_apply_async, run=run)
+
+
+def _apply_async(*, run: ToolRun) -> None:
+    from agent_app.tasks import tool_run
+
+    soft = (run.timeout or DEFAULT_LIMIT) + SOFT_MARGIN
+    sent = tool_run.apply_async(
+        args=[str(run.pk)], soft_time_limit=soft, time_limit=soft + HARD_GRACE
+    )
+    ToolRun.objects.filter(pk=run.pk).update(task_id=sent.id)
+
+
+async def _wait(*, run_id: Any, done: asyncio.Event, cancel: CancelToken) -> ToolRun:
+    """Wait for the run to end: woken by the worker's message, by the person's cancel, or
+    every poll interval (the row is read then, and a stale run reaped)."""
+    poll = max(0.2, min(5.0, settings.TOOLHUB_RUN_LOST_AFTER / 3))
+    cancel_by = None
+    while True:
+        waits = [asyncio.ensure_future(done.wait())]
+        if cancel_by is None:
+            waits.append(asyncio.ensure_future(cancel.wait()))
+        try:
+            await asyncio.wait(waits, timeout=poll, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+        done.clear()
+        if cancel.cancelled and cancel_by is None:
+            await run_cancel(run_id=run_id)
+            cancel_by = asyncio.get_running_loop().time() + CANCEL_GRACE
+        run = await db(run_check, run_id=run_id)
+        if run.status in ENDED:
+            return run
+        if cancel_by is not None and asyncio.get_running_loop().time() > cancel_by:
+            # The worker did not stop in time: the turn goes on; the run ends here.
+            ended = await db(
+                _run_cancelled, run_id=run_id, content="Cancelled; the worker did not stop yet."
+            )
+            if ended is not None:
+                return ended
+
+
+async def run_cancel(*, run_id: Any) -> None:
+    """Ask the run to stop: a queued run is cancelled at once (its task revoked); a
+    running one sees the flag within ``CANCEL_POLL`` seconds."""
+    run = await db(_cancel_flag, run_id=run_id)
+    if run is None or run.status != Status.QUEUED:
+        return
+    ended = await db(
+        _run_cancelled,
+        run_id=run_id,
+        content="Cancelled before a worker started it.",
+        only_from=(Status.QUEUED,),
+    )
+    if ended is not None and run.task_id and not settings.CELERY_TASK_ALWAYS_EAGER:
+        await db(_revoke, task_id=run.task_id)
+
+
+def _cancel_key(run_id: Any) -> str:
+    return f"toolhub:run-cancel:{run_id}"
+
+
+def _cancel_flag(*, run_id: Any) -> ToolRun | None:
+    cache.set(_cancel_key(run_id), True, timeout=3600)
+    ToolRun.objects.filter(pk=run_id, status__in=LIVE).update(cancel_requested=True)
+    return ToolRun.objects.filter(pk=run_id, status__in=LIVE).first()
+
+
+def _cancel_asked(*, run_id: Any) -> bool:
+    return bool(cache.get(_cancel_key(run_id)))
+
+
+def _revoke(*, task_id: str) -> None:
+    from toolhub.celery import app
+
+    app.control.revoke(task_id)
+
+
+def run_check(*, run_id: Any) -> ToolRun:
+    """The run as stored, after reaping it if its worker went quiet or none took it."""
+    runs_reap(ids=[run_id])
+    return ToolRun.objects.get(pk=run_id)
+
+
+def runs_reap(*, ids: list[Any] | None = None) -> int:
+    """Mark ``lost`` every running run whose heartbeat is older than the bound, and every
+    queued run no worker took in time. Returns how many were reaped."""
+    now = timezone.now()
+    quiet = now - timedelta(seconds=settings.TOOLHUB_RUN_LOST_AFTER)
+    unclaimed = now - timedelta(seconds=settings.TOOLHUB_RUN_QUEUE_TIMEOUT)
+    stale = ToolRun.objects.filter(
+        Q(status=Status.RUNNING, heartbeat__lt=quiet)
+        | Q(status=Status.QUEUED, created__lt=unclaimed)
+    )
+    if ids is not None:
+        stale = stale.filter(pk__in=ids)
+    reaped = 0
+    for run in stale.only("pk", "status", "tool", "started", "timeout"):
+        if run.status == Status.QUEUED:
+            content = f"No worker took {run.tool} in time (is a worker serving the tools queue?)."
+            reason = "no worker available"
+        elif run.started and _past_hard_limit(run, now):
+            content = f"{run.tool} was killed at its time limit."
+            reason = "time limit"
+        else:
+            content = f"The worker running {run.tool} was lost; the tool did not finish."
+            reason = "worker lost"
+        ended = _run_end(
+            run_id=run.pk,
+            status=Status.LOST,
+            result={"status": "error", "content": content, "reason": reason},
+            only_from=(run.status,),
+        )
+        reaped += ended is not None
+    return reaped
+
+
+def _past_hard_limit(run: ToolRun, now: Any) -> bool:
+    limit = (run.timeout or DEFAULT_LIMIT) + SOFT_MARGIN + HARD_GRACE
+    return (now - run.started).total_seconds() >= limit
+
+
+def _run_end(
+    *,
+    run_id: Any,
+    status: str,
+    result: dict[str, Any],
+    only_from: tuple[str, ...] = LIVE,
+    tail: str | None = None,
+    bytes_total: int | None = None,
+) -> ToolRun | None:
+    """End the run if it is still in one of ``only_from``; the first ending wins."""
+    changes: dict[str, Any] = {"status": status, "result": result, "finished": timezone.now()}
+    if tail is not None:
+        changes.update(tail=tail, bytes_total=bytes_total or 0)
+    if not ToolRun.objects.filter(pk=run_id, status__in=only_from).update(**changes):
+        return None
+    return ToolRun.objects.get(pk=run_id)
+
+
+def _run_cancelled(
+    *, run_id: Any, content: str, only_from: tuple[str, ...] = LIVE
+) -> ToolRun | None:
+    return _run_end(
+        run_id=run_id,
+        status=Status.CANCELLED,
+        result={"status": "cancelled", "content": content, "reason": "the turn was cancelled"},
+        only_from=only_from,
+    )
+
+
+def _as_result(run: ToolRun) -> ToolResult:
+    result = run.result or {}
+    content = str(result.get("content", ""))
+    status = result.get("status", "error")
+    if status == "ok":
+        return ToolResult(content=content)
+    if status == "cancelled":
+        return ToolResult.cancelled(content)
+    return ToolResult(content=content, is_error=True, status="error")
+
+
+# --- the worker's side ------------------------------------------------------------------
+
+
+def run_in_worker(*, run_id: str) -> None:
+    """The Celery task's body: run the tool on an event loop of its own thread, so that
+    Celery's soft time limit (raised in this, the main thread) can stop it cleanly."""
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    stop = CancelToken()
+    finished = threading.Event()
+    # Set when this task returns: the watch ends even if a deaf tool's thread does not.
+    returned = threading.Event()
+    latest: list[TailUpdate] = []
+
+    def body() -> None:
+        try:
+            asyncio.run(run_execute(run_id=run_id, stop=stop, latest=latest))
+        finally:
+            finished.set()
+
+    def watch() -> None:
+        # The heartbeat and the cancel watch have a thread of their own: a tool that
+        # blocks its loop still shows its worker alive (its time limits deal with it).
+        beat_at = time.monotonic() + settings.TOOLHUB_RUN_HEARTBEAT
+        try:
+            while not finished.wait(CANCEL_POLL) and not returned.is_set():
+                try:
+                    if not stop.cancelled and _cancel_asked(run_id=run_id):
+                        stop.cancel()
+                    if time.monotonic() >= beat_at:
+                        beat_at = time.monotonic() + settings.TOOLHUB_RUN_HEARTBEAT
+                        if _beat_once(run_id=run_id, latest=latest):
+                            stop.cancel()
+                except Exception:
+                    logger.warning("tool run %s: heartbeat failed", run_id, exc_info=True)
+        finally:
+            connection.close()
+
+    threading.Thread(target=body, daemon=True).start()
+    threading.Thread(target=watch, daemon=True).start()
+    # This thread only waits, so Celery's soft limit (raised into it) never lands in the
+    # middle of a query. An exception raised into Thread.join can leave the thread looking
+    # finished; an Event keeps its state.
+    try:
+        while not finished.wait(1.0):
+            pass
+    except SoftTimeLimitExceeded:
+        stop.cancel()
+        finished.wait(CLEANUP_GRACE)
+        ended = _run_end(
+            run_id=run_id,
+            status=Status.FAILED,
+            result={
+                "status": "error",
+                "content": "The tool was stopped at its time limit.",
+                "reason": "time limit",
+            },
+            only_from=(Status.RUNNING,),
+        )
+        if ended is not None:
+            asyncio.run(_tell_turn(ended))
+    finally:
+        returned.set()
+
+
+async def run_execute(
+    *, run_id: Any, stop: CancelToken | None = None, latest: list[TailUpdate] | None = None
+) -> None:
+    """Claim the run and execute its tool here, streaming its tail; store the ending and
+    tell the turn. Given ``stop``, the caller keeps the heartbeat and the cancel watch
+    (with ``latest`` holding the current tail for it); otherwise this loop does."""
+    run = await db(_claim, run_id=run_id)
+    if run is None:
+        return
+    token = stop.child() if stop is not None else CancelToken()
+    if run.cancel_requested:
+        token.cancel()
+    pump = TailPump(run.session_id, run.call_id)
+    latest = [] if latest is None else latest
+
+    def on_update(update: TailUpdate) -> None:
+        latest[:] = [update]
+        pump.on_update(update)
+
+    watchers = []
+    if stop is None:
+        watchers = [asyncio.ensure_future(_watch(run.pk, latest, token))]
+    try:
+        outcome = await _execute(run, on_update, token)
+    except Exception as exc:
+        logger.exception("tool run %s failed", run.pk)
+        outcome = ToolResult.error(f"{run.tool} failed on the worker: {type(exc).__name__}")
+    finally:
+        for watcher in watchers:
+            watcher.cancel()
+        await pump.close()
+    if outcome.status == "cancelled" or (token.cancelled and outcome.status != "ok"):
+        status, stored = Status.CANCELLED, "cancelled"
+    elif outcome.status == "ok" and not outcome.is_error:
+        status, stored = Status.SUCCEEDED, "ok"
+    else:
+        status, stored = Status.FAILED, "error"
+    result = {"status": stored, "content": outcome.content}
+    if stored == "cancelled":
+        result["reason"] = "the turn was cancelled"
+    tail = latest[0] if latest else None
+    ended = await db(
+        _run_end,
+        run_id=run.pk,
+        status=status,
+        result=result,
+        only_from=(Status.RUNNING,),
+        tail=tail.tail if tail else "",
+        bytes_total=tail.total_chars if tail else 0,
+    )
+    if ended is not None:
+        await _tell_turn(ended)
+
+
+def _claim(*, run_id: Any) -> ToolRun | None:
+    now = timezone.now()
+    claimed = ToolRun.objects.filter(pk=run_id, status=Status.QUEUED).update(
+        status=Status.RUNNING,
+        started=now,
+        heartbeat=now,
+        worker=f"{socket.gethostname()}:{os.getpid()}",
+    )
+    return ToolRun.objects.get(pk=run_id) if claimed else None
+
+
+async def _execute(run: ToolRun, on_update: Any, token: CancelToken) -> ToolResult:
+    tool = registry.get(run.tool)
+    if tool is None:
+        return ToolResult.error(f"{run.tool} is not a tool this worker knows")
+    disabled = await db(global_disables)
+    if run.tool in disabled:
+        return ToolResult.error(f"{run.tool} is not allowed: {disabled[run.tool]}")
+    ctx = await db(_context, run=run)
+    return await tool.execute(run.arguments, replace(ctx, on_update=on_update, cancel=token))
+
+
+def _context(*, run: ToolRun) -> ToolContext:
+    session = ChatSession.objects.select_related("agent").get(pk=run.session_id)
+    ctx = session_context(session=session, attended=False, channel=run.channel)
+    return replace(ctx, mode=run.mode or None)
+
+
+async def _watch(run_id: Any, latest: list[TailUpdate], token: CancelToken) -> None:
+    """The heartbeat and the cancel watch, on the run's own loop (the embedded path)."""
+    beat_at = time.monotonic() + settings.TOOLHUB_RUN_HEARTBEAT
+    while not token.cancelled:
+        await asyncio.sleep(CANCEL_POLL)
+        try:
+            if await db(_cancel_asked, run_id=run_id):
+                token.cancel()
+            if time.monotonic() >= beat_at:
+                beat_at = time.monotonic() + settings.TOOLHUB_RUN_HEARTBEAT
+                if await db(_beat_once, run_id=run_id, latest=latest):
+                    token.cancel()
+        except Exception:
+            logger.warning("tool run %s: heartbeat or cancel check failed", run_id, exc_info=True)
+
+
+def _beat_once(*, run_id: Any, latest: list[TailUpdate]) -> bool:
+    """Prove the run is alive and store its latest tail; says whether cancel was asked
+    (the row's flag, in case the cache lost its own)."""
+    changes: dict[str, Any] = {"heartbeat": timezone.now()}
+    update = latest[0] if latest else None
+    if update is not None:
+        changes.update(tail=update.tail, bytes_total=update.total_chars)
+    ToolRun.objects.filter(pk=run_id, status=Status.RUNNING).update(**changes)
+    return ToolRun.objects.filter(pk=run_id, cancel_requested=True).exists()
+
+
+async def _tell_turn(run: ToolRun) -> None:
+    if run.reply_channel:
+        with contextlib.suppress(Exception):
+            await steer(
+                run.reply_channel,
+                run.turn,
+                {"type": "run.done", "run": str(run.pk), "call_id": run.call_id},
+            )

@@ -1,0 +1,353 @@
+"""Worker tools end to end: turns in this process (the session socket, the runner, the
+fake Messages API), a real Celery worker process on the Redis broker, one PostgreSQL.
+
+What a person would notice: the result reaches the chat, output streams while the tool
+runs (coalesced, with a last frame), Stop stops it (its processes too), a tool that
+overruns is stopped with its cleanup, a killed worker gives an error instead of a hung
+turn, a disabled tool never reaches a worker, and nothing runs twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from channels.db import database_sync_to_async
+
+from tests.conftest import app_env, celery_worker, need
+from tests.fakes import Reply
+from tests.integration.chat import events, open_socket, send, until
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
+
+
+@pytest.fixture(scope="module")
+def worker(django_db_setup, django_db_blocker, tmp_path_factory):
+    """A real Celery worker (one prefork child) serving the tools queue, on the test
+    database and this process's Redis; yields its log file."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] != "django.db.backends.postgresql":
+        need("PostgreSQL", "the worker tests share the test database with a worker process")
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        need("Redis", "REDIS_URL is not set, so there is no broker for a worker")
+    password = f":{database['PASSWORD']}" if database.get("PASSWORD") else ""
+    url = (
+        f"postgres://{database['USER']}{password}@{database['HOST']}:{database['PORT']}"
+        f"/{database['NAME']}"
+    )
+    var_dir = tmp_path_factory.mktemp("worker")
+    env = app_env(
+        var_dir,
+        DATABASE_URL=url,
+        REDIS_URL=settings.CELERY_BROKER_URL,
+        TOOLHUB_TOOL_MODULES="tests.integration.worker_tools",
+        TOOLHUB_RUN_HEARTBEAT="0.5",
+        TOOLHUB_SEMANTIC_SEARCH="0",
+    )
+    log = var_dir / "worker.log"
+    with celery_worker(env, log=log):
+        yield log
+
+
+@pytest.fixture
+def tools(registry_state, settings):
+    """The worker's tools in this process's registry too, and a quick loss bound."""
+    from tests.integration import worker_tools
+
+    for tool in worker_tools.TOOLS:
+        if tool.name not in registry_state:
+            registry_state.register(tool)
+    settings.TOOLHUB_RUN_LOST_AFTER = 3.0
+    return worker_tools
+
+
+@database_sync_to_async
+def new_session(user, **kwargs):
+    from sessions_app.services import session_create
+
+    return session_create(user=user, **kwargs)
+
+
+@database_sync_to_async
+def runs(session):
+    from agent_app.models import ToolRun
+
+    return list(ToolRun.objects.filter(session=session).order_by("created"))
+
+
+def _result(frames) -> dict:
+    return events(frames, "tool_result")[0]["data"]
+
+
+def _tails(frames) -> list[dict]:
+    return [frame for frame in frames if frame["type"] == "tail"]
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+async def _start(owner, model, calls, *, until_tail):
+    """Start a turn that makes ``calls``; returns its socket and session once a tail frame
+    holds ``until_tail``."""
+    model.replies.extend([Reply(tool_calls=calls), Reply(text="done")])
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "chat", "text": "go"})
+    while True:
+        frame = await socket.receive_json_from(timeout=30)
+        if frame["type"] == "tail" and until_tail in frame["tail"]:
+            return socket, session
+
+
+async def _turn(owner, model, calls, *, timeout=60):
+    """One turn that makes ``calls`` then answers "done"; returns its frames and session."""
+    model.replies.extend([Reply(tool_calls=calls), Reply(text="done")])
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "chat", "text": "go"})
+    frames = await until(socket, timeout=timeout)
+    await socket.disconnect()
+    return frames, session
+
+
+async def test_a_worker_tool_runs_on_a_worker_and_its_result_reaches_the_turn(
+    owner, model, tools, worker, tmp_path
+):
+    tally = tmp_path / "tally"
+    frames, session = await _turn(owner, model, [("toolu_1", "tally", {"path": str(tally)})])
+
+    assert (_result(frames)["status"], _result(frames)["content"]) == ("ok", "tallied")
+    assert model.requests[1].body["messages"][-1]["content"][0]["content"] == "tallied"
+    assert tally.read_text() == "ran\n"
+    (run,) = await runs(session)
+    assert run.status == "succeeded"
+    assert run.worker
+    assert not run.worker.endswith(f":{os.getpid()}")
+
+
+async def test_a_redelivered_task_never_runs_a_finished_tool_again(
+    owner, model, tools, worker, tmp_path
+):
+    from agent_app.tasks import tool_run
+
+    tally = tmp_path / "tally"
+    _, session = await _turn(owner, model, [("toolu_1", "tally", {"path": str(tally)})])
+    (run,) = await runs(session)
+
+    for _ in range(2):
+        sent = await asyncio.to_thread(tool_run.apply_async, args=[str(run.pk)])
+        await asyncio.to_thread(sent.get, timeout=30)
+
+    assert tally.read_text() == "ran\n"
+
+
+async def test_the_tail_streams_in_order_coalesced_and_ends_with_a_last_frame(
+    owner, model, tools, worker
+):
+    frames, session = await _turn(owner, model, [("toolu_1", "chatter", {"lines": 10_000})])
+
+    tails = _tails(frames)
+    assert tails, "no tail frame arrived"
+    assert {frame["call_id"] for frame in tails} == {"toolu_1"}
+    totals = [frame["bytes_total"] for frame in tails]
+    assert totals == sorted(totals)
+    assert tails[-1]["tail"].splitlines()[-1].startswith("line 9999 ")
+    # At most ten a second (one more for the first, and the last).
+    assert len(tails) <= tails[-1]["elapsed_ms"] / 100 + 2
+    (run,) = await runs(session)
+    assert run.bytes_total == tails[-1]["bytes_total"]
+    assert run.tail.splitlines()[-1].startswith("line 9999 ")
+
+
+async def test_fifty_megabytes_of_output_keep_the_workers_memory_bounded(
+    owner, model, tools, worker
+):
+    _, session = await _turn(owner, model, [("toolu_w", "flood", {"megabytes": 1})])
+    (warm,) = await runs(session)
+    pid = int(warm.worker.rsplit(":", 1)[1])
+    before = _rss_kib(pid)
+
+    frames, session = await _turn(
+        owner, model, [("toolu_f", "flood", {"megabytes": 50})], timeout=120
+    )
+
+    (run,) = await runs(session)
+    assert run.worker == warm.worker
+    assert _result(frames)["content"] == "printed 50 MB"
+    assert run.bytes_total == 50 * 1024 * 1024
+    assert len(run.tail) <= 4_000
+    assert _rss_kib(pid) - before < 20 * 1024
+
+
+async def test_stop_mid_run_ends_the_commands_processes_and_the_run_is_cancelled(
+    owner, model, tools, worker
+):
+    from toolhub.tools.builtin.bash import sandbox_available
+
+    if not sandbox_available():
+        need("unshare", "the bash sandbox cannot start on this machine")
+    marker = f"sleep {4000 + os.getpid() % 1000}"
+    command = f"echo started; {marker}; echo never"
+    model.replies.extend(
+        [Reply(tool_calls=[("toolu_b", "bash", {"command": command})]), Reply(text="done")]
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "chat", "text": "run it"})
+    await until(socket, ("approval_request",))
+    await send(socket, {"type": "approve", "call_id": "toolu_b", "allow": True})
+    while True:
+        frame = await socket.receive_json_from(timeout=30)
+        if frame["type"] == "tail" and "started" in frame["tail"]:
+            break
+    assert _running(marker)
+
+    await send(socket, {"type": "cancel"})
+    frames = await until(socket, timeout=30)
+
+    assert _result(frames)["status"] == "cancelled"
+    assert events(frames, "turn_finished")[0]["data"]["reason"] == "cancelled"
+    (run,) = await runs(session)
+    assert run.status == "cancelled"
+    await asyncio.sleep(0.5)
+    assert not _running(marker)
+    await socket.disconnect()
+
+
+def _running(command: str) -> bool:
+    return subprocess.run(["pgrep", "-f", command], capture_output=True).returncode == 0
+
+
+async def test_a_tool_that_overruns_its_timeout_gets_its_cleanup_and_an_error(
+    owner, model, tools, worker, tmp_path
+):
+    marker = tmp_path / "cleanup"
+    frames, session = await _turn(owner, model, [("toolu_n", "napper", {"marker": str(marker)})])
+
+    result = _result(frames)
+    assert result["status"] == "error"
+    assert "timed out after 1 s" in result["content"]
+    assert marker.read_text() == "cleaned up"
+    (run,) = await runs(session)
+    assert run.status == "failed"
+
+
+async def test_a_tool_deaf_to_its_timeout_is_stopped_at_the_soft_time_limit(
+    owner, model, tools, worker
+):
+    frames, session = await _turn(owner, model, [("toolu_k", "blocker", {"seconds": 15})])
+
+    result = _result(frames)
+    assert result["status"] == "error"
+    assert "time limit" in result["content"]
+    (run,) = await runs(session)
+    assert run.status == "failed"
+    assert run.result["reason"] == "time limit"
+
+
+async def test_a_worker_killed_mid_run_gives_the_turn_an_error_not_a_hang(
+    owner, model, tools, worker
+):
+    from agent_app.models import ToolRun
+
+    socket, session = await _start(
+        owner, model, [("toolu_s", "sleeper", {"seconds": 60})], until_tail="second 1"
+    )
+    run = await database_sync_to_async(ToolRun.objects.get)(session=session)
+    os.kill(int(run.worker.rsplit(":", 1)[1]), signal.SIGKILL)
+
+    frames = await until(socket, timeout=30)
+
+    result = _result(frames)
+    assert result["status"] == "error"
+    assert "worker" in result["content"]
+    assert "lost" in result["content"]
+    assert events(frames, "turn_finished")[0]["data"]["reason"] == "end_turn"
+    (run,) = await runs(session)
+    assert run.status == "lost"
+    await socket.disconnect()
+
+
+async def test_a_globally_disabled_worker_tool_is_refused_before_anything_is_queued(
+    owner, staff, model, tools, tmp_path
+):
+    from profiles_app.services import tool_disable_globally
+
+    disable = database_sync_to_async(tool_disable_globally)
+    # Disabled before the turn: the tool is not in the turn's contract at all.
+    await disable(user=staff, tool="tally", reason="noisy")
+    tally = tmp_path / "tally"
+    frames, session = await _turn(owner, model, [("toolu_1", "tally", {"path": str(tally)})])
+    result = _result(frames)
+    assert (result["status"], result["content"]) == ("error", "tally is not available here")
+    assert await runs(session) == []
+    assert not tally.exists()
+
+    # Disabled while the call waits for approval: vetoed when it would be queued.
+    model.replies.extend(
+        [Reply(tool_calls=[("toolu_b", "bash", {"command": "echo hi"})]), Reply(text="ok")]
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "chat", "text": "run it"})
+    await until(socket, ("approval_request",))
+    await disable(user=staff, tool="bash", reason="not today")
+    await send(socket, {"type": "approve", "call_id": "toolu_b", "allow": True})
+    result = _result(await until(socket))
+    assert (result["status"], result["reason"]) == ("vetoed", "disabled globally by ops: not today")
+    assert await runs(session) == []
+    await socket.disconnect()
+
+
+async def test_without_a_broker_worker_tools_run_in_process_stream_and_stop(
+    owner, model, tools, settings, tmp_path
+):
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    marker = tmp_path / "cleanup"
+    socket, session = await _start(
+        owner,
+        model,
+        [("toolu_s", "sleeper", {"seconds": 30, "marker": str(marker)})],
+        until_tail="second 1",
+    )
+
+    await send(socket, {"type": "cancel"})
+    frames = await until(socket, timeout=30)
+
+    assert _result(frames)["status"] == "cancelled"
+    assert marker.read_text() == "cleaned up"
+    (run,) = await runs(session)
+    assert (run.status, run.worker.endswith(f":{os.getpid()}")) == ("cancelled", True)
+    assert "second 1" in run.tail
+    await socket.disconnect()
+
+
+async def test_a_socket_that_resumes_while_a_worker_tool_runs_gets_its_current_tail(
+    owner, model, tools, worker
+):
+    talker, session = await _start(
+        owner, model, [("toolu_s", "sleeper", {"seconds": 30})], until_tail="second 1"
+    )
+
+    late = await open_socket(session.pk, owner)
+    await send(late, {"type": "resume", "after_seq": 0})
+    replay = await until(late, ("usage",))
+    tail = await late.receive_json_from(timeout=10)
+    await send(talker, {"type": "cancel"})
+    await until(late, timeout=30)
+
+    assert "tool_call" in [event["kind"] for event in events(replay)]
+    assert (tail["type"], tail["call_id"]) == ("tail", "toolu_s")
+    assert tail["tail"].startswith("second 0\nsecond 1\n")
+    await talker.disconnect()
+    await late.disconnect()
