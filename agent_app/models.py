@@ -100,9 +100,11 @@ class ToolRun(models.Model):
 
     class Meta:
         ordering = ["-created"]
-        indexes = [models.Index(fields=["status", "heartbeat"])]
-        constraints = [
-            models.UniqueConstraint(fields=["session", "call_id"], name="tool_run_call_unique")
+        # Call ids come from the model and need not be unique (some servers number them
+        # per message); a run is its own row, claimed by id.
+        indexes = [
+            models.Index(fields=["status", "heartbeat"]),
+            models.Index(fields=["session", "call_id"]),
         ]
 
     def __str__(self) -> str:
