@@ -290,7 +290,9 @@ def session_history(
     ).order_by("seq")
     history = [*known, *rows.values_list("kind", "data")]
     if last_seq is not None:
-        _history_keep(key, last_seq, history)
+        # Kept once committed: a read inside a transaction may see its own inserts, which
+        # a rollback would take back.
+        transaction.on_commit(lambda: _history_keep(key, last_seq, history))
     return list(history)
 
 

@@ -24,6 +24,10 @@ Handler = Callable[[dict[str, Any]], None]
 # One reader per (event loop, channel layer): tests replace the layer between cases.
 _readers: dict[tuple[asyncio.AbstractEventLoop, int], tuple[str, asyncio.Task[None], Any]] = {}
 _handlers: dict[str, Handler] = {}
+# Messages for a turn that is not listening yet (a cancel can arrive between the claim
+# naming the channel and the runner starting), delivered when it does.
+_early: dict[str, list[dict[str, Any]]] = {}
+EARLY_TURNS = 1_000
 
 
 async def control_channel() -> str:
@@ -49,8 +53,11 @@ async def control_channel() -> str:
 
 
 def listen(turn_id: str, handler: Handler) -> Callable[[], None]:
-    """Deliver control messages for ``turn_id`` to ``handler``; returns the unsubscribe."""
+    """Deliver control messages for ``turn_id`` to ``handler`` (first any that came before);
+    returns the unsubscribe."""
     _handlers[turn_id] = handler
+    for message in _early.pop(turn_id, []):
+        handler(message)
     return lambda: _handlers.pop(turn_id, None)
 
 
@@ -70,9 +77,15 @@ async def _read(layer: Any, name: str) -> None:
             logger.exception("turn control channel %s: read failed", name)
             await asyncio.sleep(0.5)
             continue
-        handler = _handlers.get(message.get("turn", ""))
-        if handler is not None:
-            try:
-                handler(message)
-            except Exception:
-                logger.exception("turn control: handler failed for %s", message.get("type"))
+        turn = message.get("turn", "")
+        handler = _handlers.get(turn)
+        if handler is None:
+            # Kept for a turn about to listen; bounded, oldest turns dropped first.
+            _early.setdefault(turn, []).append(message)
+            while len(_early) > EARLY_TURNS:
+                _early.pop(next(iter(_early)))
+            continue
+        try:
+            handler(message)
+        except Exception:
+            logger.exception("turn control: handler failed for %s", message.get("type"))

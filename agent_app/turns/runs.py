@@ -71,6 +71,8 @@ CANCEL_GRACE = 10.0
 CANCEL_POLL = 0.25
 # Runs without a timeout still end at the worker's limits.
 DEFAULT_LIMIT = 3600.0
+# How long past a run's hard limit the turn gives it up itself.
+LOST_SLACK = 5.0
 _embedded: set[asyncio.Task[None]] = set()
 
 
@@ -178,6 +180,22 @@ async def _wait(*, run_id: Any, done: asyncio.Event, cancel: CancelToken) -> Too
         run = await db(run_check, run_id=run_id)
         if run.status in ENDED:
             return run
+        if run.started and _past_hard_limit(run, timezone.now(), slack=LOST_SLACK):
+            # Whatever the pool (some enforce no limits), the turn does not wait past the
+            # tool's hard limit.
+            ended = await db(
+                _run_end,
+                run_id=run_id,
+                status=Status.LOST,
+                result={
+                    "status": "error",
+                    "content": f"{run.tool} overran its time limit and was given up.",
+                    "reason": "time limit",
+                },
+            )
+            if ended is not None:
+                await db(_cancel_flag, run_id=run_id)
+                return ended
         if cancel_by is not None and asyncio.get_running_loop().time() > cancel_by:
             # The worker did not stop in time: the turn goes on; the run ends here.
             ended = await db(
@@ -209,7 +227,9 @@ def _cancel_key(run_id: Any) -> str:
 
 def _cancel_flag(*, run_id: Any) -> ToolRun | None:
     cache.set(_cancel_key(run_id), True, timeout=3600)
-    ToolRun.objects.filter(pk=run_id, status__in=LIVE).update(cancel_requested=True)
+    # Also on a run that has ended: its worker may still be going (a lost run's worker
+    # was only slow), and stops when it sees the flag.
+    ToolRun.objects.filter(pk=run_id).update(cancel_requested=True)
     return ToolRun.objects.filter(pk=run_id, status__in=LIVE).first()
 
 
@@ -224,9 +244,18 @@ def _revoke(*, task_id: str) -> None:
 
 
 def run_check(*, run_id: Any) -> ToolRun:
-    """The run as stored, after reaping it if its worker went quiet or none took it."""
-    runs_reap(ids=[run_id])
+    """The run as stored, after reaping every stale run (this one, and any whose turn is
+    gone and no longer waits for it)."""
+    runs_reap()
     return ToolRun.objects.get(pk=run_id)
+
+
+def runs_cancel_for_turn(*, session_id: Any, turn: str) -> None:
+    """Ask every live run of a turn that ended without them to stop."""
+    for run_id in ToolRun.objects.filter(
+        session_id=session_id, turn=turn, status__in=LIVE
+    ).values_list("pk", flat=True):
+        _cancel_flag(run_id=run_id)
 
 
 def runs_reap(*, ids: list[Any] | None = None) -> int:
@@ -258,12 +287,15 @@ def runs_reap(*, ids: list[Any] | None = None) -> int:
             result={"status": "error", "content": content, "reason": reason},
             only_from=(run.status,),
         )
-        reaped += ended is not None
+        if ended is not None:
+            # A worker that was only slow must not go on with a run the turn gave up.
+            _cancel_flag(run_id=run.pk)
+            reaped += 1
     return reaped
 
 
-def _past_hard_limit(run: ToolRun, now: Any) -> bool:
-    limit = (run.timeout or DEFAULT_LIMIT) + SOFT_MARGIN + HARD_GRACE
+def _past_hard_limit(run: ToolRun, now: Any, slack: float = 0.0) -> bool:
+    limit = (run.timeout or DEFAULT_LIMIT) + SOFT_MARGIN + HARD_GRACE + slack
     return (now - run.started).total_seconds() >= limit
 
 
@@ -324,6 +356,19 @@ def run_in_worker(*, run_id: str) -> None:
     def body() -> None:
         try:
             asyncio.run(run_execute(run_id=run_id, stop=stop, latest=latest))
+        except Exception as exc:
+            # The run must not stay claimed by a body that died: the turn would wait for
+            # the loss bound instead of hearing now.
+            logger.exception("tool run %s: the worker's run failed", run_id)
+            _end_and_tell(
+                run_id=run_id,
+                status=Status.FAILED,
+                result={
+                    "status": "error",
+                    "content": f"The worker could not run the tool: {type(exc).__name__}",
+                    "reason": "worker error",
+                },
+            )
         finally:
             finished.set()
 
@@ -354,9 +399,9 @@ def run_in_worker(*, run_id: str) -> None:
         while not finished.wait(1.0):
             pass
     except SoftTimeLimitExceeded:
-        stop.cancel()
-        finished.wait(CLEANUP_GRACE)
-        ended = _run_end(
+        # Ended first, so the tool's own ending (a clean stop looks like a cancel) cannot
+        # take its place; then the tool is told to stop and given its cleanup.
+        _end_and_tell(
             run_id=run_id,
             status=Status.FAILED,
             result={
@@ -366,10 +411,20 @@ def run_in_worker(*, run_id: str) -> None:
             },
             only_from=(Status.RUNNING,),
         )
-        if ended is not None:
-            asyncio.run(_tell_turn(ended))
+        stop.cancel()
+        # A tool deaf to the stop must not run on beside the next task: waiting on lets
+        # Celery's hard limit end this process (a redelivery then finds the run ended).
+        finished.wait()
     finally:
         returned.set()
+
+
+def _end_and_tell(
+    *, run_id: Any, status: str, result: dict[str, Any], only_from: tuple[str, ...] = LIVE
+) -> None:
+    ended = _run_end(run_id=run_id, status=status, result=result, only_from=only_from)
+    if ended is not None:
+        asyncio.run(_tell_turn(ended))
 
 
 async def run_execute(
@@ -471,13 +526,15 @@ async def _watch(run_id: Any, latest: list[TailUpdate], token: CancelToken) -> N
 
 
 def _beat_once(*, run_id: Any, latest: list[TailUpdate]) -> bool:
-    """Prove the run is alive and store its latest tail; says whether cancel was asked
-    (the row's flag, in case the cache lost its own)."""
+    """Prove the run is alive and store its latest tail; says whether the tool should
+    stop: cancel was asked (the row's flag, in case the cache lost its own), or the run
+    has already ended (reaped as lost, or stopped at its time limit)."""
     changes: dict[str, Any] = {"heartbeat": timezone.now()}
     update = latest[0] if latest else None
     if update is not None:
         changes.update(tail=update.tail, bytes_total=update.total_chars)
-    ToolRun.objects.filter(pk=run_id, status=Status.RUNNING).update(**changes)
+    if not ToolRun.objects.filter(pk=run_id, status=Status.RUNNING).update(**changes):
+        return True
     return ToolRun.objects.filter(pk=run_id, cancel_requested=True).exists()
 
 

@@ -18,6 +18,7 @@ from django.utils.dateparse import parse_datetime
 
 from agent_app.models import Agent
 from agent_app.services import agent_current
+from agent_app.turns.runs import runs_cancel_for_turn
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
 from sessions_app.services import events_append, rows_insert
 
@@ -132,6 +133,8 @@ def _close_abandoned(*, session_id: Any, turn_id: str) -> None:
         ("turn_failed", {"code": "interrupted", "message": "the server stopped during this turn"})
     )
     events_append(session_id=session_id, turn=turn_id, items=items)
+    # Its worker runs were reported lost above: they must not go on doing things.
+    runs_cancel_for_turn(session_id=session_id, turn=turn_id)
 
 
 def release(*, session_id: Any, turn_id: str) -> None:

@@ -962,3 +962,17 @@ async def test_the_history_sent_is_the_stored_log_whoever_wrote_it(owner, model)
     assert "never stored" not in texts
     assert texts[-1] == "second"
     await socket.disconnect()
+
+
+async def test_a_control_message_that_comes_before_its_turn_listens_still_reaches_it():
+    from agent_app.turns.control import control_channel, listen, steer
+
+    channel = await control_channel()
+    await steer(channel, "turn-early", {"type": "turn.cancel"})
+    await asyncio.sleep(0.2)
+
+    heard = []
+    unlisten = listen("turn-early", heard.append)
+    unlisten()
+
+    assert [message["type"] for message in heard] == ["turn.cancel"]

@@ -351,3 +351,45 @@ async def test_a_socket_that_resumes_while_a_worker_tool_runs_gets_its_current_t
     assert tail["tail"].startswith("second 0\nsecond 1\n")
     await talker.disconnect()
     await late.disconnect()
+
+
+def _live_run(owner, turn, **fields):
+    from agent_app.models import ToolRun
+    from sessions_app.services import session_create
+
+    session = session_create(user=owner)
+    return ToolRun.objects.create(
+        session=session, turn=turn, call_id="toolu_x", tool="sleeper", **fields
+    )
+
+
+def test_a_run_given_up_as_lost_is_told_to_stop(owner, tools):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agent_app.turns.runs import _cancel_asked, runs_reap
+
+    quiet = timezone.now() - timedelta(seconds=60)
+    run = _live_run(owner, "turn-1", status="running", started=quiet, heartbeat=quiet)
+
+    assert runs_reap() == 1
+
+    run.refresh_from_db()
+    assert (run.status, run.result["reason"]) == ("lost", "worker lost")
+    # A worker that was only slow sees this on its next look and stops the tool.
+    assert run.cancel_requested
+    assert _cancel_asked(run_id=run.pk)
+
+
+def test_the_runs_of_a_turn_whose_server_died_are_told_to_stop(owner, tools):
+    from agent_app.turns.runs import _cancel_asked
+    from agent_app.turns.state import _close_abandoned
+
+    run = _live_run(owner, "dead-turn", status="queued")
+
+    _close_abandoned(session_id=run.session_id, turn_id="dead-turn")
+
+    run.refresh_from_db()
+    assert run.cancel_requested
+    assert _cancel_asked(run_id=run.pk)
