@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
+from django.contrib.contenttypes.models import ContentType
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -428,6 +429,48 @@ def tool_disable_globally(*, user: Any, tool: str, reason: str) -> GlobalDisable
     except IntegrityError:
         raise Conflict(f"{tool} is already disabled", fields={"tool": ["disabled"]}) from None
     return disable
+
+
+@dataclass(frozen=True)
+class OpsTool:
+    """A registered tool as the ops page shows it, with its global disable if any."""
+
+    name: str
+    label: str
+    summary: str
+    source: str
+    runs_on: str
+    deferred: bool
+    disable: GlobalDisable | None
+
+
+def tools_for_ops() -> tuple[list[OpsTool], list[GlobalDisable]]:
+    """Every registered tool with its global state, and the disables that name a tool no
+    longer registered (still enforced, so still listed). Two queries at most."""
+    disables = {row.tool: row for row in GlobalDisable.objects.select_related("created_by")}
+    tools = [
+        OpsTool(
+            name=tool.name,
+            label=tool.label,
+            summary=tool.first_line,
+            source=tool.source,
+            runs_on=tool.runs_on,
+            deferred=tool.defer,
+            disable=disables.pop(tool.name, None),
+        )
+        for tool in sorted(registry.all_tools(), key=lambda tool: tool.name)
+    ]
+    return tools, sorted(disables.values(), key=lambda row: row.tool)
+
+
+def global_disable_audit(*, limit: int = 50) -> list[LogEntry]:
+    """The newest changes to global disables: who, when, and the reason given."""
+    kind = ContentType.objects.get_for_model(GlobalDisable)
+    return list(
+        LogEntry.objects.filter(content_type=kind)
+        .select_related("user")
+        .order_by("-action_time", "-id")[:limit]
+    )
 
 
 def tool_enable_globally(*, user: Any, tool: str, reason: str = "") -> None:

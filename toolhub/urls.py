@@ -15,4 +15,5 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", include("toolhub.api_urls")),
+    path("", include("profiles_app.urls")),
 ]

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import pytest
 from playwright.sync_api import sync_playwright
 
-from tests.conftest import app_env, daphne, manage
+from tests.conftest import ROOT, app_env, daphne, manage
 
 BROWSER_ARGS = [
     "--no-sandbox",
@@ -30,16 +31,26 @@ def product(tmp_path_factory):
         yield base, password
 
 
+# Each test's last page, as a screenshot: var/test-output/e2e/<test>.png.
+SCREENSHOTS = ROOT / "var" / "test-output" / "e2e"
+
+
 @pytest.fixture
-def page(chromium_path):
+def page(chromium_path, request):
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium_path, args=BROWSER_ARGS)
         page = browser.new_page()
         errors: list[str] = []
         page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
         page.console_errors = errors
-        yield page
-        browser.close()
+        try:
+            yield page
+        finally:
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            name = re.sub(r"[^\w.-]+", "_", request.node.name)
+            with contextlib.suppress(Exception):
+                page.screenshot(path=SCREENSHOTS / f"{name}.png", full_page=True)
+            browser.close()
 
 
 def sign_in(page, base: str, password: str) -> None:

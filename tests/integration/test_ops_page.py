@@ -1,0 +1,120 @@
+"""The ops page: staff disable a tool for everybody, with a reason, and read who did what.
+
+Rendered by Django's test client on the real database; what a person would notice is the
+page's content, the status codes, and whether the tool is really disabled afterwards.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+pytestmark = pytest.mark.django_db
+
+PAGE = "/ops/tools/"
+
+
+def _disabled() -> dict[str, str]:
+    from profiles_app.services import global_disables
+
+    return global_disables()
+
+
+def test_anyone_but_staff_gets_a_404_for_the_page_and_its_actions(client, owner):
+    client.force_login(owner)
+
+    assert client.get(PAGE).status_code == 404
+    disable = client.post(reverse("ops_tool_disable"), {"tool": "web_fetch", "reason": "x"})
+    assert disable.status_code == 404
+    assert _disabled() == {}
+
+
+def test_a_visitor_who_is_not_signed_in_is_sent_to_sign_in(client):
+    response = client.get(PAGE)
+
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_staff_see_every_registered_tool_with_its_state(client, staff):
+    from toolhub.tools import registry
+
+    client.force_login(staff)
+    response = client.get(PAGE)
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    for tool in registry.all_tools():
+        assert f'id="tool-{tool.name}"' in page
+    assert 'aria-label="Disable web_fetch"' in page
+    assert "No tool has been disabled or enabled yet." in page
+
+
+def test_staff_disable_a_tool_with_a_reason_and_the_log_says_who_and_why(client, staff):
+    client.force_login(staff)
+
+    response = client.post(
+        reverse("ops_tool_disable"), {"tool": "web_fetch", "reason": "leaks secrets"}
+    )
+
+    assert response.status_code == 302
+    assert _disabled() == {"web_fetch": "disabled globally by ops: leaks secrets"}
+    page = client.get(PAGE).content.decode()
+    assert "web_fetch is disabled for everybody." in page
+    assert "Disabled by ops" in page
+    assert 'aria-label="Enable web_fetch"' in page
+    assert "disabled web_fetch for everybody: leaks secrets" in page
+
+
+def test_a_disable_without_a_reason_is_refused_and_changes_nothing(client, staff):
+    client.force_login(staff)
+
+    response = client.post(reverse("ops_tool_disable"), {"tool": "web_fetch", "reason": "  "})
+
+    assert response.status_code == 400
+    assert "say why the tool is disabled" in response.content.decode()
+    assert _disabled() == {}
+
+
+def test_staff_enable_a_tool_again_and_the_log_keeps_both_changes(client, staff):
+    client.force_login(staff)
+    client.post(reverse("ops_tool_disable"), {"tool": "web_fetch", "reason": "leaks secrets"})
+
+    response = client.post(reverse("ops_tool_enable"), {"tool": "web_fetch"})
+
+    assert response.status_code == 302
+    assert _disabled() == {}
+    page = client.get(PAGE).content.decode()
+    assert "web_fetch is enabled again." in page
+    assert page.index("enabled web_fetch again") < page.index("disabled web_fetch for everybody")
+
+
+def test_enabling_a_tool_that_is_not_disabled_says_so(client, staff):
+    client.force_login(staff)
+
+    response = client.post(reverse("ops_tool_enable"), {"tool": "web_fetch"})
+
+    assert response.status_code == 404
+    assert "web_fetch is not disabled" in response.content.decode()
+
+
+def test_the_page_costs_the_same_queries_with_one_disable_or_thirty(client, staff):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from profiles_app.services import tool_disable_globally
+    from toolhub.tools import registry
+
+    client.force_login(staff)
+    names = [tool.name for tool in registry.all_tools()]
+    tool_disable_globally(user=staff, tool=names[0], reason="one")
+    client.get(PAGE)
+    with CaptureQueriesContext(connection) as few:
+        client.get(PAGE)
+    for name in names[1:30]:
+        tool_disable_globally(user=staff, tool=name, reason="more")
+    with CaptureQueriesContext(connection) as many:
+        page = client.get(PAGE).content.decode()
+
+    assert page.count("Disabled by ops") == min(30, len(names))
+    assert len(many.captured_queries) == len(few.captured_queries)
