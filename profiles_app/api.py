@@ -15,9 +15,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agent_app.services import AgentsAdapter, NotesAdapter
 from profiles_app import services
 from profiles_app.models import GlobalDisable, ToolProfile
+from sessions_app.services import chat_services
 from toolhub.api import etag, json_object, read_version, validated_body
 from toolhub.api_schema import (
     ProfilesImportField,
@@ -25,7 +25,7 @@ from toolhub.api_schema import (
     ToolNameListField,
     name_field,
 )
-from toolhub.tools import ToolContext, ToolServices
+from toolhub.tools import ToolContext
 
 
 class ProfileSerializer(serializers.Serializer):
@@ -90,20 +90,21 @@ def _with_etag(data: dict[str, Any], version: int | None, status_code: int = 200
     return response
 
 
-def _catalog_context(user: Any) -> ToolContext:
-    # A representative session of this user: a workspace and the database interfaces.
+def catalog_context(user: Any) -> ToolContext:
+    # A representative chat of this user, with a person in it: a workspace and the
+    # interfaces a chat's tools have, so what is hidden is what a chat would hide.
     return ToolContext(
         user_id=str(user.pk),
         session_id="catalog",
         workspace=Path(settings.TOOLHUB_WORKSPACE_ROOT),
-        services=ToolServices(notes=NotesAdapter(), agents=AgentsAdapter()),
+        services=chat_services(attended=True),
     )
 
 
 class ToolCatalogView(APIView):
     @extend_schema(responses=ToolListSerializer)
     def get(self, request: Request) -> Response:
-        return Response(services.tool_catalog(ctx=_catalog_context(request.user)))
+        return Response(services.tool_catalog(ctx=catalog_context(request.user)))
 
 
 class ProfileListView(APIView):

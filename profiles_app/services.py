@@ -22,7 +22,16 @@ from django.db.models import F, Q
 
 from profiles_app.models import GlobalDisable, ToolProfile, profile_name_validator
 from toolhub.errors import Conflict, Forbidden, Invalid, NotFound, Stale
-from toolhub.tools import TOOLSETS, ProfileSpec, ToolContext, agent_tools, registry
+from toolhub.tools import (
+    TOOLSETS,
+    ProfileSpec,
+    ToolContext,
+    ToolsetPrice,
+    agent_tools,
+    price,
+    registry,
+    resolve,
+)
 from toolhub.tools.intent import MAX_NAMES
 from toolhub.tools.presets import DEFAULT_TOOLSET, toolset_members
 from toolhub.tools.tool import NAME_PATTERN
@@ -187,6 +196,20 @@ def profile_tool_add(*, user: Any, profile: ToolProfile, version: int, tool: str
     return _profile_tool_set(user=user, profile=profile, version=version, tool=tool, offered=True)
 
 
+def profile_mode_switch(*, user: Any, profile: ToolProfile, version: int, mode: str) -> ToolProfile:
+    """Switch between "all except" and "only" keeping what the profile offers today: the
+    list is rewritten against the registry (removed names become the picked rest, or the
+    other way round). From then on, a newly registered tool joins an "all except" profile
+    and stays out of an "only" one."""
+    _check_fresh(profile, version)
+    mode = _clean_mode(mode)
+    if mode == profile.mode:
+        return profile
+    listed = set(profile.tools)
+    tools = [tool.name for tool in registry.all_tools() if tool.name not in listed]
+    return profile_update(user=user, profile=profile, version=version, mode=mode, tools=tools)
+
+
 def profile_delete(*, user: Any, profile: ToolProfile, version: int) -> None:
     _check_can_edit(user, profile)
     with transaction.atomic():
@@ -213,6 +236,32 @@ class ProfileView:
 
 def _missing(tools: Iterable[str]) -> tuple[str, ...]:
     return tuple(name for name in tools if name not in registry)
+
+
+def profile_offers(view: ProfileView) -> Callable[[str], bool]:
+    """Whether the profile offers a tool, by its own rule (layers and disables apart)."""
+    if view.name == DEFAULT_TOOLSET:
+        return lambda name: True
+    listed = frozenset(view.tools)
+    if view.mode == ToolProfile.Mode.ONLY:
+        return lambda name: name in listed
+    return lambda name: name not in listed
+
+
+def profile_price(*, user: Any, name: str, agent: Any, ctx: ToolContext) -> ToolsetPrice:
+    """What ``agent``'s tool array costs per turn with this toolset picked: the resident
+    tools and the deferred catalog, in tokens, exactly as a turn would send them."""
+    resolved = resolve(
+        intent={"toolset": name},
+        agent_intent=agent.tool_intent,
+        profile_lookup=profile_lookup_for(user),
+        disabled=global_disables(),
+        ctx=ctx,
+        strategy=agent.strategy,
+        context_window_tokens=agent.context_window,
+        budget_tokens=agent.tier_budget,
+    )
+    return price(resolved)
 
 
 def profiles_for_user(*, user: Any) -> list[ProfileView]:

@@ -6,7 +6,19 @@ from django.urls import path
 
 from profiles_app import views
 
+profile = "programs/profile/<int:profile_id>/"
+
 urlpatterns = [
+    path("programs/", views.programs, name="programs"),
+    path("programs/preset/<str:preset>/", views.programs, name="programs_preset"),
+    path("programs/new/", views.program_new, name="program_new"),
+    path("programs/export/", views.programs_export, name="programs_export"),
+    path("programs/import/", views.programs_import, name="programs_import"),
+    path(profile, views.program, name="program"),
+    path(f"{profile}rename/", views.program_rename, name="program_rename"),
+    path(f"{profile}mode/", views.program_mode, name="program_mode"),
+    path(f"{profile}tools/<str:action>/", views.program_tool, name="program_tool"),
+    path(f"{profile}delete/", views.program_delete, name="program_delete"),
     path("ops/tools/", views.ops_tools, name="ops_tools"),
     path("ops/tools/disable/", views.ops_tool_disable, name="ops_tool_disable"),
     path("ops/tools/enable/", views.ops_tool_enable, name="ops_tool_enable"),

@@ -1,26 +1,49 @@
-"""Pages of the profiles app: the ops page, where staff disable a tool for everybody.
+"""Pages of the profiles app: the Programs page (a person's tool profiles against the
+catalog) and the ops page (staff disable a tool for everybody).
 
-Staff only: anyone else signed in gets a 404, as for an object that is not theirs. Every
-action is a POST through the same service the API uses (a reason is required, every
-change lands in the audit log) and redirects back, so a reload never repeats it; a
-refused action re-renders the page with the error and what was typed.
+Every action is a POST through the same service the API uses and redirects back, so a
+reload never repeats it; a refused one re-renders the page with the reason. Edits name the
+version they were made on, so an edit made in another tab meanwhile is refused, not
+overwritten. Another person's profile is a 404; so is the ops page for anyone but staff.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
+from agent_app.services import default_agent
+from profiles_app.api import catalog_context
+from profiles_app.models import ToolProfile
 from profiles_app.services import (
     global_disable_audit,
+    profile_create,
+    profile_delete,
+    profile_export,
+    profile_get_for_user,
+    profile_import,
+    profile_mode_switch,
+    profile_offers,
+    profile_price,
+    profile_rename,
+    profile_tool_add,
+    profile_tool_remove,
+    profiles_for_user,
+    tool_catalog,
     tool_disable_globally,
     tool_enable_globally,
     tools_for_ops,
 )
-from toolhub.errors import ServiceError
+from toolhub.errors import Invalid, NotFound, ServiceError
+from toolhub.tools.presets import DEFAULT_TOOLSET
+
+IMPORT_MAX_BYTES = 256 * 1024
 
 
 def _check_staff(request: HttpRequest) -> None:
@@ -75,3 +98,186 @@ def ops_tool_enable(request: HttpRequest) -> HttpResponse:
         return _render(request, failed=failed, status=exc.status)
     messages.success(request, f"{tool} is enabled again.")
     return redirect("ops_tools")
+
+
+# --- the Programs page -------------------------------------------------------------------
+
+
+def _programs(
+    request: HttpRequest,
+    *,
+    profile_id: int | None = None,
+    preset: str = DEFAULT_TOOLSET,
+    failed: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    user = request.user
+    profiles = profiles_for_user(user=user)
+    if profile_id is not None:
+        chosen = next((view for view in profiles if view.id == profile_id), None)
+    else:
+        chosen = next((view for view in profiles if view.id is None and view.name == preset), None)
+    if chosen is None:
+        raise Http404("no such profile")
+    ctx = catalog_context(user)
+    offers = profile_offers(chosen)
+    catalog = [
+        {**entry, "summary": (entry["description"].strip().splitlines() or [""])[0]}
+        for entry in tool_catalog(ctx=ctx)
+        if entry["layer"] != "L1"
+    ]
+    priced = profile_price(user=user, name=chosen.name, agent=default_agent(), ctx=ctx)
+    context = {
+        "profiles": profiles,
+        "chosen": chosen,
+        "editable": chosen.id is not None and not chosen.readonly,
+        "offered": [entry for entry in catalog if offers(entry["name"])],
+        "left_out": [entry for entry in catalog if not offers(entry["name"])],
+        "price": priced,
+        "failed": failed,
+        "modes": ToolProfile.Mode.choices,
+    }
+    return render(request, "profiles_app/programs.html", context, status=status)
+
+
+@require_safe
+@login_required
+def programs(request: HttpRequest, preset: str = DEFAULT_TOOLSET) -> HttpResponse:
+    return _programs(request, preset=preset)
+
+
+@require_safe
+@login_required
+def program(request: HttpRequest, profile_id: int) -> HttpResponse:
+    return _programs(request, profile_id=profile_id)
+
+
+def _version(request: HttpRequest) -> int:
+    try:
+        return int(request.POST.get("version", ""))
+    except ValueError:
+        return -1
+
+
+def _change(
+    request: HttpRequest, profile_id: int, action: Callable[[ToolProfile], object], done: str
+) -> HttpResponse:
+    """Apply one edit to the person's profile through its service; a refused one
+    re-renders the page with the reason."""
+    profile = _profile_or_404(request, profile_id)
+    try:
+        action(profile)
+    except ServiceError as exc:
+        return _programs(request, profile_id=profile_id, failed=exc.message, status=exc.status)
+    messages.success(request, done)
+    return redirect("program", profile_id=profile_id)
+
+
+def _profile_or_404(request: HttpRequest, profile_id: int) -> ToolProfile:
+    try:
+        return profile_get_for_user(user=request.user, profile_id=profile_id)
+    except NotFound:
+        raise Http404("no such profile") from None
+
+
+@require_POST
+@login_required
+def program_new(request: HttpRequest) -> HttpResponse:
+    name = request.POST.get("name", "")
+    try:
+        profile = profile_create(user=request.user, name=name)
+    except ServiceError as exc:
+        return _programs(request, failed=exc.message, status=exc.status)
+    messages.success(request, f"Profile {profile.name} created: every tool, nothing removed yet.")
+    return redirect("program", profile_id=profile.pk)
+
+
+@require_POST
+@login_required
+def program_rename(request: HttpRequest, profile_id: int) -> HttpResponse:
+    name = request.POST.get("name", "")
+    return _change(
+        request,
+        profile_id,
+        lambda profile: profile_rename(
+            user=request.user, profile=profile, version=_version(request), name=name
+        ),
+        f"Renamed to {name.strip()}.",
+    )
+
+
+@require_POST
+@login_required
+def program_mode(request: HttpRequest, profile_id: int) -> HttpResponse:
+    mode = request.POST.get("mode", "")
+    return _change(
+        request,
+        profile_id,
+        lambda profile: profile_mode_switch(
+            user=request.user, profile=profile, version=_version(request), mode=mode
+        ),
+        "Switched; it offers the same tools as before.",
+    )
+
+
+@require_POST
+@login_required
+def program_tool(request: HttpRequest, profile_id: int, action: str) -> HttpResponse:
+    tool = request.POST.get("tool", "")
+    edit = {"remove": profile_tool_remove, "add": profile_tool_add}.get(action)
+    if edit is None:
+        raise Http404("no such action")
+    return _change(
+        request,
+        profile_id,
+        lambda profile: edit(
+            user=request.user, profile=profile, version=_version(request), tool=tool
+        ),
+        f"{tool} {'removed from' if action == 'remove' else 'added back to'} this profile.",
+    )
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@login_required
+def program_delete(request: HttpRequest, profile_id: int) -> HttpResponse:
+    profile = _profile_or_404(request, profile_id)
+    if request.method != "POST":
+        return render(request, "profiles_app/program_delete.html", {"profile": profile})
+    try:
+        profile_delete(user=request.user, profile=profile, version=_version(request))
+    except ServiceError as exc:
+        return _programs(request, profile_id=profile_id, failed=exc.message, status=exc.status)
+    messages.success(request, f"Profile {profile.name} deleted.")
+    return redirect("programs")
+
+
+@require_safe
+@login_required
+def programs_export(request: HttpRequest) -> HttpResponse:
+    response = JsonResponse(profile_export(user=request.user), json_dumps_params={"indent": 2})
+    response["Content-Disposition"] = 'attachment; filename="toolhub-profiles.json"'
+    return response
+
+
+@require_POST
+@login_required
+def programs_import(request: HttpRequest) -> HttpResponse:
+    upload = request.FILES.get("file")
+    try:
+        if upload is None:
+            raise Invalid("choose a JSON file to import")
+        if upload.size > IMPORT_MAX_BYTES:
+            raise Invalid(f"the file is over {IMPORT_MAX_BYTES // 1024} KiB")
+        try:
+            data = json.loads(upload.read())
+        except (ValueError, UnicodeDecodeError):
+            raise Invalid("the file is not JSON") from None
+        report = profile_import(user=request.user, data=data)
+    except ServiceError as exc:
+        return _programs(request, failed=exc.message, status=exc.status)
+    summary = f"Imported {len(report.created)} profile{'s' if len(report.created) != 1 else ''}"
+    if report.unknown_tools:
+        unknown = sorted({name for names in report.unknown_tools.values() for name in names})
+        summary += f"; not registered here (kept, shown as missing): {', '.join(unknown)}"
+    messages.success(request, summary + ".")
+    return redirect("programs")

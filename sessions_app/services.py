@@ -380,6 +380,18 @@ class _PersonAsker:
 _PERSON = _PersonAsker()
 
 
+def chat_services(*, attended: bool = True) -> ToolServices:
+    """The interfaces a chat's tools reach the database through (the asker only when a
+    person is there to answer)."""
+    return ToolServices(
+        notes=NotesAdapter(),
+        agents=AgentsAdapter(),
+        messenger=MessengerAdapter(),
+        plan_mode=PlanModeAdapter(),
+        asker=_PERSON if attended else None,
+    )
+
+
 def session_context(
     *, session: ChatSession, attended: bool = True, channel: str | None = None
 ) -> ToolContext:
@@ -392,13 +404,7 @@ def session_context(
         workspace=_workspace(session),
         context_window_tokens=session.agent.context_window,
         env=os.environ,
-        services=ToolServices(
-            notes=NotesAdapter(),
-            agents=AgentsAdapter(),
-            messenger=MessengerAdapter(),
-            plan_mode=PlanModeAdapter(),
-            asker=_PERSON if attended else None,
-        ),
+        services=chat_services(attended=attended),
         settings=RuntimeSettings(allow_private_fetch=settings.TOOLHUB_FETCH_ALLOW_PRIVATE),
     )
 
