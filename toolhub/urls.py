@@ -16,4 +16,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("toolhub.api_urls")),
     path("", include("profiles_app.urls")),
+    path("", include("sessions_app.urls")),
 ]

@@ -1,0 +1,105 @@
+"""The chat pages: a person's sessions, and one session's conversation.
+
+The page is a shell: the conversation itself arrives over the session's socket (a
+``resume`` from seq 0 replays it, then the live stream continues), so a reload, a
+reconnect and a first load draw it the same way. Session actions are POSTs through the
+same services the API uses, redirecting back; another person's session is a 404.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST, require_safe
+
+from profiles_app.services import profiles_for_user
+from sessions_app.models import ChatSession
+from sessions_app.services import (
+    session_create,
+    session_delete,
+    session_get_for_user,
+    session_update,
+    sessions_of,
+)
+from toolhub.errors import NotFound, ServiceError
+
+SESSIONS_SHOWN = 100
+
+
+def _session_or_404(request: HttpRequest, session_id: Any) -> ChatSession:
+    try:
+        return session_get_for_user(user=request.user, session_id=session_id)
+    except NotFound:
+        raise Http404("no such session") from None
+
+
+def _version(request: HttpRequest) -> int:
+    try:
+        return int(request.POST.get("version", ""))
+    except ValueError:
+        return -1
+
+
+@require_safe
+@login_required
+def chat(request: HttpRequest) -> HttpResponse:
+    latest = sessions_of(request.user).order_by("-updated").first()
+    if latest is None:
+        return render(request, "sessions_app/chat_empty.html")
+    return redirect("chat_session", session_id=latest.pk)
+
+
+@require_safe
+@login_required
+def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
+    session = _session_or_404(request, session_id)
+    intent = session.tool_intent or {}
+    context = {
+        "session": session,
+        "sessions": sessions_of(request.user).order_by("-updated")[:SESSIONS_SHOWN],
+        "toolsets": [view.name for view in profiles_for_user(user=request.user)],
+        "toolset": intent.get("toolset") or "default",
+        "tools_on": intent.get("enabled") is not False,
+        "web_search": bool(intent.get("web_search")),
+    }
+    return render(request, "sessions_app/chat.html", context)
+
+
+@require_POST
+@login_required
+def chat_new(request: HttpRequest) -> HttpResponse:
+    session = session_create(user=request.user)
+    return redirect("chat_session", session_id=session.pk)
+
+
+@require_POST
+@login_required
+def chat_rename(request: HttpRequest, session_id: Any) -> HttpResponse:
+    session = _session_or_404(request, session_id)
+    try:
+        session_update(
+            user=request.user,
+            session=session,
+            version=_version(request),
+            title=request.POST.get("title", ""),
+        )
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    return redirect("chat_session", session_id=session.pk)
+
+
+@require_POST
+@login_required
+def chat_delete(request: HttpRequest, session_id: Any) -> HttpResponse:
+    session = _session_or_404(request, session_id)
+    try:
+        session_delete(user=request.user, session=session, version=_version(request))
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+        return redirect("chat_session", session_id=session.pk)
+    messages.success(request, "Chat deleted.")
+    return redirect("chat")

@@ -1,0 +1,205 @@
+// The chat: one socket per session, every event drawn by one function whether it comes
+// from the replay after `resume` or live, so a reload, a reconnect and a first load look
+// the same. Model text is only ever set as text; the one HTML string used is the
+// server-rendered, sanitized markdown of a finished message.
+
+const root = document.querySelector("[data-session]");
+const list = root.querySelector(".messages-list");
+const form = root.querySelector(".composer");
+const input = form.querySelector("textarea");
+const sendButton = form.querySelector("[data-send]");
+const stopButton = form.querySelector("[data-stop]");
+const connection = root.querySelector(".connection");
+const announce = root.querySelector("[data-announce]");
+const demoBanner = root.querySelector(".demo-banner");
+
+let socket = null;
+let lastSeq = 0;
+let running = false;
+let retry = 0;
+let streaming = null; // the assistant bubble receiving text deltas
+const cards = new Map(); // call id -> tool card
+
+function element(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function append(node) {
+  const item = element("li");
+  item.append(node);
+  list.append(item);
+  item.scrollIntoView({ block: "end", behavior: "auto" });
+  return node;
+}
+
+function setRunning(value) {
+  running = value;
+  stopButton.hidden = !value;
+  sendButton.disabled = value;
+}
+
+function toolCard(data) {
+  const card = element("details", "tool-card");
+  const summary = element("summary");
+  summary.append(element("code", "", data.name));
+  if (data.via) summary.append(element("span", "tag", `via ${data.via}`));
+  const status = element("span", "status", "running");
+  summary.append(status);
+  card.append(summary);
+  card.append(element("p", "label", "Arguments"));
+  card.append(element("pre", "arguments", JSON.stringify(data.arguments ?? {}, null, 2)));
+  const tail = element("pre", "tail");
+  tail.hidden = true;
+  card.append(tail);
+  const result = element("pre", "result");
+  result.hidden = true;
+  card.append(result);
+  card.dataset.status = "running";
+  cards.set(data.call_id, { card, status, tail, result });
+  return append(card);
+}
+
+function approval(data) {
+  const entry = cards.get(data.call_id) ?? { card: toolCard(data) };
+  const box = element("div", "approval");
+  box.append(element("p", "", `${data.name} needs your approval to run.`));
+  for (const [label, allow] of [["Allow", true], ["Deny", false]]) {
+    const button = element("button", allow ? "" : "danger", label);
+    button.type = "button";
+    button.addEventListener("click", () => {
+      send({ type: "approve", call_id: data.call_id, allow });
+      box.remove();
+    });
+    box.append(button);
+  }
+  entry.card.open = true;
+  entry.card.append(box);
+}
+
+function draw(frame) {
+  if (frame.type === "tail") {
+    const entry = cards.get(frame.call_id);
+    if (!entry) return;
+    entry.tail.hidden = false;
+    entry.tail.textContent = frame.tail;
+    return;
+  }
+  if (frame.type === "error") {
+    append(element("p", "error", frame.message)).setAttribute("role", "alert");
+    return;
+  }
+  if (frame.type !== "event" || frame.seq <= lastSeq) return;
+  lastSeq = frame.seq;
+  const data = frame.data;
+  switch (frame.kind) {
+    case "user_message":
+      append(element("div", "bubble user", data.text));
+      break;
+    case "turn_started":
+      setRunning(true);
+      demoBanner.hidden = !data.demo;
+      announce.textContent = "The assistant is answering.";
+      break;
+    case "text_delta":
+      if (!streaming) streaming = append(element("div", "bubble assistant streaming"));
+      streaming.textContent += data.text;
+      break;
+    case "assistant_message": {
+      const bubble = streaming ?? append(element("div", "bubble assistant"));
+      bubble.classList.remove("streaming");
+      // Rendered and sanitized on the server (markdown-it + nh3).
+      bubble.innerHTML = data.html;
+      streaming = null;
+      break;
+    }
+    case "tool_call":
+      streaming = null;
+      toolCard(data);
+      break;
+    case "approval_request":
+      approval(data);
+      break;
+    case "tool_result": {
+      const entry = cards.get(data.call_id);
+      if (!entry) break;
+      entry.card.dataset.status = data.status;
+      entry.status.textContent =
+        data.elapsed_ms !== undefined ? `${data.status} · ${data.elapsed_ms} ms` : data.status;
+      entry.result.hidden = false;
+      entry.result.textContent = data.content;
+      for (const box of entry.card.querySelectorAll(".approval")) box.remove();
+      break;
+    }
+    case "turn_finished":
+    case "turn_failed":
+      setRunning(false);
+      streaming = null;
+      if (frame.kind === "turn_failed") {
+        append(element("p", "error", `The turn failed: ${data.message}`)).setAttribute("role", "alert");
+        announce.textContent = "The answer failed.";
+      } else {
+        announce.textContent = data.reason === "cancelled" ? "Stopped." : "The answer is complete.";
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+function send(frame) {
+  if (socket && socket.readyState === WebSocket.OPEN) {
+    socket.send(JSON.stringify(frame));
+    return true;
+  }
+  return false;
+}
+
+function connect() {
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  socket = new WebSocket(`${scheme}://${location.host}${root.dataset.ws}`);
+  socket.addEventListener("open", () => {
+    retry = 0;
+    connection.hidden = true;
+    send({ type: "resume", after_seq: lastSeq });
+  });
+  socket.addEventListener("message", (message) => draw(JSON.parse(message.data)));
+  socket.addEventListener("close", (closed) => {
+    if (closed.code === 4401 || closed.code === 4404) {
+      connection.hidden = false;
+      connection.textContent = "This chat is not available; sign in again or pick another chat.";
+      return;
+    }
+    // Back off: 0.5 s, 1 s, 2 s … up to 10 s, then resume after the last seq seen.
+    const delay = Math.min(10000, 500 * 2 ** retry);
+    retry += 1;
+    connection.hidden = false;
+    connection.textContent = "Reconnecting…";
+    setTimeout(connect, delay);
+  });
+}
+
+form.addEventListener("submit", (submitted) => {
+  submitted.preventDefault();
+  const text = input.value.trim();
+  if (!text || running) return;
+  const intent = {
+    toolset: form.elements.toolset.value === "default" ? null : form.elements.toolset.value,
+    enabled: form.elements.tools.checked,
+    web_search: form.elements.web_search.checked,
+  };
+  if (send({ type: "chat", text, intent })) input.value = "";
+});
+
+input.addEventListener("keydown", (key) => {
+  if (key.key === "Enter" && !key.shiftKey && !key.isComposing) {
+    key.preventDefault();
+    form.requestSubmit();
+  }
+});
+
+stopButton.addEventListener("click", () => send({ type: "cancel" }));
+
+connect();

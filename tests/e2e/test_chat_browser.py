@@ -1,0 +1,55 @@
+"""A person chats with the demo model in a real browser: a tool card, the streamed answer,
+Stop, and the whole conversation back after a reload."""
+
+from __future__ import annotations
+
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import sign_in
+
+
+def test_a_person_asks_for_a_tool_by_name_and_sees_its_card_and_the_answer(product, page):
+    base, password = product
+    sign_in(page, base, password)
+
+    page.get_by_role("link", name="Chat").click()
+    page.get_by_role("button", name="New chat").first.click()
+    page.wait_for_url(f"{base}/chat/*/")
+    page.get_by_label("Message").fill("use current_time")
+    page.get_by_label("Message").press("Enter")
+
+    card = page.locator(".tool-card")
+    expect(card).to_have_attribute("data-status", "ok", timeout=20_000)
+    expect(card.locator("summary")).to_contain_text("current_time")
+    expect(page.locator(".bubble.assistant").last).not_to_be_empty()
+    expect(page.locator(".demo-banner")).to_be_visible()
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    card.locator("summary").press("Enter")
+    expect(card.locator("pre.result")).to_be_visible()
+
+    page.reload()
+    expect(page.locator(".bubble.user")).to_have_text(["use current_time"])
+    expect(page.locator(".tool-card")).to_have_attribute("data-status", "ok")
+    # The strict CSP would report a blocked inline script or style as a console error.
+    assert page.console_errors == []
+
+
+def test_a_worker_tool_streams_its_output_live_and_stop_cancels_it(product, page):
+    base, password = product
+    sign_in(page, base, password)
+    page.goto(f"{base}/chat/")
+    page.get_by_role("button", name="New chat").first.click()
+    page.wait_for_url(f"{base}/chat/*/")
+
+    command = "for i in $(seq 1 30); do echo tick $i; sleep 1; done"
+    page.get_by_label("Message").fill(f"use bash: {command}")
+    page.get_by_label("Message").press("Enter")
+    page.get_by_role("button", name="Allow").click(timeout=20_000)
+    card = page.locator(".tool-card")
+    expect(card.locator("pre.tail")).to_contain_text("tick 2", timeout=20_000)
+    page.get_by_role("button", name="Stop").click()
+
+    expect(card).to_have_attribute("data-status", "cancelled", timeout=20_000)
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    assert "tick 30" not in card.locator("pre.tail").inner_text()
+    assert page.console_errors == []

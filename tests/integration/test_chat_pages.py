@@ -1,0 +1,79 @@
+"""The chat pages: the shell a person's browser draws the conversation into, and the
+session actions beside it."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+pytestmark = pytest.mark.django_db
+
+
+def _session(user, **fields):
+    from sessions_app.services import session_create
+
+    return session_create(user=user, **fields)
+
+
+def test_a_person_without_chats_is_offered_a_new_one(client, owner):
+    client.force_login(owner)
+
+    response = client.get(reverse("chat"))
+
+    assert response.status_code == 200
+    assert "No chats yet" in response.content.decode()
+
+
+def test_the_chat_page_opens_the_latest_chat_with_its_socket_and_intent(client, owner):
+    session = _session(owner, intent={"toolset": "safe", "enabled": False})
+    client.force_login(owner)
+
+    response = client.get(reverse("chat"), follow=True)
+
+    page = response.content.decode()
+    assert response.redirect_chain[-1][0] == reverse("chat_session", args=[session.pk])
+    assert f'data-ws="/ws/sessions/{session.pk}/"' in page
+    assert '<option value="safe" selected>' in page
+    assert 'name="tools" checked' not in page
+
+
+def test_another_persons_chat_is_a_404_for_the_page_and_its_actions(client, owner, other_user):
+    from sessions_app.models import ChatSession
+
+    session = _session(owner)
+    client.force_login(other_user)
+
+    assert client.get(reverse("chat_session", args=[session.pk])).status_code == 404
+    delete = reverse("chat_delete", args=[session.pk])
+    assert client.post(delete, {"version": session.version}).status_code == 404
+    assert ChatSession.objects.filter(pk=session.pk).exists()
+
+
+def test_new_rename_and_delete_a_chat(client, owner):
+    from sessions_app.models import ChatSession
+
+    client.force_login(owner)
+    created = client.post(reverse("chat_new"))
+    session = ChatSession.objects.get(owner=owner)
+    assert created["Location"] == reverse("chat_session", args=[session.pk])
+
+    rename = reverse("chat_rename", args=[session.pk])
+    client.post(rename, {"title": "Trip plans", "version": session.version})
+    session.refresh_from_db()
+    assert session.title == "Trip plans"
+
+    # An edit made on an old version is refused and says so.
+    stale = client.post(rename, {"title": "Other", "version": 1}, follow=True)
+    assert "changed" in stale.content.decode()
+    session.refresh_from_db()
+    assert session.title == "Trip plans"
+
+    client.post(reverse("chat_delete", args=[session.pk]), {"version": session.version})
+    assert not ChatSession.objects.filter(pk=session.pk).exists()
+
+
+def test_a_visitor_who_is_not_signed_in_is_sent_to_sign_in(client):
+    response = client.get(reverse("chat"))
+
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
