@@ -201,6 +201,7 @@ def profile_mode_switch(*, user: Any, profile: ToolProfile, version: int, mode: 
     list is rewritten against the registry (removed names become the picked rest, or the
     other way round). From then on, a newly registered tool joins an "all except" profile
     and stays out of an "only" one."""
+    _check_can_edit(user, profile)
     _check_fresh(profile, version)
     mode = _clean_mode(mode)
     if mode == profile.mode:

@@ -37,13 +37,6 @@ def _session_or_404(request: HttpRequest, session_id: Any) -> ChatSession:
         raise Http404("no such session") from None
 
 
-def _version(request: HttpRequest) -> int:
-    try:
-        return int(request.POST.get("version", ""))
-    except ValueError:
-        return -1
-
-
 @require_safe
 @login_required
 def chat(request: HttpRequest) -> HttpResponse:
@@ -76,6 +69,11 @@ def chat_new(request: HttpRequest) -> HttpResponse:
     return redirect("chat_session", session_id=session.pk)
 
 
+# Rename and delete act on the session as it is now: the page's own chat frames move its
+# version (the composer's intent is stored with each message), and the owner asked for
+# this one action on this one chat.
+
+
 @require_POST
 @login_required
 def chat_rename(request: HttpRequest, session_id: Any) -> HttpResponse:
@@ -84,7 +82,7 @@ def chat_rename(request: HttpRequest, session_id: Any) -> HttpResponse:
         session_update(
             user=request.user,
             session=session,
-            version=_version(request),
+            version=session.version,
             title=request.POST.get("title", ""),
         )
     except ServiceError as exc:
@@ -97,7 +95,7 @@ def chat_rename(request: HttpRequest, session_id: Any) -> HttpResponse:
 def chat_delete(request: HttpRequest, session_id: Any) -> HttpResponse:
     session = _session_or_404(request, session_id)
     try:
-        session_delete(user=request.user, session=session, version=_version(request))
+        session_delete(user=request.user, session=session, version=session.version)
     except ServiceError as exc:
         messages.error(request, exc.message)
         return redirect("chat_session", session_id=session.pk)

@@ -7,7 +7,6 @@ const root = document.querySelector("[data-session]");
 const list = root.querySelector(".messages-list");
 const form = root.querySelector(".composer");
 const input = form.querySelector("textarea");
-const sendButton = form.querySelector("[data-send]");
 const stopButton = form.querySelector("[data-stop]");
 const connection = root.querySelector(".connection");
 const announce = root.querySelector("[data-announce]");
@@ -18,6 +17,7 @@ let lastSeq = 0;
 let running = false;
 let retry = 0;
 let streaming = null; // the assistant bubble receiving text deltas
+let unconfirmed = ""; // sent text the server has not stored yet
 const cards = new Map(); // call id -> tool card
 
 function element(tag, className, text) {
@@ -38,7 +38,6 @@ function append(node) {
 function setRunning(value) {
   running = value;
   stopButton.hidden = !value;
-  sendButton.disabled = value;
 }
 
 function toolCard(data) {
@@ -69,14 +68,19 @@ function approval(data) {
   for (const [label, allow] of [["Allow", true], ["Deny", false]]) {
     const button = element("button", allow ? "" : "danger", label);
     button.type = "button";
+    button.setAttribute("aria-label", `${label} ${data.name}`);
     button.addEventListener("click", () => {
-      send({ type: "approve", call_id: data.call_id, allow });
+      // Kept if the answer could not be sent (the socket is down): it can be clicked again.
+      if (!send({ type: "approve", call_id: data.call_id, allow })) return;
       box.remove();
+      entry.card.querySelector("summary").focus();
     });
     box.append(button);
   }
   entry.card.open = true;
   entry.card.append(box);
+  announce.textContent = `${data.name} needs your approval.`;
+  box.querySelector("button").focus();
 }
 
 function draw(frame) {
@@ -89,6 +93,11 @@ function draw(frame) {
   }
   if (frame.type === "error") {
     append(element("p", "error", frame.message)).setAttribute("role", "alert");
+    // What was typed is not lost to a refusal.
+    if (unconfirmed && !input.value) input.value = unconfirmed;
+    unconfirmed = "";
+    // Stop on a turn the server no longer runs (it stopped while the page was away).
+    if (frame.code === "no_turn") setRunning(false);
     return;
   }
   if (frame.type !== "event" || frame.seq <= lastSeq) return;
@@ -96,6 +105,7 @@ function draw(frame) {
   const data = frame.data;
   switch (frame.kind) {
     case "user_message":
+      unconfirmed = "";
       append(element("div", "bubble user", data.text));
       break;
     case "turn_started":
@@ -184,13 +194,21 @@ function connect() {
 form.addEventListener("submit", (submitted) => {
   submitted.preventDefault();
   const text = input.value.trim();
-  if (!text || running) return;
-  const intent = {
-    toolset: form.elements.toolset.value === "default" ? null : form.elements.toolset.value,
-    enabled: form.elements.tools.checked,
-    web_search: form.elements.web_search.checked,
-  };
-  if (send({ type: "chat", text, intent })) input.value = "";
+  if (!text) return;
+  // While a turn runs, a message is the answer to the model's question (the server
+  // refuses it otherwise), so it carries no intent.
+  const frame = { type: "chat", text };
+  if (!running) {
+    frame.intent = {
+      toolset: form.elements.toolset.value === "default" ? null : form.elements.toolset.value,
+      enabled: form.elements.tools.checked,
+      web_search: form.elements.web_search.checked,
+    };
+  }
+  if (send(frame)) {
+    unconfirmed = text;
+    input.value = "";
+  }
 });
 
 input.addEventListener("keydown", (key) => {

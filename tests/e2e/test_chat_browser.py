@@ -53,3 +53,23 @@ def test_a_worker_tool_streams_its_output_live_and_stop_cancels_it(product, page
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()
     assert "tick 30" not in card.locator("pre.tail").inner_text()
     assert page.console_errors == []
+
+
+def test_the_models_question_is_answered_from_the_composer(product, page):
+    base, password = product
+    sign_in(page, base, password)
+    page.goto(f"{base}/chat/")
+    page.get_by_role("button", name="New chat").first.click()
+    page.wait_for_url(f"{base}/chat/*/")
+
+    page.get_by_label("Message").fill("use ask_user_question: Which colour?")
+    page.get_by_label("Message").press("Enter")
+    card = page.locator(".tool-card")
+    expect(card).to_have_attribute("data-status", "running", timeout=20_000)
+    page.get_by_label("Message").fill("blue")
+    page.get_by_label("Message").press("Enter")
+
+    expect(card).to_have_attribute("data-status", "ok", timeout=20_000)
+    expect(card.locator("pre.result")).to_contain_text("blue")
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    assert page.console_errors == []

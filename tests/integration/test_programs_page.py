@@ -211,3 +211,18 @@ def test_the_page_costs_the_same_queries_with_one_profile_or_fifty(client, owner
 
     assert ">p49</a>" in page
     assert len(many.captured_queries) == len(few.captured_queries)
+
+
+def test_a_shared_profile_cannot_be_switched_by_someone_who_is_not_staff(client, owner, staff):
+    from profiles_app.services import profile_create
+
+    shared = profile_create(user=staff, name="team", shared=True)
+    client.force_login(owner)
+
+    response = client.post(
+        reverse("program_mode", args=[shared.pk]),
+        {"mode": "all_except", "version": shared.version},
+    )
+
+    assert response.status_code == 403
+    assert "Switched" not in response.content.decode()
