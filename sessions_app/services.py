@@ -23,7 +23,7 @@ from django.utils import timezone
 from agent_app.models import Agent
 from agent_app.services import AgentsAdapter, NotesAdapter, agents_visible_to, default_agent
 from profiles_app.services import global_disables, profile_lookup_for, toolset_check_exists
-from sessions_app.models import ChatSession, SessionEvent
+from sessions_app.models import ChatSession, ProviderCall, SessionEvent
 from toolhub.errors import Conflict, Invalid, NotFound, Stale
 from toolhub.tools import (
     IntentError,
@@ -431,6 +431,32 @@ def session_resolve(
         context_window_tokens=agent.context_window,
         budget_tokens=agent.tier_budget,
     )
+
+
+INSPECTOR_CALLS = 5
+
+
+def session_recent_calls(*, session: ChatSession) -> list[dict[str, Any]]:
+    """The last provider calls of a session, newest first, with the calibration ratio
+    (input tokens the provider counted over our own estimate of the same request)."""
+    calls = ProviderCall.objects.filter(session=session).order_by("-created", "-id")[
+        :INSPECTOR_CALLS
+    ]
+    return [
+        {
+            "created": call.created,
+            "model": call.model,
+            "input": call.input_tokens,
+            "cache_read": call.cache_read_input_tokens,
+            "cache_write": call.cache_creation_input_tokens,
+            "ratio": (
+                round(call.input_tokens / call.estimated_input_tokens, 2)
+                if call.estimated_input_tokens
+                else None
+            ),
+        }
+        for call in calls
+    ]
 
 
 def session_toolset(*, session: ChatSession) -> dict[str, Any]:

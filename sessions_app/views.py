@@ -22,6 +22,8 @@ from sessions_app.services import (
     session_create,
     session_delete,
     session_get_for_user,
+    session_recent_calls,
+    session_toolset,
     session_update,
     sessions_of,
 )
@@ -60,6 +62,24 @@ def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
         "web_search": bool(intent.get("web_search")),
     }
     return render(request, "sessions_app/chat.html", context)
+
+
+@require_safe
+@login_required
+def chat_inspector(request: HttpRequest, session_id: Any) -> HttpResponse:
+    """What the next turn of this chat will send, and what the last ones cost."""
+    session = _session_or_404(request, session_id)
+    try:
+        toolset, problem = session_toolset(session=session), ""
+    except ServiceError as exc:
+        toolset, problem = None, exc.message
+    context = {
+        "session": session,
+        "toolset": toolset,
+        "problem": problem,
+        "calls": session_recent_calls(session=session),
+    }
+    return render(request, "sessions_app/chat.html#inspector", context)
 
 
 @require_POST

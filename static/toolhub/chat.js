@@ -146,6 +146,7 @@ function draw(frame) {
     case "turn_finished":
     case "turn_failed":
       setRunning(false);
+      refreshInspector();
       streaming = null;
       if (frame.kind === "turn_failed") {
         append(element("p", "error", `The turn failed: ${data.message}`)).setAttribute("role", "alert");
@@ -157,6 +158,17 @@ function draw(frame) {
     default:
       break;
   }
+}
+
+// The inspector shows what the next turn will send: refreshed when a turn ends, once for
+// a replay of many.
+let inspectorTimer = null;
+function refreshInspector() {
+  clearTimeout(inspectorTimer);
+  inspectorTimer = setTimeout(
+    () => document.body.dispatchEvent(new CustomEvent("toolhub:turn-end")),
+    300,
+  );
 }
 
 function send(frame) {

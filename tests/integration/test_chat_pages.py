@@ -79,3 +79,40 @@ def test_a_visitor_who_is_not_signed_in_is_sent_to_sign_in(client):
 
     assert response.status_code == 302
     assert response["Location"].startswith("/accounts/login/")
+
+
+def test_the_inspector_shows_the_next_turns_tools_and_why_others_are_hidden(client, owner, staff):
+    from profiles_app.services import profile_create, tool_disable_globally
+
+    profile_create(user=owner, name="lean", tools=["bash"])
+    tool_disable_globally(user=staff, tool="web_fetch", reason="leaks secrets")
+    session = _session(owner, intent={"toolset": "lean"})
+    client.force_login(owner)
+
+    page = client.get(reverse("chat_inspector", args=[session.pk])).content.decode()
+
+    assert 'id="hidden-bash"' in page
+    assert "disabled globally by ops: leaks secrets" in page
+    assert "Resident tools" in page
+    assert "No model call yet." in page
+
+
+def test_the_inspector_says_when_the_chats_profile_is_gone(client, owner):
+    from profiles_app.services import profile_create, profile_delete
+
+    profile = profile_create(user=owner, name="lean")
+    session = _session(owner, intent={"toolset": "lean"})
+    profile_delete(user=owner, profile=profile, version=profile.version)
+    client.force_login(owner)
+
+    response = client.get(reverse("chat_inspector", args=[session.pk]))
+
+    assert response.status_code == 200
+    assert "pick another toolset" in response.content.decode()
+
+
+def test_another_persons_inspector_is_a_404(client, owner, other_user):
+    session = _session(owner)
+    client.force_login(other_user)
+
+    assert client.get(reverse("chat_inspector", args=[session.pk])).status_code == 404
