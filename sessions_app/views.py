@@ -60,6 +60,7 @@ def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
         "toolset": intent.get("toolset") or "default",
         "tools_on": intent.get("enabled") is not False,
         "web_search": bool(intent.get("web_search")),
+        "plan_mode": session.plan_mode,
     }
     return render(request, "sessions_app/chat.html", context)
 
@@ -80,6 +81,22 @@ def chat_inspector(request: HttpRequest, session_id: Any) -> HttpResponse:
         "calls": session_recent_calls(session=session),
     }
     return render(request, "sessions_app/chat.html#inspector", context)
+
+
+@require_POST
+@login_required
+def chat_plan_mode(request: HttpRequest, session_id: Any) -> HttpResponse:
+    """Switch plan mode from the composer; stored at once, so the inspector shows its
+    effect before the next turn."""
+    session = _session_or_404(request, session_id)
+    on = request.POST.get("plan_mode") == "on"
+    try:
+        session_update(user=request.user, session=session, version=session.version, plan_mode=on)
+    except ServiceError as exc:
+        return HttpResponse(exc.message, status=exc.status)
+    response = HttpResponse(status=204)
+    response["HX-Trigger"] = "toolhub:turn-end"
+    return response
 
 
 @require_POST

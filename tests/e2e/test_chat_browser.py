@@ -73,3 +73,27 @@ def test_the_models_question_is_answered_from_the_composer(product, page):
     expect(card.locator("pre.result")).to_contain_text("blue")
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()
     assert page.console_errors == []
+
+
+def test_a_reload_mid_turn_brings_back_every_event_and_the_live_tail(product, page):
+    base, password = product
+    sign_in(page, base, password)
+    page.goto(f"{base}/chat/")
+    page.get_by_role("button", name="New chat").first.click()
+    page.wait_for_url(f"{base}/chat/*/")
+    command = "for i in $(seq 1 30); do echo step $i; sleep 1; done"
+    page.get_by_label("Message").fill(f"use bash: {command}")
+    page.get_by_label("Message").press("Enter")
+    page.get_by_role("button", name="Allow").click(timeout=20_000)
+    expect(page.locator(".tool-card pre.tail")).to_contain_text("step 1", timeout=20_000)
+
+    page.reload()
+
+    expect(page.locator(".bubble.user")).to_have_count(1)
+    card = page.locator(".tool-card")
+    expect(card).to_have_count(1)
+    expect(card).to_have_attribute("data-status", "running")
+    expect(card.locator("pre.tail")).to_contain_text("step 2", timeout=20_000)
+    page.get_by_role("button", name="Stop").click()
+    expect(card).to_have_attribute("data-status", "cancelled", timeout=20_000)
+    assert page.console_errors == []

@@ -69,3 +69,16 @@ def test_a_tool_disabled_on_the_ops_page_shows_hidden_with_its_reason(product, p
     expect(hidden).to_contain_text("disabled globally by", timeout=10_000)
     expect(hidden).to_contain_text("quota spent")
     assert page.console_errors == []
+
+
+def test_plan_mode_from_the_composer_hides_tools_unsafe_in_plan(product, page):
+    base, password = product
+    sign_in(page, base, password)
+    _new_chat(page, base)
+
+    page.get_by_label("Plan mode").check()
+
+    expect(page.locator("#hidden-bash")).to_contain_text("plan", timeout=10_000)
+    page.reload()
+    expect(page.get_by_label("Plan mode")).to_be_checked()
+    assert page.console_errors == []

@@ -116,3 +116,21 @@ def test_another_persons_inspector_is_a_404(client, owner, other_user):
     client.force_login(other_user)
 
     assert client.get(reverse("chat_inspector", args=[session.pk])).status_code == 404
+
+
+def test_plan_mode_is_switched_from_the_composer_at_once(client, owner, other_user):
+    session = _session(owner)
+    client.force_login(owner)
+    url = reverse("chat_plan_mode", args=[session.pk])
+
+    on = client.post(url, {"plan_mode": "on"})
+    session.refresh_from_db()
+    assert (on.status_code, on["HX-Trigger"], session.plan_mode) == (204, "toolhub:turn-end", True)
+    client.post(url, {})
+    session.refresh_from_db()
+    assert session.plan_mode is False
+
+    client.force_login(other_user)
+    assert client.post(url, {"plan_mode": "on"}).status_code == 404
+    session.refresh_from_db()
+    assert session.plan_mode is False
