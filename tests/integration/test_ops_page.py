@@ -117,4 +117,4 @@ def test_the_page_costs_the_same_queries_with_one_disable_or_thirty(client, staf
         page = client.get(PAGE).content.decode()
 
     assert page.count("Disabled by ops") == min(30, len(names))
-    assert len(many.captured_queries) == len(few.captured_queries)
+    assert 0 < len(many.captured_queries) == len(few.captured_queries)

@@ -1,0 +1,133 @@
+"""Server time of the HTML pages with 50 profiles and 200 tools, on PostgreSQL.
+
+Creates (or reuses) the database ``toolhub_bench`` on the PostgreSQL at BENCH_DATABASE_URL
+(default postgres://postgres@127.0.0.1:5432/toolhub_bench), registers 150 extra tools next
+to the built-in pack (200 or more in all), makes a staff user with 50 profiles, a chat
+with a few turns' worth of events, and 20 global disables, then renders each page through
+Django's full request handling in-process (middleware, sessions, CSP, templates) and
+prints the p50 and p95 server time and the queries of one request, per page:
+the Programs page, one profile on it, the chat page, its inspector, and the ops page.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from _django import django_setup  # noqa: E402
+
+DATABASE_URL = os.environ.get(
+    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/toolhub_bench"
+)
+PROFILES = 50
+TOOLS = 200
+ROUNDS = 60
+
+
+def _register_tools() -> None:
+    from toolhub.tools import function, registry
+
+    def make(number: int):
+        def tool(text: str = "") -> str:
+            return text
+
+        tool.__doc__ = f"Bench tool number {number}: echoes its text.\n\nArgs:\n    text: Any."
+        return tool
+
+    for number in range(max(0, TOOLS - len(registry.all_tools()))):
+        registry.register(
+            function(make(number), name=f"bench_tool_{number}", register_globally=False)
+        )
+
+
+def _setup():
+    django_setup(DATABASE_URL)
+    from django.contrib.auth import get_user_model
+
+    from profiles_app import services as profiles
+    from profiles_app.models import GlobalDisable, ToolProfile
+    from sessions_app.models import ChatSession
+    from sessions_app.services import events_append, session_create
+    from toolhub.tools import registry
+
+    _register_tools()
+    user, _ = get_user_model().objects.get_or_create(
+        username="bench-pages", defaults={"is_staff": True}
+    )
+    ToolProfile.objects.filter(owner=user).delete()
+    ChatSession.objects.filter(owner=user).delete()
+    GlobalDisable.objects.all().delete()
+    names = [tool.name for tool in registry.all_tools()]
+    created = [
+        profiles.profile_create(user=user, name=f"bench-{number}", tools=names[number : number + 5])
+        for number in range(PROFILES)
+    ]
+    for name in names[-20:]:
+        profiles.tool_disable_globally(user=user, tool=name, reason="bench")
+    session = session_create(user=user)
+    for turn in range(10):
+        events_append(
+            session_id=session.pk,
+            turn=str(turn),
+            items=[
+                ("user_message", {"text": f"message {turn}"}),
+                ("assistant_message", {"text": "answer", "html": "<p>answer</p>"}),
+            ],
+        )
+    return user, created[0], session
+
+
+def main() -> None:
+    logging.disable(logging.WARNING)
+    user, profile, session = _setup()
+    from django.conf import settings
+
+    # Templates link static files; the manifest would need collectstatic first.
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    client = Client(HTTP_HOST="localhost")
+    client.force_login(user)
+    pages = {
+        "programs": "/programs/",
+        "program": f"/programs/profile/{profile.pk}/",
+        "chat": f"/chat/{session.pk}/",
+        "inspector": f"/chat/{session.pk}/inspector/",
+        "ops": "/ops/tools/",
+    }
+    from toolhub.tools import registry
+
+    print(f"pages-bench tools={len(registry.all_tools())} profiles={PROFILES}")
+    for label, url in pages.items():
+        first = client.get(url, secure=True)
+        assert first.status_code == 200, (url, first.status_code, first.content[:300])
+        with CaptureQueriesContext(connection) as queries:
+            client.get(url, secure=True)
+        # Read now: the next request outside the context resets the query log.
+        query_count = len(queries.captured_queries)
+        times = []
+        for _ in range(ROUNDS):
+            started = time.perf_counter()
+            client.get(url, secure=True)
+            times.append((time.perf_counter() - started) * 1000)
+        times.sort()
+        print(
+            f"pages-bench {label:<9} p50={statistics.median(times):.1f}ms "
+            f"p95={times[int(len(times) * 0.95) - 1]:.1f}ms queries={query_count}"
+        )
+
+
+if __name__ == "__main__":
+    main()
