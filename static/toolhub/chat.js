@@ -70,8 +70,7 @@ function approval(data) {
     button.type = "button";
     button.setAttribute("aria-label", `${label} ${data.name}`);
     button.addEventListener("click", () => {
-      // Kept if the answer could not be sent (the socket is down): it can be clicked again.
-      if (!send({ type: "approve", call_id: data.call_id, allow })) return;
+      send({ type: "approve", call_id: data.call_id, allow });
       box.remove();
       entry.card.querySelector("summary").focus();
     });
@@ -171,12 +170,16 @@ function refreshInspector() {
   );
 }
 
+// Frames sent while the socket is (re)connecting wait here and go out right after the
+// resume, in order: a message typed before the page connected is not lost.
+const outbox = [];
+
 function send(frame) {
   if (socket && socket.readyState === WebSocket.OPEN) {
     socket.send(JSON.stringify(frame));
-    return true;
+  } else {
+    outbox.push(frame);
   }
-  return false;
 }
 
 function connect() {
@@ -186,6 +189,7 @@ function connect() {
     retry = 0;
     connection.hidden = true;
     send({ type: "resume", after_seq: lastSeq });
+    for (const frame of outbox.splice(0)) send(frame);
   });
   socket.addEventListener("message", (message) => draw(JSON.parse(message.data)));
   socket.addEventListener("close", (closed) => {
@@ -217,10 +221,9 @@ form.addEventListener("submit", (submitted) => {
       web_search: form.elements.web_search.checked,
     };
   }
-  if (send(frame)) {
-    unconfirmed = text;
-    input.value = "";
-  }
+  send(frame);
+  unconfirmed = text;
+  input.value = "";
 });
 
 input.addEventListener("keydown", (key) => {
