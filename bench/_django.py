@@ -36,6 +36,16 @@ def recreate_database(url: str) -> None:
     ensure_database(url)
 
 
+def flush_redis(url: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+
+
 def django_setup(database_url: str, *, redis_url: str | None = None) -> None:
     ensure_database(database_url)
     os.environ.update(

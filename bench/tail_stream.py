@@ -42,16 +42,6 @@ TURNS = 5
 TOOL_MODULE = "tests.integration.worker_tools"
 
 
-def _flush_redis() -> None:
-    import redis
-
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.flushdb()
-    finally:
-        client.close()
-
-
 def _responder(body: dict):
     from tests.fakes import Reply
 
@@ -122,13 +112,13 @@ def _rss_mib(pid: int) -> float:
 
 
 def _run(var_dir: Path) -> None:
-    from _django import recreate_database
+    from _django import flush_redis, recreate_database
 
     from tests.conftest import app_env, celery_worker, daphne, manage
     from tests.fakes import FakeAnthropic
 
     recreate_database(DATABASE_URL)
-    _flush_redis()
+    flush_redis(REDIS_URL)
     with FakeAnthropic(responder=_responder) as model:
         env = app_env(
             var_dir,
@@ -175,7 +165,7 @@ def _run(var_dir: Path) -> None:
 
 
 def main() -> None:
-    from _django import drop_database
+    from _django import drop_database, flush_redis
 
     var_dir = Path(tempfile.mkdtemp(prefix="toolhub-tail-"))
     try:
@@ -188,7 +178,7 @@ def main() -> None:
         with contextlib.suppress(Exception):
             drop_database(DATABASE_URL)
         with contextlib.suppress(Exception):
-            _flush_redis()
+            flush_redis(REDIS_URL)
         shutil.rmtree(var_dir, ignore_errors=True)
 
 

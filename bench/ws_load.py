@@ -82,16 +82,6 @@ class _Stuck(Exception):
     """A client cannot go on: no socket opens, or a turn never ends."""
 
 
-def _flush_redis() -> None:
-    import redis
-
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.flushdb()
-    finally:
-        client.close()
-
-
 def _setup(var_dir: Path) -> tuple[str, list[str]]:
     """Django in this process, on the database the servers use: a user, a token, sessions."""
     os.environ.update(
@@ -341,13 +331,13 @@ def _report(
 
 
 def _run(var_dir: Path) -> list[str]:
-    from _django import recreate_database
+    from _django import flush_redis, recreate_database
 
     from tests.conftest import app_env, daphne, manage
     from tests.fakes import FakeAnthropic, Reply
 
     recreate_database(DATABASE_URL)
-    _flush_redis()
+    flush_redis(REDIS_URL)
     with FakeAnthropic(responder=lambda body: Reply(text=REPLY, chunks=DELTAS)) as model:
         env = app_env(
             var_dir,
@@ -389,7 +379,7 @@ def _close_django() -> None:
 
 
 def main() -> None:
-    from _django import drop_database
+    from _django import drop_database, flush_redis
 
     started = time.perf_counter()
     var_dir = Path(tempfile.mkdtemp(prefix="toolhub-ws-load-"))
@@ -400,7 +390,7 @@ def main() -> None:
         with contextlib.suppress(Exception):
             drop_database(DATABASE_URL)
         with contextlib.suppress(Exception):
-            _flush_redis()
+            flush_redis(REDIS_URL)
         shutil.rmtree(var_dir, ignore_errors=True)
     print(f"ws_load run_s {time.perf_counter() - started:.1f}")
     if stuck:

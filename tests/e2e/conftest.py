@@ -6,7 +6,7 @@ import contextlib
 import re
 
 import pytest
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import expect, sync_playwright
 
 from tests.conftest import ROOT, app_env, daphne, manage
 
@@ -59,3 +59,20 @@ def sign_in(page, base: str, password: str) -> None:
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Sign in").click()
     page.wait_for_url(f"{base}/")
+
+
+def open_new_chat(page, base: str, password: str) -> None:
+    """Sign in and open a new chat."""
+    sign_in(page, base, password)
+    page.goto(f"{base}/chat/")
+    page.get_by_role("button", name="New chat").first.click()
+    page.wait_for_url(f"{base}/chat/*/")
+
+
+def run_command_approved(page, command: str, *, until: str) -> None:
+    """Ask the demo model to run ``command`` with bash, allow it, and wait until its
+    live tail shows ``until``."""
+    page.get_by_label("Message").fill(f"use bash: {command}")
+    page.get_by_label("Message").press("Enter")
+    page.get_by_role("button", name="Allow").click(timeout=20_000)
+    expect(page.locator(".tool-card pre.tail")).to_contain_text(until, timeout=20_000)

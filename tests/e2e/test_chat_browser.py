@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import sign_in
+from tests.e2e.conftest import open_new_chat, run_command_approved, sign_in
 
 
 def test_a_person_asks_for_a_tool_by_name_and_sees_its_card_and_the_answer(product, page):
@@ -35,18 +35,12 @@ def test_a_person_asks_for_a_tool_by_name_and_sees_its_card_and_the_answer(produ
 
 
 def test_a_worker_tool_streams_its_output_live_and_stop_cancels_it(product, page):
-    base, password = product
-    sign_in(page, base, password)
-    page.goto(f"{base}/chat/")
-    page.get_by_role("button", name="New chat").first.click()
-    page.wait_for_url(f"{base}/chat/*/")
+    open_new_chat(page, *product)
 
-    command = "for i in $(seq 1 30); do echo tick $i; sleep 1; done"
-    page.get_by_label("Message").fill(f"use bash: {command}")
-    page.get_by_label("Message").press("Enter")
-    page.get_by_role("button", name="Allow").click(timeout=20_000)
+    run_command_approved(
+        page, "for i in $(seq 1 30); do echo tick $i; sleep 1; done", until="tick 2"
+    )
     card = page.locator(".tool-card")
-    expect(card.locator("pre.tail")).to_contain_text("tick 2", timeout=20_000)
     page.get_by_role("button", name="Stop").click()
 
     expect(card).to_have_attribute("data-status", "cancelled", timeout=20_000)
@@ -56,11 +50,7 @@ def test_a_worker_tool_streams_its_output_live_and_stop_cancels_it(product, page
 
 
 def test_the_models_question_is_answered_from_the_composer(product, page):
-    base, password = product
-    sign_in(page, base, password)
-    page.goto(f"{base}/chat/")
-    page.get_by_role("button", name="New chat").first.click()
-    page.wait_for_url(f"{base}/chat/*/")
+    open_new_chat(page, *product)
 
     page.get_by_label("Message").fill("use ask_user_question: Which colour?")
     page.get_by_label("Message").press("Enter")
@@ -76,16 +66,10 @@ def test_the_models_question_is_answered_from_the_composer(product, page):
 
 
 def test_a_reload_mid_turn_brings_back_every_event_and_the_live_tail(product, page):
-    base, password = product
-    sign_in(page, base, password)
-    page.goto(f"{base}/chat/")
-    page.get_by_role("button", name="New chat").first.click()
-    page.wait_for_url(f"{base}/chat/*/")
-    command = "for i in $(seq 1 30); do echo step $i; sleep 1; done"
-    page.get_by_label("Message").fill(f"use bash: {command}")
-    page.get_by_label("Message").press("Enter")
-    page.get_by_role("button", name="Allow").click(timeout=20_000)
-    expect(page.locator(".tool-card pre.tail")).to_contain_text("step 1", timeout=20_000)
+    open_new_chat(page, *product)
+    run_command_approved(
+        page, "for i in $(seq 1 30); do echo step $i; sleep 1; done", until="step 1"
+    )
 
     page.reload()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import sign_in
+from tests.e2e.conftest import open_new_chat, sign_in
 
 
 def _new_chat(page, base):
@@ -43,9 +43,7 @@ def test_a_profile_picked_in_the_composer_shows_its_removed_tool_hidden(product,
 
 
 def test_with_tools_off_the_next_turn_sends_no_tools(product, page):
-    base, password = product
-    sign_in(page, base, password)
-    _new_chat(page, base)
+    open_new_chat(page, *product)
 
     page.get_by_label("Tools").uncheck()
     _say(page, "no tools please")
@@ -72,9 +70,7 @@ def test_a_tool_disabled_on_the_ops_page_shows_hidden_with_its_reason(product, p
 
 
 def test_plan_mode_from_the_composer_hides_tools_unsafe_in_plan(product, page):
-    base, password = product
-    sign_in(page, base, password)
-    _new_chat(page, base)
+    open_new_chat(page, *product)
 
     page.get_by_label("Plan mode").check()
 
