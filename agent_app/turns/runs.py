@@ -184,17 +184,12 @@ async def _wait(*, run_id: Any, done: asyncio.Event, cancel: CancelToken) -> Too
             # Whatever the pool (some enforce no limits), the turn does not wait past the
             # tool's hard limit.
             ended = await db(
-                _run_end,
+                _run_lost,
                 run_id=run_id,
-                status=Status.LOST,
-                result={
-                    "status": "error",
-                    "content": f"{run.tool} overran its time limit and was given up.",
-                    "reason": "time limit",
-                },
+                content=f"{run.tool} overran its time limit and was given up.",
+                reason="time limit",
             )
             if ended is not None:
-                await db(_cancel_flag, run_id=run_id)
                 return ended
         if cancel_by is not None and asyncio.get_running_loop().time() > cancel_by:
             # The worker did not stop in time: the turn goes on; the run ends here.
@@ -258,7 +253,7 @@ def runs_cancel_for_turn(*, session_id: Any, turn: str) -> None:
         _cancel_flag(run_id=run_id)
 
 
-def runs_reap(*, ids: list[Any] | None = None) -> int:
+def runs_reap() -> int:
     """Mark ``lost`` every running run whose heartbeat is older than the bound, and every
     queued run no worker took in time. Returns how many were reaped."""
     now = timezone.now()
@@ -268,8 +263,6 @@ def runs_reap(*, ids: list[Any] | None = None) -> int:
         Q(status=Status.RUNNING, heartbeat__lt=quiet)
         | Q(status=Status.QUEUED, created__lt=unclaimed)
     )
-    if ids is not None:
-        stale = stale.filter(pk__in=ids)
     reaped = 0
     for run in stale.only("pk", "status", "tool", "started", "timeout"):
         if run.status == Status.QUEUED:
@@ -281,17 +274,25 @@ def runs_reap(*, ids: list[Any] | None = None) -> int:
         else:
             content = f"The worker running {run.tool} was lost; the tool did not finish."
             reason = "worker lost"
-        ended = _run_end(
-            run_id=run.pk,
-            status=Status.LOST,
-            result={"status": "error", "content": content, "reason": reason},
-            only_from=(run.status,),
-        )
-        if ended is not None:
-            # A worker that was only slow must not go on with a run the turn gave up.
-            _cancel_flag(run_id=run.pk)
-            reaped += 1
+        ended = _run_lost(run_id=run.pk, content=content, reason=reason, only_from=(run.status,))
+        reaped += ended is not None
     return reaped
+
+
+def _run_lost(
+    *, run_id: Any, content: str, reason: str, only_from: tuple[str, ...] = LIVE
+) -> ToolRun | None:
+    """Give the run up as lost; a worker that was only slow is told to stop it."""
+    ended = _run_end(
+        run_id=run_id, status=Status.LOST, result=_error(content, reason), only_from=only_from
+    )
+    if ended is not None:
+        _cancel_flag(run_id=run_id)
+    return ended
+
+
+def _error(content: str, reason: str) -> dict[str, str]:
+    return {"status": "error", "content": content, "reason": reason}
 
 
 def _past_hard_limit(run: ToolRun, now: Any, slack: float = 0.0) -> bool:
@@ -363,11 +364,9 @@ def run_in_worker(*, run_id: str) -> None:
             _end_and_tell(
                 run_id=run_id,
                 status=Status.FAILED,
-                result={
-                    "status": "error",
-                    "content": f"The worker could not run the tool: {type(exc).__name__}",
-                    "reason": "worker error",
-                },
+                result=_error(
+                    f"The worker could not run the tool: {type(exc).__name__}", "worker error"
+                ),
             )
         finally:
             finished.set()
@@ -404,11 +403,7 @@ def run_in_worker(*, run_id: str) -> None:
         _end_and_tell(
             run_id=run_id,
             status=Status.FAILED,
-            result={
-                "status": "error",
-                "content": "The tool was stopped at its time limit.",
-                "reason": "time limit",
-            },
+            result=_error("The tool was stopped at its time limit.", "time limit"),
             only_from=(Status.RUNNING,),
         )
         stop.cancel()

@@ -61,12 +61,16 @@ def sign_in(page, base: str, password: str) -> None:
     page.wait_for_url(f"{base}/")
 
 
-def open_new_chat(page, base: str, password: str) -> None:
-    """Sign in and open a new chat."""
-    sign_in(page, base, password)
+def new_chat(page, base: str) -> None:
     page.goto(f"{base}/chat/")
     page.get_by_role("button", name="New chat").first.click()
     page.wait_for_url(f"{base}/chat/*/")
+
+
+def open_new_chat(page, base: str, password: str) -> None:
+    """Sign in and open a new chat."""
+    sign_in(page, base, password)
+    new_chat(page, base)
 
 
 def run_command_approved(page, command: str, *, until: str) -> None:

@@ -5,13 +5,7 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import open_new_chat, sign_in
-
-
-def _new_chat(page, base):
-    page.goto(f"{base}/chat/")
-    page.get_by_role("button", name="New chat").first.click()
-    page.wait_for_url(f"{base}/chat/*/")
+from tests.e2e.conftest import new_chat, open_new_chat, sign_in
 
 
 def _say(page, text):
@@ -30,7 +24,7 @@ def test_a_profile_picked_in_the_composer_shows_its_removed_tool_hidden(product,
     page.get_by_role("button", name="Remove calculate").click()
     page.wait_for_load_state()
 
-    _new_chat(page, base)
+    new_chat(page, base)
     page.get_by_label("Profile").select_option("lean")
     _say(page, "hello")
 
@@ -61,7 +55,7 @@ def test_a_tool_disabled_on_the_ops_page_shows_hidden_with_its_reason(product, p
     page.get_by_role("button", name="Disable current_time").click()
     page.wait_for_url(f"{base}/ops/tools/")
 
-    _new_chat(page, base)
+    new_chat(page, base)
 
     hidden = page.locator("#hidden-current_time")
     expect(hidden).to_contain_text("disabled globally by", timeout=10_000)

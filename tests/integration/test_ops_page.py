@@ -118,3 +118,18 @@ def test_the_page_costs_the_same_queries_with_one_disable_or_thirty(client, staf
 
     assert page.count("Disabled by ops") == min(30, len(names))
     assert 0 < len(many.captured_queries) == len(few.captured_queries)
+
+
+def test_a_disable_naming_a_tool_no_longer_registered_is_still_listed_and_can_go(client, staff):
+    from profiles_app.services import tool_disable_globally
+
+    tool_disable_globally(user=staff, tool="retired_tool", reason="gone for good")
+    client.force_login(staff)
+
+    page = client.get(PAGE).content.decode()
+    assert 'id="tool-retired_tool"' in page
+    assert "Not registered in this process" in page
+    assert 'aria-label="Enable retired_tool"' in page
+
+    client.post(reverse("ops_tool_enable"), {"tool": "retired_tool"})
+    assert _disabled() == {}
