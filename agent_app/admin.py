@@ -1,10 +1,13 @@
-"""Admin for agents, notes and worker tool runs (read-only: runs are the record)."""
+"""Admin for agents, notes, worker tool runs (read-only: runs are the record) and MCP
+servers (their secrets write-only)."""
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
 
-from agent_app.models import Agent, Note, ToolRun
+from agent_app.mcp import mcp_config, server_json
+from agent_app.models import Agent, McpServer, Note, ToolRun
 
 
 @admin.register(Agent)
@@ -30,3 +33,99 @@ class ToolRunAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+
+class McpServerForm(forms.ModelForm):
+    """``env`` and ``headers`` are write-only: the form never shows their values. Leave a
+    box empty to keep what is stored; ``{}`` clears it."""
+
+    env_update = forms.JSONField(
+        required=False,
+        label="Environment (secret)",
+        help_text=(
+            'JSON object, e.g. {"GITHUB_TOKEN": "…"}. Empty keeps the stored values; '
+            "{} clears them."
+        ),
+        widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
+    )
+    headers_update = forms.JSONField(
+        required=False,
+        label="HTTP headers (secret)",
+        help_text=(
+            'JSON object, e.g. {"Authorization": "Bearer …"}. Empty keeps the stored '
+            "values; {} clears them."
+        ),
+        widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
+    )
+
+    class Meta:
+        model = McpServer
+        fields = [
+            "name",
+            "transport",
+            "command",
+            "args",
+            "url",
+            "enabled",
+            "defer",
+            "timeout",
+            "allowlist",
+        ]
+
+    def clean(self) -> dict:
+        data = super().clean()
+        for field in ("env_update", "headers_update"):
+            value = data.get(field)
+            if value is not None and not (
+                isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+            ):
+                self.add_error(field, "Give a JSON object of strings.")
+        probe = McpServer(
+            name=data.get("name") or "",
+            transport=data.get("transport") or "",
+            command=data.get("command") or "",
+            args=data.get("args") or [],
+            url=data.get("url") or "",
+            timeout=data.get("timeout") or 0,
+            allowlist=data.get("allowlist"),
+        )
+        try:
+            mcp_config(probe)
+        except (ValueError, TypeError) as exc:
+            raise forms.ValidationError(str(exc)) from exc
+        return data
+
+    def save(self, commit: bool = True) -> McpServer:
+        server = super().save(commit=False)
+        if self.cleaned_data.get("env_update") is not None:
+            server.env = self.cleaned_data["env_update"]
+        if self.cleaned_data.get("headers_update") is not None:
+            server.headers = self.cleaned_data["headers_update"]
+        if commit:
+            server.save()
+        return server
+
+
+@admin.register(McpServer)
+class McpServerAdmin(admin.ModelAdmin):
+    form = McpServerForm
+    list_display = ["name", "transport", "enabled", "defer", "state"]
+    list_filter = ["transport", "enabled"]
+    search_fields = ["name", "command", "url"]
+    readonly_fields = ["stored_secrets", "state", "created_by", "created", "updated"]
+
+    @admin.display(description="Stored secrets")
+    def stored_secrets(self, server: McpServer) -> str:
+        env = ", ".join(sorted(server.env or {})) or "none"
+        headers = ", ".join(sorted(server.headers or {})) or "none"
+        return f"environment: {env}; headers: {headers} (values are never shown)"
+
+    @admin.display(description="State in this process")
+    def state(self, server: McpServer) -> str:
+        data = server_json(server)
+        return f"{data['state']}: {data['error']}" if data["error"] else data["state"]
+
+    def save_model(self, request, obj: McpServer, form, change: bool) -> None:
+        if not change:
+            obj.created_by = request.user
+        super().save_model(request, obj, form, change)

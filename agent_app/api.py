@@ -1,19 +1,22 @@
-"""JSON API for agents (agent profiles)."""
+"""JSON API for agents (agent profiles) and, for staff, MCP servers."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
+from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agent_app import services
-from agent_app.models import Agent
+from agent_app import mcp, services
+from agent_app.models import Agent, McpServer
 from toolhub.api import etag, read_version, validated_body
 from toolhub.api_schema import IntentField, name_field
+from toolhub.tools.mcp import SERVER_NAME
 
 
 class AgentSerializer(serializers.Serializer):
@@ -86,3 +89,75 @@ class AgentDetailView(APIView):
             user=request.user, agent=agent, version=read_version(request), **fields
         )
         return _respond(agent, request.user)
+
+
+class McpServerSerializer(serializers.Serializer):
+    """An MCP server; ``env`` and ``headers`` are written, never read back (the response
+    carries ``env_keys`` and ``header_names``)."""
+
+    id = serializers.IntegerField(read_only=True)
+    name = serializers.RegexField(SERVER_NAME.pattern, max_length=24)
+    transport = serializers.ChoiceField(["stdio", "streamable_http"])
+    command = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    args = serializers.ListField(
+        child=serializers.CharField(max_length=2_000), required=False, max_length=100
+    )
+    env = serializers.DictField(
+        child=serializers.CharField(max_length=8_000), required=False, write_only=True
+    )
+    env_keys = serializers.ListField(child=serializers.CharField(), read_only=True)
+    url = serializers.URLField(required=False, allow_blank=True, max_length=500)
+    headers = serializers.DictField(
+        child=serializers.CharField(max_length=8_000), required=False, write_only=True
+    )
+    header_names = serializers.ListField(child=serializers.CharField(), read_only=True)
+    enabled = serializers.BooleanField(required=False)
+    defer = serializers.BooleanField(required=False)
+    timeout = serializers.FloatField(required=False, min_value=0.1, max_value=3_600)
+    allowlist = serializers.ListField(
+        child=serializers.CharField(max_length=200),
+        required=False,
+        allow_null=True,
+        max_length=1_000,
+    )
+    state = serializers.CharField(read_only=True)
+    error = serializers.CharField(read_only=True)
+    tools = serializers.IntegerField(read_only=True)
+
+
+def _server_fields(data: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in data.items() if key in mcp.FIELDS}
+
+
+class McpServerListView(APIView):
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(responses=McpServerSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        return Response([mcp.server_json(server) for server in McpServer.objects.all()])
+
+    @extend_schema(request=McpServerSerializer, responses={201: McpServerSerializer})
+    def post(self, request: Request) -> Response:
+        data = validated_body(request, McpServerSerializer)
+        server = mcp.mcp_server_save(user=request.user, server=None, data=_server_fields(data))
+        return Response(mcp.server_json(server), status=201)
+
+
+class McpServerDetailView(APIView):
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(responses=McpServerSerializer)
+    def get(self, request: Request, server_id: int) -> Response:
+        return Response(mcp.server_json(get_object_or_404(McpServer, pk=server_id)))
+
+    @extend_schema(request=McpServerSerializer, responses=McpServerSerializer)
+    def patch(self, request: Request, server_id: int) -> Response:
+        server = get_object_or_404(McpServer, pk=server_id)
+        data = validated_body(request, McpServerSerializer, partial=True)
+        server = mcp.mcp_server_save(user=request.user, server=server, data=_server_fields(data))
+        return Response(mcp.server_json(server))
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, server_id: int) -> Response:
+        get_object_or_404(McpServer, pk=server_id).delete()
+        return Response(status=204)

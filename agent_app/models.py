@@ -109,3 +109,56 @@ class ToolRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool} {self.call_id} ({self.status})"
+
+
+def _server_name(value: str) -> None:
+    from django.core.exceptions import ValidationError
+
+    from toolhub.tools.mcp import SERVER_NAME
+
+    if not SERVER_NAME.match(value):
+        raise ValidationError(
+            "Use lowercase letters, digits and hyphens (at most 24, no underscores): "
+            "the name prefixes every tool of this server as <name>__<tool>."
+        )
+
+
+class McpServer(models.Model):
+    """An MCP server whose tools every process registers as ``<name>__<tool>``.
+
+    Staff create these (the admin, the API); a stdio command comes only from here. ``env``
+    and ``headers`` are secrets: written, never shown back (pages and the API show their
+    keys only).
+    """
+
+    class Transport(models.TextChoices):
+        STDIO = "stdio", "stdio (a command toolhub starts)"
+        STREAMABLE_HTTP = "streamable_http", "streamable HTTP (a URL)"
+
+    name = models.CharField(max_length=24, unique=True, validators=[_server_name])
+    transport = models.CharField(max_length=16, choices=Transport.choices)
+    command = models.CharField(max_length=500, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    url = models.URLField(max_length=500, blank=True)
+    headers = models.JSONField(default=dict, blank=True)
+    enabled = models.BooleanField(default=True)
+    defer = models.BooleanField(
+        default=True, help_text="Keep its tools deferred behind tool_search (recommended)."
+    )
+    timeout = models.FloatField(default=60.0, help_text="Seconds a call may take.")
+    allowlist = models.JSONField(
+        null=True, blank=True, help_text="Only these of its tool names (empty: all of them)."
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "MCP server"
+
+    def __str__(self) -> str:
+        return self.name

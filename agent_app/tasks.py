@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
-from celery import shared_task
+from typing import Any
 
+from celery import shared_task
+from celery.concurrency import get_implementation
+from celery.concurrency.prefork import TaskPool as PreforkPool
+from celery.signals import worker_init, worker_process_init
+
+from agent_app.mcp import mcp_start
 from agent_app.turns.runs import run_in_worker
+
+
+@worker_process_init.connect
+def _connect_mcp_in_child(**_: object) -> None:
+    # Each prefork child connects its own MCP servers (a thread does not survive a fork).
+    mcp_start()
+
+
+@worker_init.connect
+def _connect_mcp_in_worker(sender: Any = None, **_: object) -> None:
+    # Pools that run tasks in the main process (solo, threads) connect there instead.
+    pool = get_implementation(getattr(sender, "pool_cls", "prefork"))
+    if not issubclass(pool, PreforkPool):
+        mcp_start()
 
 
 @shared_task(name="toolhub.tool_run", acks_late=True, reject_on_worker_lost=True)

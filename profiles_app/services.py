@@ -28,6 +28,7 @@ from toolhub.tools import (
     ToolContext,
     ToolsetPrice,
     agent_tools,
+    availability,
     price,
     registry,
     resolve,
@@ -492,6 +493,9 @@ class OpsTool:
     runs_on: str
     deferred: bool
     disable: GlobalDisable | None
+    # Why the tool cannot run in this process now (an MCP server disconnected, a missing
+    # key); None when it can.
+    unavailable: str | None = None
 
 
 def tools_for_ops() -> tuple[list[OpsTool], list[GlobalDisable]]:
@@ -507,6 +511,9 @@ def tools_for_ops() -> tuple[list[OpsTool], list[GlobalDisable]]:
             runs_on=tool.runs_on,
             deferred=tool.defer,
             disable=disables.pop(tool.name, None),
+            unavailable=availability(tool, ToolContext())
+            if tool.check_fn or tool.requires_env
+            else None,
         )
         for tool in sorted(registry.all_tools(), key=lambda tool: tool.name)
     ]

@@ -22,4 +22,5 @@ urlpatterns = [
     path("ops/tools/", views.ops_tools, name="ops_tools"),
     path("ops/tools/disable/", views.ops_tool_disable, name="ops_tool_disable"),
     path("ops/tools/enable/", views.ops_tool_enable, name="ops_tool_enable"),
+    path("ops/mcp/<int:server_id>/enabled/", views.ops_mcp_enabled, name="ops_mcp_enabled"),
 ]

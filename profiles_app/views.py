@@ -18,6 +18,8 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
+from agent_app.mcp import mcp_server_save, server_json
+from agent_app.models import McpServer
 from agent_app.services import default_agent
 from profiles_app.api import catalog_context
 from profiles_app.models import ToolProfile
@@ -56,6 +58,7 @@ def _render(
 ) -> HttpResponse:
     tools, orphans = tools_for_ops()
     context = {
+        "mcp_servers": [server_json(server) for server in McpServer.objects.all()],
         "tools": tools,
         "orphans": orphans,
         "audit": global_disable_audit(),
@@ -97,6 +100,21 @@ def ops_tool_enable(request: HttpRequest) -> HttpResponse:
         failed = {"tool": tool, "reason": "", "message": exc.message}
         return _render(request, failed=failed, status=exc.status)
     messages.success(request, f"{tool} is enabled again.")
+    return redirect("ops_tools")
+
+
+@require_POST
+@login_required
+def ops_mcp_enabled(request: HttpRequest, server_id: int) -> HttpResponse:
+    _check_staff(request)
+    server = McpServer.objects.filter(pk=server_id).first()
+    if server is None:
+        raise Http404("no such MCP server")
+    enabled = request.POST.get("enabled") == "1"
+    mcp_server_save(user=request.user, server=server, data={"enabled": enabled})
+    messages.success(
+        request, f"MCP server {server.name} is {'enabled' if enabled else 'disabled'}."
+    )
     return redirect("ops_tools")
 
 

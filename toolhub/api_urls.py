@@ -28,6 +28,8 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/messages/", sessions.SessionMessagesView.as_view()),
     path("agents/", agents.AgentListView.as_view()),
     path("agents/<int:agent_id>/", agents.AgentDetailView.as_view()),
+    path("mcp-servers/", agents.McpServerListView.as_view()),
+    path("mcp-servers/<int:server_id>/", agents.McpServerDetailView.as_view()),
     # Anything else under /api/ is a JSON 404, never Django's HTML page.
     re_path(r"^[\s\S]*$", not_found),
 ]

@@ -269,6 +269,17 @@ TOOLHUB_FETCH_ALLOW_PRIVATE = _env_bool("TOOLHUB_FETCH_ALLOW_PRIVATE", False)
 # loaded). Off: BM25 only.
 TOOLHUB_SEMANTIC_SEARCH = _env_bool("TOOLHUB_SEMANTIC_SEARCH", True)
 
+# MCP servers (configured by staff as McpServer rows): each web and worker process
+# connects them as it starts. Each relists every
+# connected server this often (seconds; it is also the health check), follows changes to
+# the table within TOOLHUB_MCP_POLL seconds, and retries a lost server with exponential
+# backoff up to TOOLHUB_MCP_BACKOFF_MAX seconds apart.
+# Off: this process does not connect (the test suite connects its own servers).
+TOOLHUB_MCP_CONNECT = _env_bool("TOOLHUB_MCP_CONNECT", True)
+TOOLHUB_MCP_HEALTH_INTERVAL = _env_float("TOOLHUB_MCP_HEALTH_INTERVAL", 10.0)
+TOOLHUB_MCP_POLL = _env_float("TOOLHUB_MCP_POLL", 5.0)
+TOOLHUB_MCP_BACKOFF_MAX = _env_float("TOOLHUB_MCP_BACKOFF_MAX", 30.0)
+
 # --- Chat turns and providers -------------------------------------------------------
 
 # Which model answers: "anthropic", "openai" or "demo". Unset: anthropic when an API key is

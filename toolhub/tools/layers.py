@@ -26,7 +26,7 @@ from toolhub.tools.context import ToolContext
 from toolhub.tools.presets import toolset_members
 from toolhub.tools.registry import ToolRegistry
 from toolhub.tools.registry import registry as default_registry
-from toolhub.tools.tool import Tool
+from toolhub.tools.tool import Tool, ToolUnavailable
 
 NEEDS_A_PERSON = frozenset({"ask_user_question"})
 
@@ -60,6 +60,8 @@ def availability(tool: Tool, ctx: ToolContext) -> str | None:
         try:
             if not tool.check_fn():
                 return "not available right now"
+        except ToolUnavailable as exc:
+            return str(exc)
         except Exception as exc:
             return f"availability check failed: {type(exc).__name__}: {exc}"
     if tool.can_use is not None:

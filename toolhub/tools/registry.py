@@ -5,6 +5,12 @@ it is kept exactly; nothing here iterates a set. A duplicate name is an error na
 definitions. Tools that ``available_if`` kept out, and plugin modules that failed to
 import, are remembered with their reasons so the catalog can show why they are missing.
 ``generation`` increases on every change, so callers can memoize on it.
+
+Tools a connection brought (``source == "mcp"``) come after all others, sorted by name,
+whatever order servers connected in or listed their tools in: two processes, or one
+process before and after a reconnect, lay out the same array. ``sync_origin`` swaps one
+connection's tools in one step and keeps every unchanged ``Tool`` object, so a relisting
+that changed nothing changes nothing (not even ``generation``).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ class ToolRegistry:
         self._load_errors: dict[str, str] = {}
         self.generation = 0
         self._gated: tuple[int, tuple[Tool, ...]] = (-1, ())
+        self._ordered: tuple[int, tuple[Tool, ...]] = (-1, ())
 
     def register(self, tool: Tool) -> Tool:
         with self._lock:
@@ -58,6 +65,35 @@ class ToolRegistry:
         """Remember a tool that layer 1 (``available_if``) kept out, and why."""
         with self._lock:
             self._skipped[tool.name] = Skipped(tool.name, reason, tool.origin)
+            self.generation += 1
+
+    def sync_origin(self, origin: str, tools: list[Tool]) -> list[Skipped]:
+        """Make the tools of ``origin`` exactly ``tools``: add new ones, replace changed
+        ones, drop the rest. A name another origin already holds is skipped, with why."""
+        skipped: list[Skipped] = []
+        with self._lock:
+            changed = False
+            wanted = {tool.name: tool for tool in tools}
+            for name, tool in list(self._tools.items()):
+                if tool.origin == origin and name not in wanted:
+                    del self._tools[name]
+                    changed = True
+            for name, tool in wanted.items():
+                existing = self._tools.get(name)
+                if existing is not None and existing.origin != origin:
+                    skipped.append(Skipped(name, f"the name is taken by {existing.origin}", origin))
+                    continue
+                if existing is not None and _same_tool(existing, tool):
+                    continue
+                self._tools[name] = tool
+                changed = True
+            if changed:
+                self.generation += 1
+        return skipped
+
+    def touch(self) -> None:
+        """Count a change that is not in the tools themselves (a layer-4 gate flipped)."""
+        with self._lock:
             self.generation += 1
 
     def unregister(self, name: str) -> None:
@@ -80,8 +116,18 @@ class ToolRegistry:
         return len(self._tools)
 
     def all_tools(self) -> list[Tool]:
+        return list(self._in_order())
+
+    def _in_order(self) -> tuple[Tool, ...]:
         with self._lock:
-            return list(self._tools.values())
+            if self._ordered[0] != self.generation:
+                ordered = [tool for tool in self._tools.values() if tool.source != "mcp"]
+                ordered += sorted(
+                    (tool for tool in self._tools.values() if tool.source == "mcp"),
+                    key=lambda tool: tool.name,
+                )
+                self._ordered = (self.generation, tuple(ordered))
+            return self._ordered[1]
 
     def gated_tools(self) -> tuple[Tool, ...]:
         """Tools with a layer-4 gate (env, check_fn, can_use), kept per generation."""
@@ -96,8 +142,7 @@ class ToolRegistry:
             return self._gated[1]
 
     def names(self) -> list[str]:
-        with self._lock:
-            return list(self._tools)
+        return [tool.name for tool in self._in_order()]
 
     @property
     def skipped(self) -> list[Skipped]:
@@ -126,6 +171,17 @@ class ToolRegistry:
             tools, skipped, errors = state
             self._tools, self._skipped, self._load_errors = dict(tools), dict(skipped), dict(errors)
             self.generation += 1
+
+
+def _same_tool(a: Tool, b: Tool) -> bool:
+    """Whether swapping ``a`` for ``b`` would change anything a turn or a page shows."""
+    return (
+        a.wire_json == b.wire_json
+        and a.defer == b.defer
+        and a.label == b.label
+        and a.timeout == b.timeout
+        and a.runs_on == b.runs_on
+    )
 
 
 registry = ToolRegistry()

@@ -65,6 +65,11 @@ class ToolResult:
         return cls(content=message, is_error=True, status="cancelled")
 
 
+class ToolUnavailable(Exception):
+    """Raised by a ``check_fn`` to say why its tool cannot run now; the message is the
+    layer-4 reason people see ("MCP server github disconnected")."""
+
+
 ApprovalRule = bool | Callable[[Mapping[str, Any], ToolContext], bool]
 
 
@@ -126,7 +131,9 @@ class Tool:
 
     @property
     def takes_timeout(self) -> bool:
-        return "timeout" in self.parameters.get("properties", {})
+        # A remote tool's own "timeout" argument means whatever its server says (seconds,
+        # milliseconds…): it is passed through untouched, never clamped or rewritten.
+        return self.source != "mcp" and "timeout" in self.parameters.get("properties", {})
 
     @property
     def wants_ctx(self) -> bool:
@@ -438,4 +445,4 @@ def function(
     return build
 
 
-__all__ = ["INJECTED_PARAMETERS", "Tool", "ToolResult", "function"]
+__all__ = ["INJECTED_PARAMETERS", "Tool", "ToolResult", "ToolUnavailable", "function"]

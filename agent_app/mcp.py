@@ -1,0 +1,166 @@
+"""MCP servers in the Django processes: configuration from ``McpServer`` rows, one
+``McpManager`` per process, and what pages and the API show about them.
+
+Invariants:
+- Every web and worker process connects on start-up (``mcp_start``), then follows the
+  table: a save or delete reconciles at once in the process that made it (on commit) and
+  every other process within ``TOOLHUB_MCP_POLL`` seconds.
+- Secrets (``env`` values, ``headers`` values) leave this module only inside the config
+  handed to the manager; every view of a server (``server_json``) carries their keys only.
+- Only rows are configuration: nothing a model, a user or an MCP server sends can add a
+  server or a command.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, transaction
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
+
+from agent_app.models import McpServer
+from toolhub.errors import Forbidden, Invalid
+from toolhub.tools.mcp import McpManager, McpServerConfig, McpStatus
+
+logger = logging.getLogger(__name__)
+
+manager = McpManager(
+    health_interval=settings.TOOLHUB_MCP_HEALTH_INTERVAL,
+    backoff_max=settings.TOOLHUB_MCP_BACKOFF_MAX,
+    errlog=sys.stderr,
+)
+_poller: threading.Thread | None = None
+_poller_lock = threading.Lock()
+
+
+def mcp_config(server: McpServer) -> McpServerConfig:
+    """The manager's view of a row, secrets included (never shown anywhere)."""
+    return McpServerConfig(
+        name=server.name,
+        transport=server.transport,
+        command=server.command,
+        args=tuple(str(arg) for arg in server.args or ()),
+        env=tuple(sorted((str(k), str(v)) for k, v in (server.env or {}).items())),
+        url=server.url,
+        headers=tuple(sorted((str(k), str(v)) for k, v in (server.headers or {}).items())),
+        defer=server.defer,
+        timeout=server.timeout,
+        allowlist=tuple(server.allowlist) if server.allowlist else None,
+    )
+
+
+def mcp_configs() -> list[McpServerConfig]:
+    configs = []
+    for server in McpServer.objects.filter(enabled=True):
+        try:
+            configs.append(mcp_config(server))
+        except ValueError as exc:
+            logger.error("MCP server %s is misconfigured: %s", server.name, exc)
+    return configs
+
+
+def mcp_sync(*, wait: float | None = None) -> None:
+    """Make this process's connections match the table now."""
+    manager.reconcile(mcp_configs(), wait=wait)
+
+
+def mcp_start() -> None:
+    """Connect every enabled server and keep following the table (once per process)."""
+    global _poller
+    if not settings.TOOLHUB_MCP_CONNECT:
+        return
+    with _poller_lock:
+        if _poller is not None:
+            return
+        _poller = threading.Thread(target=_follow, name="toolhub-mcp-config", daemon=True)
+        _poller.start()
+
+
+def _follow() -> None:
+    stop = threading.Event()
+    while not stop.is_set():
+        try:
+            mcp_sync()
+        except Exception:
+            logger.exception("reading the MCP server table failed")
+        finally:
+            close_old_connections()
+        stop.wait(settings.TOOLHUB_MCP_POLL)
+
+
+@receiver(post_save, sender=McpServer)
+@receiver(post_delete, sender=McpServer)
+def _server_changed(**_: Any) -> None:
+    # Only a process that connects follows changes; a management command does not start
+    # servers because someone saved a row.
+    if _poller is not None:
+        transaction.on_commit(mcp_sync)
+
+
+def mcp_status(server: McpServer) -> McpStatus | None:
+    return manager.statuses().get(server.name) if server.enabled else None
+
+
+def server_json(server: McpServer) -> dict[str, Any]:
+    """A server as pages and the API show it: secrets by key only, live status."""
+    status = mcp_status(server)
+    if not server.enabled:
+        state = "disabled"
+    else:
+        state = status.state if status is not None else "connecting"
+    return {
+        "id": server.pk,
+        "name": server.name,
+        "transport": server.transport,
+        "command": server.command,
+        "args": list(server.args or ()),
+        "env_keys": sorted(server.env or {}),
+        "url": server.url,
+        "header_names": sorted(server.headers or {}),
+        "enabled": server.enabled,
+        "defer": server.defer,
+        "timeout": server.timeout,
+        "allowlist": server.allowlist,
+        "state": state,
+        "error": status.error if status is not None else "",
+        "tools": status.tools if status is not None else 0,
+    }
+
+
+FIELDS = (
+    "name",
+    "transport",
+    "command",
+    "args",
+    "env",
+    "url",
+    "headers",
+    "enabled",
+    "defer",
+    "timeout",
+    "allowlist",
+)
+
+
+def mcp_server_save(*, user: Any, server: McpServer | None, data: dict[str, Any]) -> McpServer:
+    """Create or change a server from validated fields. ``env`` and ``headers`` replace
+    the stored secrets only when given (omitted: kept; ``{}``: cleared)."""
+    if not user.is_staff:
+        raise Forbidden("MCP servers are managed by staff")
+    server = server or McpServer(created_by=user)
+    for field in FIELDS:
+        if field in data:
+            setattr(server, field, data[field])
+    try:
+        mcp_config(server)
+    except ValueError as exc:
+        raise Invalid(str(exc)) from exc
+    if McpServer.objects.exclude(pk=server.pk).filter(name=server.name).exists():
+        raise Invalid(f"an MCP server named {server.name} already exists")
+    server.save()
+    return server

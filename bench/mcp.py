@@ -1,0 +1,147 @@
+"""MCP servers: registering a server of 200 tools, what its tools cost, and the per-call
+overhead of a no-op tool over stdio and over streamable HTTP.
+
+The server is tests/mcp/server.py (the SDK's MCPServer) with ``--tools 200``. Prints:
+- the time from ``reconcile`` to 209 registered tools (process start, handshake, listing,
+  schema checks, registration), the median of 3 connections, per transport;
+- resident and catalog tokens of the resolved array with the server deferred (the
+  default) and resident, exactly as a turn would count them;
+- per-call time of ``noop_000`` through ``Tool.execute`` (validation, the manager's
+  loop hop, the SDK, the server and back), p50 and p99 over 300 calls, next to the same
+  call made directly on an SDK client in one loop: the difference is ours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+# Run as a script, this file's folder heads sys.path and this file would shadow the SDK.
+sys.path[:] = [str(ROOT), *(entry for entry in sys.path if Path(entry or ".").resolve() != HERE)]
+
+from tests.mcp import SERVER, free_port, http_config, http_server, stdio_config  # noqa: E402
+from toolhub.tools import ToolContext, ToolRegistry, price, registry, resolve  # noqa: E402
+from toolhub.tools.mcp import McpManager  # noqa: E402
+
+TOOLS = 200
+CALLS = 300
+ERRLOG = open("/dev/null", "w")  # noqa: SIM115  (the server's own logging)
+
+
+def connect(config) -> tuple[McpManager, ToolRegistry, float]:
+    reg = ToolRegistry()
+    reg.register(registry.get("tool_search"))
+    manager = McpManager(reg, errlog=ERRLOG)
+    started = time.perf_counter()
+    manager.reconcile([config], wait=30)
+    while manager.statuses()[config.name].state != "connected":
+        if time.perf_counter() - started > 60:
+            raise RuntimeError(f"{config.name} did not connect: {manager.statuses()}")
+        time.sleep(0.001)
+    return manager, reg, time.perf_counter() - started
+
+
+def register_time(config) -> tuple[float, int]:
+    times, count = [], 0
+    for _ in range(3):
+        manager, reg, elapsed = connect(config)
+        times.append(elapsed)
+        count = len(reg) - 1
+        manager.stop()
+    return statistics.median(times), count
+
+
+def tokens(defer: bool) -> tuple[int, int]:
+    manager, reg, _ = connect(stdio_config("bench", "--tools", str(TOOLS), defer=defer))
+    try:
+        priced = price(resolve(reg, ctx=ToolContext(env={})))
+        return priced.resident, priced.catalog
+    finally:
+        manager.stop()
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
+
+
+def call_times(config) -> list[float]:
+    manager, reg, _ = connect(config)
+    tool = reg.get(f"{config.name}__noop_000")
+
+    async def run() -> list[float]:
+        for _ in range(20):  # warm-up
+            await tool.execute({}, ToolContext(env={}))
+        spent = []
+        for _ in range(CALLS):
+            started = time.perf_counter()
+            result = await tool.execute({}, ToolContext(env={}))
+            spent.append((time.perf_counter() - started) * 1000)
+            assert result.content == "ok", result
+        return spent
+
+    try:
+        return asyncio.run(run())
+    finally:
+        manager.stop()
+
+
+def direct_times(target) -> list[float]:
+    """The same call on a bare SDK client: the floor under ours."""
+    from mcp import Client
+
+    async def run() -> list[float]:
+        async with Client(target, mode="auto") as client:
+            for _ in range(20):
+                await client.call_tool("noop_000", {})
+            spent = []
+            for _ in range(CALLS):
+                started = time.perf_counter()
+                await client.call_tool("noop_000", {})
+                spent.append((time.perf_counter() - started) * 1000)
+            return spent
+
+    return asyncio.run(run())
+
+
+def main() -> None:
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    args = ("--tools", str(TOOLS))
+    seconds, count = register_time(stdio_config("bench", *args))
+    print(f"mcp register stdio tools={count} connect_to_registered_p50={seconds * 1000:.0f}ms")
+    port = free_port()
+    with http_server(port, *args):
+        seconds, count = register_time(http_config("bench", port))
+        print(f"mcp register http tools={count} connect_to_registered_p50={seconds * 1000:.0f}ms")
+
+    for defer in (True, False):
+        resident, catalog = tokens(defer)
+        print(f"mcp tokens defer={'on' if defer else 'off'} resident={resident} catalog={catalog}")
+
+    stdio = call_times(stdio_config("bench", *args))
+    params = StdioServerParameters(command=sys.executable, args=[str(SERVER), *args])
+    bare = direct_times(stdio_client(params, errlog=ERRLOG))
+    print(
+        f"mcp call stdio noop n={CALLS} p50={statistics.median(stdio):.2f}ms "
+        f"p99={percentile(stdio, 0.99):.2f}ms sdk_only_p50={statistics.median(bare):.2f}ms "
+        f"ours_p50={statistics.median(stdio) - statistics.median(bare):.2f}ms"
+    )
+    port = free_port()
+    with http_server(port, *args):
+        http = call_times(http_config("bench", port))
+        bare = direct_times(f"http://127.0.0.1:{port}/mcp")
+    print(
+        f"mcp call http noop n={CALLS} p50={statistics.median(http):.2f}ms "
+        f"p99={percentile(http, 0.99):.2f}ms sdk_only_p50={statistics.median(bare):.2f}ms "
+        f"ours_p50={statistics.median(http) - statistics.median(bare):.2f}ms"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,344 @@
+"""MCP servers in the product: rows staff configure, the process's connections, turns that
+find and call MCP tools, what pages and the API show, and what they never show (secrets).
+
+The servers are real (tests/mcp/server.py, the SDK's MCPServer) over stdio; the turns run
+through the session socket against the fake Messages API, as in test_chat_turns.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+from channels.db import database_sync_to_async
+
+from agent_app import mcp
+from agent_app.models import McpServer
+from tests.fakes import Reply
+from tests.integration.chat import events, open_socket, send, until
+from tests.mcp import SERVER, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SECRET = "sk-very-secret-value-123"
+
+
+@pytest.fixture
+def demo_server(registry_state, staff, tmp_path):
+    """One stdio server, ``demo``, connected in this process; its calls are counted."""
+    counter = tmp_path / "calls.txt"
+    intervals = (mcp.manager.health_interval, mcp.manager.backoff_initial)
+    mcp.manager.health_interval, mcp.manager.backoff_initial = 0.2, 0.1
+    server = McpServer.objects.create(
+        name="demo",
+        transport="stdio",
+        command=os.sys.executable,
+        args=[str(SERVER), "--counter", str(counter)],
+        env={"DEMO_TOKEN": SECRET},
+        created_by=staff,
+    )
+    mcp.mcp_sync(wait=10)
+    wait_for(lambda: connected("demo"), what="the demo server to connect")
+    server.counter = counter
+    yield server
+    McpServer.objects.all().delete()
+    mcp.mcp_sync(wait=10)
+    mcp.manager.health_interval, mcp.manager.backoff_initial = intervals
+
+
+def connected(name: str) -> bool:
+    status = mcp.manager.statuses().get(name)
+    return status is not None and status.state == "connected"
+
+
+def calls(server) -> list[str]:
+    return server.counter.read_text().split() if server.counter.exists() else []
+
+
+@database_sync_to_async
+def new_session(user):
+    from sessions_app.services import session_create
+
+    return session_create(user=user)
+
+
+async def chat(socket, text):
+    await send(socket, {"type": "chat", "text": text})
+    return await until(socket, timeout=30)
+
+
+async def test_a_turn_finds_an_mcp_tool_through_tool_search_and_calls_it(owner, model, demo_server):
+    model.replies.extend(
+        [
+            Reply(tool_calls=[("t1", "tool_search", {"query": "repeat a text back"})]),
+            Reply(
+                tool_calls=[
+                    ("t2", "call_tool", {"name": "demo__echo", "arguments": {"text": "hello"}})
+                ]
+            ),
+            Reply(text="It said hello."),
+        ]
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "echo hello with whatever tool does that")
+
+    first_request = model.requests[0].body
+    assert "demo__echo" not in [tool["name"] for tool in first_request["tools"]]
+    assert "demo__echo" in first_request["system"][-1]["text"]  # the deferred catalog
+    found, called = events(frames, "tool_result")
+    assert "demo__echo" in found["data"]["content"]
+    assert (called["data"]["status"], called["data"]["content"]) == ("ok", "hello")
+    assert calls(demo_server) == ["echo"]
+    await socket.disconnect()
+
+
+async def test_a_progress_reporting_mcp_tool_streams_its_tail_while_it_runs(
+    owner, model, demo_server
+):
+    model.replies.extend(
+        [
+            Reply(tool_calls=[("t1", "tool_search", {"query": "select:demo__count_up"})]),
+            Reply(
+                tool_calls=[
+                    ("t2", "call_tool", {"name": "demo__count_up", "arguments": {"steps": 4}})
+                ]
+            ),
+            Reply(text="Counted."),
+        ]
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "count to four")
+
+    tails = [frame["tail"] for frame in frames if frame["type"] == "tail"]
+    assert tails, "no tail frame reached the socket"
+    assert tails[-1].endswith("step 4 of 4 (4/4)\n")
+    assert events(frames, "tool_result")[-1]["data"]["content"] == "counted to 4"
+    await socket.disconnect()
+
+
+async def test_arguments_invalid_for_an_mcp_tools_schema_never_reach_the_server(
+    owner, model, demo_server
+):
+    model.replies.extend(
+        [
+            Reply(tool_calls=[("t1", "tool_search", {"query": "select:demo__add"})]),
+            Reply(
+                tool_calls=[
+                    ("t2", "call_tool", {"name": "demo__add", "arguments": {"a": -5, "b": 1}})
+                ]
+            ),
+            Reply(text="That failed."),
+        ]
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "add -5 and 1")
+
+    result = events(frames, "tool_result")[-1]["data"]
+    assert result["status"] == "error"
+    assert "-5 is less than the minimum of 0" in result["content"]
+    assert calls(demo_server) == []
+    await socket.disconnect()
+
+
+async def test_a_killed_server_hides_its_tools_with_the_reason_and_they_return_identically(
+    owner, staff, model, demo_server, api
+):
+    session = await new_session(owner)
+    client = await database_sync_to_async(api)(owner)
+    toolset = database_sync_to_async(
+        lambda: client.get(f"/api/sessions/{session.pk}/toolset/").json()
+    )
+    before = await toolset()
+    assert "demo__echo" in [tool["name"] for tool in before["catalog"]]
+    pid = int((await mcp.manager.call("demo", "pid", {}, ctx=_ctx())).content)
+
+    os.kill(pid, signal.SIGKILL)
+    model.replies.extend(
+        [
+            Reply(
+                tool_calls=[("t1", "call_tool", {"name": "demo__echo", "arguments": {"text": "x"}})]
+            ),
+            Reply(text="The server is gone."),
+        ]
+    )
+    socket = await open_socket(session.pk, owner)
+    await wait_for_async(lambda: not connected("demo"))
+    frames = await chat(socket, "echo x")
+
+    result = events(frames, "tool_result")[-1]["data"]
+    assert result["status"] == "error"
+    during = await toolset()
+    hidden = {item["name"]: item for item in during["hidden"]}
+    assert hidden["demo__echo"]["layer"] == "L4"
+    assert hidden["demo__echo"]["reason"] == "MCP server demo disconnected"
+    ops = await database_sync_to_async(_ops_page)(staff)
+    assert "MCP server demo disconnected" in ops
+
+    await wait_for_async(lambda: connected("demo"))
+    after = await toolset()
+    assert after["fingerprint"] == before["fingerprint"]
+    assert after["catalog"] == before["catalog"]
+    await socket.disconnect()
+
+
+def test_a_global_disable_names_an_mcp_tool_like_any_other(owner, staff, api, demo_server):
+    response = api(staff).post(
+        "/api/global-disables/", {"tool": "demo__echo", "reason": "echoes secrets"}, format="json"
+    )
+    assert response.status_code == 201
+    from sessions_app.services import session_create
+
+    session = session_create(user=owner)
+    toolset = api(owner).get(f"/api/sessions/{session.pk}/toolset/").json()
+
+    hidden = {item["name"]: item for item in toolset["hidden"]}
+    assert hidden["demo__echo"]["layer"] == "L5"
+    assert "echoes secrets" in hidden["demo__echo"]["reason"]
+    assert "demo__add" in [tool["name"] for tool in toolset["catalog"]]
+
+
+def test_secrets_are_written_but_never_shown_by_the_api_the_admin_or_the_ops_page(
+    staff, api, admin_client
+):
+    created = api(staff).post(
+        "/api/mcp-servers/",
+        {
+            "name": "remote",
+            "transport": "streamable_http",
+            "url": "http://127.0.0.1:9/mcp",
+            "headers": {"Authorization": f"Bearer {SECRET}"},
+            "enabled": False,
+        },
+        format="json",
+    )
+    assert created.status_code == 201, created.content
+    server_id = created.json()["id"]
+    assert created.json()["header_names"] == ["Authorization"]
+
+    changed = api(staff).patch(
+        f"/api/mcp-servers/{server_id}/", {"timeout": 5, "env": {"X": SECRET}}, format="json"
+    )
+    listed = api(staff).get("/api/mcp-servers/")
+    detail = api(staff).get(f"/api/mcp-servers/{server_id}/")
+    pages = [
+        admin_client.get(f"/admin/agent_app/mcpserver/{server_id}/change/"),
+        admin_client.get("/admin/agent_app/mcpserver/"),
+        admin_client.get("/ops/tools/"),
+    ]
+
+    for response in (created, changed, listed, detail, *pages):
+        assert response.status_code == 200 or response is created
+        assert SECRET not in response.content.decode()
+    assert detail.json()["env_keys"] == ["X"]
+    stored = McpServer.objects.get(pk=server_id)
+    # Kept when a change leaves them out; replaced when given; cleared by {}.
+    assert stored.headers == {"Authorization": f"Bearer {SECRET}"}
+    assert stored.env == {"X": SECRET}
+    api(staff).patch(f"/api/mcp-servers/{server_id}/", {"headers": {}}, format="json")
+    assert McpServer.objects.get(pk=server_id).headers == {}
+
+
+def test_the_admin_keeps_stored_secrets_when_their_box_is_left_empty(admin_client):
+    server = McpServer.objects.create(
+        name="kept", transport="stdio", command="true", env={"TOKEN": SECRET}, enabled=False
+    )
+
+    response = admin_client.post(
+        f"/admin/agent_app/mcpserver/{server.pk}/change/",
+        {
+            "name": "kept",
+            "transport": "stdio",
+            "command": "true",
+            "args": "[]",
+            "url": "",
+            "timeout": "30",
+            "allowlist": "null",
+            "env_update": "",
+            "headers_update": '{"X-Key": "new"}',
+        },
+    )
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    server.refresh_from_db()
+    assert server.env == {"TOKEN": SECRET}
+    assert server.headers == {"X-Key": "new"}
+    assert server.timeout == 30
+
+
+def test_only_staff_can_see_or_change_mcp_servers(owner, api):
+    assert api(owner).get("/api/mcp-servers/").status_code == 403
+    refused = api(owner).post(
+        "/api/mcp-servers/",
+        {"name": "evil", "transport": "stdio", "command": "/bin/sh"},
+        format="json",
+    )
+    assert refused.status_code == 403
+    assert not McpServer.objects.exists()
+
+
+def test_a_server_that_could_not_work_is_refused_with_the_reason(staff, api):
+    no_command = api(staff).post(
+        "/api/mcp-servers/", {"name": "broken", "transport": "stdio"}, format="json"
+    )
+    bad_name = api(staff).post(
+        "/api/mcp-servers/",
+        {"name": "has_underscore", "transport": "stdio", "command": "x"},
+        format="json",
+    )
+
+    assert no_command.status_code == 400
+    assert "a stdio server needs a command" in no_command.content.decode()
+    assert bad_name.status_code == 400
+    assert not McpServer.objects.exists()
+
+
+def test_the_ops_page_shows_each_server_and_disabling_one_takes_its_tools_away(
+    staff, client, password, demo_server
+):
+    from toolhub.tools import registry
+
+    client.login(username=staff.username, password=password)
+    page = client.get("/ops/tools/").content.decode()
+    assert 'id="mcp-demo"' in page
+    assert "Connected: 9 tools" in page
+    assert "DEMO_TOKEN" in page  # the secret's name, never its value
+    assert SECRET not in page
+
+    response = client.post(f"/ops/mcp/{demo_server.pk}/enabled/", {"enabled": "0"})
+    mcp.mcp_sync(wait=10)
+
+    assert response.status_code == 302
+    assert not McpServer.objects.get(pk=demo_server.pk).enabled
+    assert not [name for name in registry.names() if name.startswith("demo__")]
+    assert "Disabled" in client.get("/ops/tools/").content.decode()
+
+
+def _ops_page(staff) -> str:
+    from django.test import Client
+
+    client = Client()
+    client.force_login(staff)
+    return client.get("/ops/tools/").content.decode()
+
+
+def _ctx():
+    from toolhub.tools import ToolContext
+
+    return ToolContext(env={})
+
+
+async def wait_for_async(predicate, timeout: float = 20.0) -> None:
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, "timed out"
+        await asyncio.sleep(0.02)

@@ -1,0 +1,80 @@
+"""Real MCP servers for the tests and the benchmark: ``server.py`` run over stdio (as a
+child the client starts) or over streamable HTTP (a process on a local port)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from toolhub.tools.mcp import McpServerConfig
+
+SERVER = Path(__file__).resolve().parent / "server.py"
+
+
+def stdio_config(name: str = "demo", *args: str, **fields) -> McpServerConfig:
+    return McpServerConfig(
+        name=name, transport="stdio", command=sys.executable, args=(str(SERVER), *args), **fields
+    )
+
+
+def http_config(name: str, port: int, **fields) -> McpServerConfig:
+    return McpServerConfig(
+        name=name, transport="streamable_http", url=f"http://127.0.0.1:{port}/mcp", **fields
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def http_server(port: int, *args: str, log: Path | None = None) -> Iterator[subprocess.Popen]:
+    """``server.py`` over streamable HTTP on ``port``, up before this yields."""
+    out = open(log, "a") if log is not None else subprocess.DEVNULL  # noqa: SIM115
+    process = subprocess.Popen(
+        [sys.executable, str(SERVER), "--transport", "http", "--port", str(port), *args],
+        stdout=out,
+        stderr=out,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the MCP test server did not start on {port}") from None
+                time.sleep(0.05)
+        yield process
+    finally:
+        kill(process)
+        if log is not None:
+            out.close()
+
+
+def kill(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
+
+
+def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)

@@ -1,0 +1,150 @@
+"""An MCP server for the tests and the benchmark, built with the SDK's ``MCPServer``
+(mcp 2's name for FastMCP). Run as a program: ``python tests/mcp/server.py --transport
+stdio`` or ``--transport http --port N``.
+
+Its tools cover what the client must handle: a schema to validate against, progress
+notifications, the server's own error results, an image, a slow call, a description far
+longer than a prompt should carry, and ``--tools N`` generated no-op tools. ``--shuffle``
+lists the tools in a random order and ``--page-size`` splits the listing into pages
+behind cursors, so the client's ordering and pagination are exercised against a real
+server. ``--counter FILE`` appends a line per executed call, so a test can prove a call
+never reached the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import random
+import sys
+from pathlib import Path
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import ImageContent, ListToolsResult, PaginatedRequestParams, TextContent
+from pydantic import Field
+
+LONG_DESCRIPTION = "Summarise a document. " + "This sentence pads the description. " * 200
+PIXEL = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
+
+
+class PagedServer(MCPServer):
+    """Lists its tools in pages (and, with ``shuffle``, in a new random order each time)."""
+
+    def __init__(self, *args, page_size: int = 0, shuffle: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.page_size = page_size
+        self.shuffle = shuffle
+        self.seed = random.random()
+
+    async def _handle_list_tools(
+        self, ctx, params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        tools = await self.list_tools()
+        if self.shuffle:
+            # One order per process: pages of one listing must not overlap.
+            random.Random(self.seed).shuffle(tools)
+        if not self.page_size:
+            return ListToolsResult(tools=tools)
+        start = int(params.cursor) if params is not None and params.cursor else 0
+        end = start + self.page_size
+        return ListToolsResult(
+            tools=tools[start:end], next_cursor=str(end) if end < len(tools) else None
+        )
+
+
+def build(*, tools: int, page_size: int, shuffle: bool, counter: Path | None) -> MCPServer:
+    server = PagedServer("toolhub-test", page_size=page_size, shuffle=shuffle, log_level="ERROR")
+
+    def count(name: str) -> None:
+        if counter is not None:
+            with counter.open("a") as handle:
+                handle.write(name + "\n")
+
+    @server.tool(description="Add two whole numbers.")
+    def add(a: Annotated[int, Field(ge=0)], b: int) -> str:
+        count("add")
+        return str(a + b)
+
+    @server.tool(description="Repeat a text back.")
+    def echo(text: str) -> str:
+        count("echo")
+        return text
+
+    @server.tool(description="Count up to a number, reporting progress at each step.")
+    async def count_up(steps: int, ctx: Context) -> str:
+        count("count_up")
+        for step in range(1, steps + 1):
+            await ctx.report_progress(step, steps, f"step {step} of {steps}")
+            await asyncio.sleep(0.05)
+        return f"counted to {steps}"
+
+    @server.tool(description="Always fails with the server's own error.")
+    def explode() -> str:
+        count("explode")
+        raise ValueError("the reactor is offline")
+
+    @server.tool(description="Return a tiny picture and a caption.")
+    def picture() -> list:
+        count("picture")
+        return [
+            TextContent(type="text", text="a caption"),
+            ImageContent(type="image", data=PIXEL, mime_type="image/png"),
+        ]
+
+    @server.tool(description="The server's process id.")
+    def pid() -> str:
+        return str(os.getpid())
+
+    @server.tool(description="Sleep for some seconds.")
+    async def sleep(seconds: float) -> str:
+        count("sleep")
+        await asyncio.sleep(seconds)
+        return "slept"
+
+    @server.tool(description=LONG_DESCRIPTION)
+    def summarise(text: str) -> str:
+        count("summarise")
+        return text[:20]
+
+    @server.tool(
+        name="bad\x1bname.tool", description="Desc\x07ription with\x00 control characters."
+    )
+    def odd() -> str:
+        count("odd")
+        return "odd"
+
+    for index in range(tools):
+
+        def noop(index: int = index) -> str:
+            return "ok"
+
+        server.add_tool(noop, name=f"noop_{index:03d}", description=f"Do nothing, number {index}.")
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--tools", type=int, default=0)
+    parser.add_argument("--page-size", type=int, default=0)
+    parser.add_argument("--shuffle", action="store_true")
+    parser.add_argument("--counter", type=Path)
+    options = parser.parse_args()
+    server = build(
+        tools=options.tools,
+        page_size=options.page_size,
+        shuffle=options.shuffle,
+        counter=options.counter,
+    )
+    if options.transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=options.port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,277 @@
+"""MCP servers through the runtime: real servers built with the SDK's MCPServer (FastMCP),
+over stdio and streamable HTTP, connected by ``McpManager`` into a registry."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.mcp import free_port, http_config, http_server, stdio_config, wait_for
+from toolhub.tools import ToolContext, ToolRegistry, function, resolve
+from toolhub.tools.mcp import MAX_DESCRIPTION_CHARS, McpManager, McpServerConfig, tool_name
+
+
+@pytest.fixture
+def manager(reg: ToolRegistry, tmp_path: Path):
+    errlog = (tmp_path / "mcp-stderr.log").open("w")
+    manager = McpManager(
+        reg, health_interval=0.2, backoff_initial=0.1, backoff_max=0.5, errlog=errlog
+    )
+    yield manager
+    manager.stop()
+    errlog.close()
+
+
+def connect(manager: McpManager, *configs: McpServerConfig) -> None:
+    manager.reconcile(configs, wait=10)
+    for config in configs:
+        wait_for(
+            lambda name=config.name: manager.statuses()[name].state == "connected",
+            what=f"{config.name} to connect",
+        )
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def succeeded(reg: ToolRegistry, name: str, arguments: dict | None = None):
+    result = run(reg.get(name).execute(arguments or {}, ToolContext(env={})))
+    return None if result.is_error else result
+
+
+def fingerprint(reg: ToolRegistry) -> str:
+    return resolve(reg, ctx=ToolContext(env={})).fingerprint
+
+
+def test_a_servers_tools_register_deferred_under_its_prefix_with_their_schema_unchanged(
+    manager, reg
+):
+    connect(manager, stdio_config("demo"))
+
+    names = reg.names()
+    assert "demo__echo" in names
+    assert "demo__count_up" in names
+    assert names == sorted(names)
+    assert all(reg.get(name).defer for name in names)
+    add = reg.get("demo__add")
+    assert add.source == "mcp"
+    assert add.origin == "mcp:demo"
+    # Passed through as the server wrote it: nothing closed, its own title kept.
+    assert add.parameters["properties"]["a"] == {"minimum": 0, "title": "A", "type": "integer"}
+    assert "additionalProperties" not in add.parameters
+    resolved = resolve(reg, ctx=ToolContext(env={}))
+    assert "demo__add" in [tool.name for tool in resolved.deferred]
+    assert "demo__add" not in resolved.array_names
+
+
+def test_a_server_can_be_registered_resident_instead(manager, reg):
+    connect(manager, stdio_config("demo", defer=False))
+
+    assert not any(reg.get(name).defer for name in reg.names())
+    assert "demo__echo" in resolve(reg, ctx=ToolContext(env={})).array_names
+
+
+def test_a_shuffled_and_paginated_listing_gives_the_same_array_as_a_plain_one(reg, tmp_path):
+    plain_reg, shuffled_reg = ToolRegistry(), ToolRegistry()
+    errlog = (tmp_path / "mcp-stderr.log").open("w")
+    plain = McpManager(plain_reg, health_interval=0.2, errlog=errlog)
+    shuffled = McpManager(shuffled_reg, health_interval=0.2, errlog=errlog)
+    try:
+        connect(plain, stdio_config("demo", "--tools", "30", defer=False))
+        connect(
+            shuffled,
+            stdio_config("demo", "--tools", "30", "--shuffle", "--page-size", "7", defer=False),
+        )
+        # Followed every page: 30 generated tools and the server's 9 fixed ones.
+        assert len(shuffled_reg) == len(plain_reg) == 30 + 9
+        assert shuffled_reg.names() == plain_reg.names()
+        assert fingerprint(shuffled_reg) == fingerprint(plain_reg)
+    finally:
+        plain.stop()
+        shuffled.stop()
+        errlog.close()
+
+
+def test_arguments_invalid_for_the_schema_are_refused_before_anything_is_sent(
+    manager, reg, tmp_path
+):
+    counter = tmp_path / "calls.txt"
+    connect(manager, stdio_config("demo", "--counter", str(counter)))
+    add = reg.get("demo__add")
+
+    refused = run(add.execute({"a": -1, "b": 2}, ToolContext(env={})))
+    missing = run(add.execute({"a": 1}, ToolContext(env={})))
+
+    assert refused.is_error
+    assert "minimum of 0" in refused.content
+    assert missing.is_error
+    assert "missing required argument 'b'" in missing.content
+    assert not counter.exists()
+    assert run(add.execute({"a": 1, "b": 2}, ToolContext(env={}))).content == "3"
+    assert counter.read_text() == "add\n"
+
+
+def test_progress_notifications_stream_to_on_update(manager, reg):
+    connect(manager, stdio_config("demo"))
+    updates = []
+
+    result = run(
+        reg.get("demo__count_up").execute(
+            {"steps": 3}, ToolContext(env={}, on_update=lambda update: updates.append(update))
+        )
+    )
+
+    assert result.content == "counted to 3"
+    assert [update.chunk for update in updates] == [
+        "step 1 of 3 (1/3)\n",
+        "step 2 of 3 (2/3)\n",
+        "step 3 of 3 (3/3)\n",
+    ]
+    assert updates[-1].tail.endswith("step 3 of 3 (3/3)\n")
+
+
+def test_the_servers_error_results_become_error_tool_results_and_images_are_summarised(
+    manager, reg
+):
+    connect(manager, stdio_config("demo"))
+
+    failed = run(reg.get("demo__explode").execute({}, ToolContext(env={})))
+    picture = run(reg.get("demo__picture").execute({}, ToolContext(env={})))
+
+    assert failed.is_error
+    assert "Error executing tool explode" in failed.content
+    assert not picture.is_error
+    assert picture.content == "a caption\n[image: image/png, about 24 bytes]"
+
+
+def test_a_call_past_the_servers_timeout_ends_with_an_error_and_the_connection_stays(manager, reg):
+    connect(manager, stdio_config("demo", timeout=0.5))
+
+    slow = run(reg.get("demo__sleep").execute({"seconds": 5}, ToolContext(env={})))
+
+    assert slow.is_error
+    assert "timed out after 0.5 s" in slow.content
+    assert run(
+        reg.get("demo__echo").execute({"text": "still here"}, ToolContext(env={}))
+    ).content == ("still here")
+
+
+def test_untrusted_names_and_descriptions_are_cleaned_and_cut(manager, reg):
+    connect(manager, stdio_config("demo"))
+
+    summarise = reg.get("demo__summarise")
+    assert len(summarise.description) == MAX_DESCRIPTION_CHARS
+    assert summarise.description.endswith("…")
+    odd = reg.get(tool_name("demo", "bad\x1bname.tool"))
+    assert odd is not None
+    assert odd.name.startswith("demo__bad_name_tool-")
+    assert odd.description == "Description with control characters."
+    assert "\x1b" not in odd.label
+
+
+def test_an_allowlist_registers_only_the_tools_it_names(manager, reg):
+    connect(manager, stdio_config("demo", allowlist=("echo", "add")))
+
+    assert reg.names() == ["demo__add", "demo__echo"]
+
+
+def test_a_name_held_by_a_code_tool_is_skipped_with_the_reason(manager, reg):
+    @function(name="demo__echo", registry=reg)
+    def echo(text: str) -> str:
+        """A code tool that came first."""
+        return text
+
+    connect(manager, stdio_config("demo"))
+
+    assert reg.get("demo__echo").source == "code"
+    (skipped,) = manager.statuses()["demo"].skipped
+    assert skipped.name == "demo__echo"
+    assert "taken by" in skipped.reason
+
+
+def test_a_killed_stdio_server_makes_its_tools_unavailable_then_they_return_identically(
+    manager, reg
+):
+    connect(manager, stdio_config("demo", defer=False))
+    before = fingerprint(reg)
+    pid = int(run(reg.get("demo__pid").execute({}, ToolContext(env={}))).content)
+
+    os.kill(pid, signal.SIGKILL)
+
+    # The manager notices, says why, and starts the server again by itself.
+    reason = "MCP server demo disconnected"
+    call = run(reg.get("demo__echo").execute({"text": "x"}, ToolContext(env={})))
+    assert call.is_error
+    assert reason in call.content
+    assert manager.statuses()["demo"].state == "disconnected"
+    again = wait_for(lambda: succeeded(reg, "demo__pid"), what="the reconnect")
+    assert int(again.content) != pid
+    assert fingerprint(reg) == before
+
+
+def test_a_stopped_http_server_hides_its_tools_with_the_reason_and_they_come_back(manager, reg):
+    port = free_port()
+    with http_server(port):
+        connect(manager, http_config("remote", port, defer=False))
+        before = fingerprint(reg)
+        assert (
+            run(reg.get("remote__echo").execute({"text": "hi"}, ToolContext(env={}))).content
+            == "hi"
+        )
+
+    wait_for(lambda: manager.statuses()["remote"].state == "disconnected", what="the disconnect")
+    resolved = resolve(reg, ctx=ToolContext(env={}))
+    hidden = resolved.reason_for("remote__echo")
+    assert (hidden.layer, hidden.reason) == ("L4", "MCP server remote disconnected")
+    assert "remote__echo" not in resolved.array_names
+    failed = run(reg.get("remote__echo").execute({"text": "hi"}, ToolContext(env={})))
+    assert failed.is_error
+    assert "MCP server remote disconnected" in failed.content
+
+    with http_server(port):
+        wait_for(lambda: manager.statuses()["remote"].state == "connected", what="the reconnect")
+        assert fingerprint(reg) == before
+        assert run(
+            reg.get("remote__echo").execute({"text": "back"}, ToolContext(env={}))
+        ).content == ("back")
+
+
+def test_removing_a_server_unregisters_its_tools(manager, reg):
+    connect(manager, stdio_config("demo"))
+    assert len(reg) > 0
+
+    manager.reconcile([], wait=10)
+
+    assert reg.names() == []
+    assert manager.statuses() == {}
+
+
+@pytest.mark.parametrize(
+    ("remote", "expected"),
+    [
+        ("search", "gh__search"),
+        ("list-issues", "gh__list-issues"),
+        ("files.read", "gh__files_read-"),
+        ("x" * 80, "gh__" + "x" * 51 + "-"),
+    ],
+)
+def test_tool_names_are_prefixed_and_cleaned_without_collisions(remote, expected):
+    name = tool_name("gh", remote)
+    assert name.startswith(expected)
+    assert len(name) <= 64
+    if name != f"gh__{remote}":
+        # A cleaned name carries a hash of the original: "files.read" and "files_read"
+        # (itself a valid name) stay two different tools.
+        assert name != tool_name("gh", remote.replace(".", "_") + "x")
+        assert name != f"gh__{remote.replace('.', '_')}"
+
+
+def test_a_server_name_that_could_not_be_split_back_is_refused():
+    for bad in ("Bad", "has_underscore", "", "x" * 25, "-lead"):
+        with pytest.raises(ValueError, match="MCP server name"):
+            McpServerConfig(name=bad, transport="stdio", command="true")
