@@ -35,28 +35,21 @@ class ToolRunAdmin(admin.ModelAdmin):
         return False
 
 
+def _secret_field(label: str, example: str) -> forms.JSONField:
+    return forms.JSONField(
+        required=False,
+        label=label,
+        help_text=f"JSON object, e.g. {example}. Empty keeps the stored values; {{}} clears them.",
+        widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
+    )
+
+
 class McpServerForm(forms.ModelForm):
     """``env`` and ``headers`` are write-only: the form never shows their values. Leave a
     box empty to keep what is stored; ``{}`` clears it."""
 
-    env_update = forms.JSONField(
-        required=False,
-        label="Environment (secret)",
-        help_text=(
-            'JSON object, e.g. {"GITHUB_TOKEN": "…"}. Empty keeps the stored values; '
-            "{} clears them."
-        ),
-        widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
-    )
-    headers_update = forms.JSONField(
-        required=False,
-        label="HTTP headers (secret)",
-        help_text=(
-            'JSON object, e.g. {"Authorization": "Bearer …"}. Empty keeps the stored '
-            "values; {} clears them."
-        ),
-        widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
-    )
+    env_update = _secret_field("Environment (secret)", '{"GITHUB_TOKEN": "…"}')
+    headers_update = _secret_field("HTTP headers (secret)", '{"Authorization": "Bearer …"}')
 
     class Meta:
         model = McpServer

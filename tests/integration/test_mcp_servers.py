@@ -63,6 +63,17 @@ def new_session(user):
     return session_create(user=user)
 
 
+def load_then_call(model, name: str, arguments: dict) -> None:
+    """Script the model: load ``name`` with tool_search, call it, then answer."""
+    model.replies.extend(
+        [
+            Reply(tool_calls=[("t1", "tool_search", {"query": f"select:{name}"})]),
+            Reply(tool_calls=[("t2", "call_tool", {"name": name, "arguments": arguments})]),
+            Reply(text="Done."),
+        ]
+    )
+
+
 async def chat(socket, text):
     await send(socket, {"type": "chat", "text": text})
     return await until(socket, timeout=30)
@@ -98,17 +109,7 @@ async def test_a_turn_finds_an_mcp_tool_through_tool_search_and_calls_it(owner, 
 async def test_a_progress_reporting_mcp_tool_streams_its_tail_while_it_runs(
     owner, model, demo_server
 ):
-    model.replies.extend(
-        [
-            Reply(tool_calls=[("t1", "tool_search", {"query": "select:demo__count_up"})]),
-            Reply(
-                tool_calls=[
-                    ("t2", "call_tool", {"name": "demo__count_up", "arguments": {"steps": 4}})
-                ]
-            ),
-            Reply(text="Counted."),
-        ]
-    )
+    load_then_call(model, "demo__count_up", {"steps": 4})
     session = await new_session(owner)
     socket = await open_socket(session.pk, owner)
 
@@ -124,17 +125,7 @@ async def test_a_progress_reporting_mcp_tool_streams_its_tail_while_it_runs(
 async def test_arguments_invalid_for_an_mcp_tools_schema_never_reach_the_server(
     owner, model, demo_server
 ):
-    model.replies.extend(
-        [
-            Reply(tool_calls=[("t1", "tool_search", {"query": "select:demo__add"})]),
-            Reply(
-                tool_calls=[
-                    ("t2", "call_tool", {"name": "demo__add", "arguments": {"a": -5, "b": 1}})
-                ]
-            ),
-            Reply(text="That failed."),
-        ]
-    )
+    load_then_call(model, "demo__add", {"a": -5, "b": 1})
     session = await new_session(owner)
     socket = await open_socket(session.pk, owner)
 
@@ -307,7 +298,7 @@ def test_the_ops_page_shows_each_server_and_disabling_one_takes_its_tools_away(
     client.login(username=staff.username, password=password)
     page = client.get("/ops/tools/").content.decode()
     assert 'id="mcp-demo"' in page
-    assert "Connected: 9 tools" in page
+    assert "Connected: 10 tools" in page
     assert "DEMO_TOKEN" in page  # the secret's name, never its value
     assert SECRET not in page
 

@@ -98,6 +98,10 @@ def build(*, tools: int, page_size: int, shuffle: bool, counter: Path | None) ->
     def pid() -> str:
         return str(os.getpid())
 
+    @server.tool(description="Read a variable of the server's own environment.")
+    def getenv(name: str) -> str:
+        return os.environ.get(name, "<unset>")
+
     @server.tool(description="Sleep for some seconds.")
     async def sleep(seconds: float) -> str:
         count("sleep")

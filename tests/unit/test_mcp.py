@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.mcp import free_port, http_config, http_server, stdio_config, wait_for
-from toolhub.tools import ToolContext, ToolRegistry, function, resolve
+from toolhub.tools import ToolContext, ToolRegistry, TurnTools, function, resolve
 from toolhub.tools.mcp import MAX_DESCRIPTION_CHARS, McpManager, McpServerConfig, tool_name
 
 
@@ -87,8 +87,8 @@ def test_a_shuffled_and_paginated_listing_gives_the_same_array_as_a_plain_one(re
             shuffled,
             stdio_config("demo", "--tools", "30", "--shuffle", "--page-size", "7", defer=False),
         )
-        # Followed every page: 30 generated tools and the server's 9 fixed ones.
-        assert len(shuffled_reg) == len(plain_reg) == 30 + 9
+        # Followed every page: 30 generated tools and the server's 10 fixed ones.
+        assert len(shuffled_reg) == len(plain_reg) == 30 + 10
         assert shuffled_reg.names() == plain_reg.names()
         assert fingerprint(shuffled_reg) == fingerprint(plain_reg)
     finally:
@@ -239,6 +239,49 @@ def test_a_stopped_http_server_hides_its_tools_with_the_reason_and_they_come_bac
         assert run(
             reg.get("remote__echo").execute({"text": "back"}, ToolContext(env={}))
         ).content == ("back")
+
+
+def test_a_stdio_server_gets_its_configured_environment_and_none_of_ours(manager, reg, monkeypatch):
+    monkeypatch.setenv("TOOLHUB_OWN_SECRET", "never-for-a-server")
+    connect(manager, stdio_config("demo", env=(("SERVER_TOKEN", "for-the-server"),)))
+
+    def getenv(name: str) -> str:
+        return run(reg.get("demo__getenv").execute({"name": name}, ToolContext(env={}))).content
+
+    assert getenv("SERVER_TOKEN") == "for-the-server"
+    assert getenv("TOOLHUB_OWN_SECRET") == "<unset>"
+
+
+def test_a_changed_listing_reaches_the_next_resolution_but_never_a_frozen_turn(manager, reg):
+    port = free_port()
+    with http_server(port, "--tools", "1"):
+        connect(manager, http_config("remote", port, defer=False))
+        frozen = TurnTools(resolve(reg, ctx=ToolContext(env={})))
+        sent = frozen.tools_json()
+
+    with http_server(port, "--tools", "2"):
+        wait_for(lambda: reg.get("remote__noop_001") is not None, what="the new listing")
+        assert frozen.tools_json() == sent
+        assert "remote__noop_001" not in frozen.tools_json()
+        assert "remote__noop_001" in resolve(reg, ctx=ToolContext(env={})).array_names
+
+
+def test_after_a_configuration_change_the_kept_tools_follow_the_new_connection(manager, reg):
+    connect(manager, stdio_config("demo", defer=False))
+    before, echo = fingerprint(reg), reg.get("demo__echo")
+    first_pid = int(succeeded(reg, "demo__pid").content)
+
+    manager.reconcile([stdio_config("demo", defer=False, env=(("A", "1"),))], wait=10)
+    second = wait_for(lambda: succeeded(reg, "demo__pid"), what="the new connection")
+
+    assert int(second.content) != first_pid
+    assert reg.get("demo__echo") is echo  # unchanged tools are kept as they were
+    assert fingerprint(reg) == before
+    os.kill(int(second.content), signal.SIGKILL)
+    wait_for(
+        lambda: resolve(reg, ctx=ToolContext(env={})).reason_for("demo__echo") is not None,
+        what="the tools to be hidden",
+    )
 
 
 def test_removing_a_server_unregisters_its_tools(manager, reg):

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import re
@@ -257,12 +258,6 @@ class _Connection:
         self.task = asyncio.get_running_loop().create_task(self._supervise())
         self.reason = f"MCP server {config.name} disconnected"
 
-    def check(self) -> bool:
-        """Layer 4 for every tool of this server (runs on any thread)."""
-        if self.status.state != "connected":
-            raise ToolUnavailable(self.reason)
-        return True
-
     async def _supervise(self) -> None:
         while True:
             try:
@@ -307,7 +302,8 @@ class _Connection:
                 cursor = page.next_cursor
                 if not cursor:
                     break
-        tools, skipped = build_tools(self.config, listing, call=self.manager.call, check=self.check)
+        check = functools.partial(self.manager.check, self.config.name)
+        tools, skipped = build_tools(self.config, listing, call=self.manager.call, check=check)
         skipped += self.manager.registry.sync_origin(f"mcp:{self.config.name}", tools)
         for item in skipped:
             logger.warning("MCP server %s: %s", self.config.name, item.reason)
@@ -452,7 +448,17 @@ class McpManager:
                 self._connections[name] = _Connection(self, wanted[name])
 
     def statuses(self) -> dict[str, McpStatus]:
-        return {name: connection.status for name, connection in sorted(self._connections.items())}
+        # dict() copies in one step: the manager's loop may change the dict meanwhile.
+        connections = dict(self._connections)
+        return {name: connections[name].status for name in sorted(connections)}
+
+    def check(self, server: str) -> bool:
+        """Layer 4 for every tool of ``server`` (any thread). It looks the connection up by
+        name: a tool kept across a reconnect answers for the connection of now."""
+        connection = self._connections.get(server)
+        if connection is None or connection.status.state != "connected":
+            raise ToolUnavailable(f"MCP server {server} disconnected")
+        return True
 
     async def call(
         self, server: str, remote: str, arguments: dict[str, Any], *, ctx: ToolContext
@@ -466,7 +472,9 @@ class McpManager:
         caller = asyncio.get_running_loop()
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
-            caller.call_soon_threadsafe(ctx.update, _progress_line(done, total, message))
+            # A late notification after the caller's loop closed is dropped.
+            with contextlib.suppress(RuntimeError):
+                caller.call_soon_threadsafe(ctx.update, _progress_line(done, total, message))
 
         future = asyncio.run_coroutine_threadsafe(
             connection.call(remote, arguments, progress), self._loop
