@@ -94,7 +94,8 @@ def build(*, tools: int, page_size: int, shuffle: bool, counter: Path | None) ->
             ImageContent(type="image", data=PIXEL, mime_type="image/png"),
         ]
 
-    @server.tool(description="The server's process id.")
+    # The server asks for this one to stay resident (toolhub's _meta key).
+    @server.tool(description="The server's process id.", meta={"toolhub/defer": False})
     def pid() -> str:
         return str(os.getpid())
 
