@@ -146,8 +146,12 @@ async def test_a_killed_server_hides_its_tools_with_the_reason_and_they_return_i
     toolset = database_sync_to_async(
         lambda: client.get(f"/api/sessions/{session.pk}/toolset/").json()
     )
+    socket = await open_socket(session.pk, owner)
+    model.replies.append(Reply(text="Hello."))
+    await chat(socket, "hi")  # the conversation's tier plan is made with the server up
     before = await toolset()
     assert "demo__echo" in [tool["name"] for tool in before["catalog"]]
+    assert "demo__pid" in [tool["name"] for tool in before["resident"]]
     pid = int((await mcp.manager.call("demo", "pid", {}, ctx=_ctx())).content)
 
     os.kill(pid, signal.SIGKILL)
@@ -159,7 +163,6 @@ async def test_a_killed_server_hides_its_tools_with_the_reason_and_they_return_i
             Reply(text="The server is gone."),
         ]
     )
-    socket = await open_socket(session.pk, owner)
     await wait_for_async(lambda: not connected("demo"))
     frames = await chat(socket, "echo x")
 
