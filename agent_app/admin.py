@@ -44,6 +44,10 @@ def _secret_field(label: str, example: str) -> forms.JSONField:
     )
 
 
+def _given(value: object, stored: object) -> object:
+    return stored if value is None or not isinstance(value, dict) else value
+
+
 class McpServerForm(forms.ModelForm):
     """``env`` and ``headers`` are write-only: the form never shows their values. Leave a
     box empty to keep what is stored; ``{}`` clears it."""
@@ -81,6 +85,8 @@ class McpServerForm(forms.ModelForm):
             url=data.get("url") or "",
             timeout=data.get("timeout") or 0,
             allowlist=data.get("allowlist"),
+            env=_given(data.get("env_update"), self.instance.env),
+            headers=_given(data.get("headers_update"), self.instance.headers),
         )
         try:
             mcp_config(probe)

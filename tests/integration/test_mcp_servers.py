@@ -244,22 +244,26 @@ def test_the_admin_keeps_stored_secrets_when_their_box_is_left_empty(admin_clien
         name="kept", transport="stdio", command="true", env={"TOKEN": SECRET}, enabled=False
     )
 
-    response = admin_client.post(
-        f"/admin/agent_app/mcpserver/{server.pk}/change/",
-        {
-            "name": "kept",
-            "transport": "stdio",
-            "command": "true",
-            "args": "[]",
-            "url": "",
-            "timeout": "30",
-            "allowlist": "null",
-            "env_update": "",
-            "headers_update": '{"X-Key": "new"}',
-        },
-    )
+    fields = {
+        "name": "kept",
+        "transport": "stdio",
+        "command": "true",
+        "args": "[]",
+        "url": "",
+        "timeout": "30",
+        "allowlist": "null",
+        "env_update": "",
+        "headers_update": '{"X-Key": "new"}',
+    }
+    response = admin_client.post(f"/admin/agent_app/mcpserver/{server.pk}/change/", fields)
 
     assert response.status_code == 302, response.content.decode()[:2000]
+    refused = admin_client.post(
+        f"/admin/agent_app/mcpserver/{server.pk}/change/",
+        {**fields, "headers_update": '{"X-Key": " padded"}'},
+    )
+    assert refused.status_code == 200
+    assert "surrounding spaces or control characters" in refused.content.decode()
     server.refresh_from_db()
     assert server.env == {"TOKEN": SECRET}
     assert server.headers == {"X-Key": "new"}
@@ -286,10 +290,23 @@ def test_a_server_that_could_not_work_is_refused_with_the_reason(staff, api):
         {"name": "has_underscore", "transport": "stdio", "command": "x"},
         format="json",
     )
+    pasted = api(staff).post(
+        "/api/mcp-servers/",
+        {
+            "name": "remote",
+            "transport": "streamable_http",
+            "url": "http://127.0.0.1:9/mcp",
+            "headers": {"Authorization": f"Bearer {SECRET}\n"},
+        },
+        format="json",
+    )
 
     assert no_command.status_code == 400
     assert "a stdio server needs a command" in no_command.content.decode()
     assert bad_name.status_code == 400
+    assert pasted.status_code == 400
+    assert "surrounding spaces or control characters" in pasted.content.decode()
+    assert SECRET not in pasted.content.decode()
     assert not McpServer.objects.exists()
 
 

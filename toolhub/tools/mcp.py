@@ -57,10 +57,15 @@ MAX_DESCRIPTION_CHARS = 1_024
 MAX_LABEL_CHARS = 80
 MAX_SCHEMA_CHARS = 32_768
 MAX_RESULT_TEXT = 1_000_000
+# Long enough for the SDK's stdio shutdown: 2 s for the server to exit after stdin
+# closes, 2 s after SIGTERM, then SIGKILL.
+CLOSE_SECONDS = 8.0
 # A server may ask for a tool to stay resident (or be deferred) through the tool's _meta.
 DEFER_META_KEY = "toolhub/defer"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,200}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
 
 
 def clean_text(text: str | None, limit: int) -> str:
@@ -113,6 +118,24 @@ class McpServerConfig:
             raise ValueError("a streamable HTTP server needs a URL")
         if self.timeout <= 0:
             raise ValueError("timeout must be positive")
+        for key, value in self.headers:
+            if not _HEADER_NAME.match(key):
+                raise ValueError(f"header name {key[:60]!r} is not a valid HTTP header name")
+            if value != value.strip() or _CONTROL.search(value):
+                # Checked here, not by the HTTP client, whose error would quote the value.
+                raise ValueError(
+                    f"the value of header {key} has surrounding spaces or control characters"
+                )
+        for key, _value in self.env:
+            if not _ENV_NAME.match(key):
+                raise ValueError(f"environment name {key[:60]!r} is not a valid variable name")
+
+    def redact(self, text: str) -> str:
+        """``text`` with every secret value of this server replaced (errors, logs)."""
+        for _key, value in (*self.env, *self.headers):
+            if len(value) >= 4:
+                text = text.replace(value, "***")
+        return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +167,8 @@ def build_tools(
     allowed = frozenset(config.allowlist) if config.allowlist is not None else None
     tools: dict[str, Tool] = {}
     skipped: list[Skipped] = []
-    for remote in sorted(listing, key=lambda item: item.name):
+    # The schema breaks ties: a server listing one name twice keeps the same one always.
+    for remote in sorted(listing, key=lambda item: (item.name, canonical_json(item.input_schema))):
         if allowed is not None and remote.name not in allowed:
             continue
         name = tool_name(config.name, remote.name)
@@ -255,24 +279,33 @@ class _Connection:
         self.status = McpStatus(config.name, "connecting")
         self.lost = asyncio.Event()
         self.delay = manager.backoff_initial
-        self.task = asyncio.get_running_loop().create_task(self._supervise())
         self.reason = f"MCP server {config.name} disconnected"
+        # The remote names registered now: a call for any other (dropped from the
+        # listing or the allowlist since a turn froze its tools) is refused.
+        self.offered: frozenset[str] = frozenset()
+        self.closing = False
+        self.stopping = asyncio.Event()
+        self.task = asyncio.get_running_loop().create_task(self._supervise())
 
     async def _supervise(self) -> None:
-        while True:
+        while not self.closing:
             try:
                 await self._connected_session()
                 error = "the connection closed"
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # the SDK raises exception groups too
-                error = _describe(exc)
+                error = self.config.redact(_describe(exc))
             self.client = None
+            self.offered = frozenset()
+            if self.closing:
+                return
             self._set("disconnected", error=error)
             logger.warning(
                 "MCP server %s: %s; retrying in %.1f s", self.config.name, error, self.delay
             )
-            await asyncio.sleep(self.delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), self.delay)
             self.delay = min(self.delay * 2, self.manager.backoff_max)
 
     async def _connected_session(self) -> None:
@@ -283,7 +316,7 @@ class _Connection:
             await self._relist(client)
             self.client = client
             self.delay = self.manager.backoff_initial
-            while True:
+            while not self.closing:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.lost.wait(), self.manager.health_interval)
                 if self.lost.is_set():
@@ -305,6 +338,12 @@ class _Connection:
         check = functools.partial(self.manager.check, self.config.name)
         tools, skipped = build_tools(self.config, listing, call=self.manager.call, check=check)
         skipped += self.manager.registry.sync_origin(f"mcp:{self.config.name}", tools)
+        registered = {tool.name for tool in tools} - {item.name for item in skipped}
+        self.offered = frozenset(
+            remote.name
+            for remote in listing
+            if tool_name(self.config.name, remote.name) in registered
+        )
         for item in skipped:
             logger.warning("MCP server %s: %s", self.config.name, item.reason)
         if self.status.state != "connected":
@@ -343,11 +382,15 @@ class _Connection:
         return streamable_http_client(config.url, http_client=http)
 
     async def call(self, remote: str, arguments: dict[str, Any], progress: Any) -> Any:
+        import anyio
         from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED
 
         client = self.client
         if client is None or self.status.state != "connected":
             raise McpUnavailableError(self.reason)
+        if remote not in self.offered:
+            raise McpUnavailableError(f"MCP server {self.config.name} no longer offers this tool")
         try:
             return await client.call_tool(
                 remote,
@@ -357,23 +400,36 @@ class _Connection:
                 progress_callback=progress,
             )
         except MCPError as exc:
-            if "closed" in str(exc).lower():
-                self._went_away("the connection closed")
+            if exc.code == CONNECTION_CLOSED:
+                self._went_away(client, "the connection closed")
                 raise McpUnavailableError(self.reason) from exc
             raise
-        except (OSError, EOFError) as exc:
-            self._went_away(_describe(exc))
+        except (OSError, EOFError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            self._went_away(client, self.config.redact(_describe(exc)))
             raise McpUnavailableError(self.reason) from exc
 
-    def _went_away(self, error: str) -> None:
-        # Said at once (the next resolution hides the tools), not at the next health check.
+    def _went_away(self, client: Any, error: str) -> None:
+        # Said at once (the next resolution hides the tools), not at the next health check;
+        # a late failure of an earlier connection's call says nothing about this one.
+        if self.client is not client:
+            return
         self._set("disconnected", error=error)
         self.lost.set()
 
     async def close(self) -> None:
-        self.task.cancel()
-        with contextlib.suppress(BaseException):
-            await self.task
+        """Stop cooperatively, so the SDK's own shutdown (stdin closed, then SIGTERM, then
+        SIGKILL) runs to its end; cancel only a supervisor that does not finish."""
+        self.closing = True
+        self.stopping.set()
+        self.lost.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(self.task), CLOSE_SECONDS)
+        except TimeoutError:
+            self.task.cancel()
+            with contextlib.suppress(BaseException):
+                await self.task
+        except Exception:
+            logger.debug("MCP server %s ended with an error while closing", self.config.name)
 
 
 def _client_info() -> Any:
@@ -407,6 +463,7 @@ class McpManager:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._reconciling: asyncio.Lock  # made on the manager's loop, which it belongs to
 
     def start(self) -> None:
         with self._lock:
@@ -417,6 +474,7 @@ class McpManager:
             def run() -> None:
                 loop = asyncio.new_event_loop()
                 asyncio.set_event_loop(loop)
+                self._reconciling = asyncio.Lock()
                 self._loop = loop
                 ready.set()
                 loop.run_forever()
@@ -436,16 +494,22 @@ class McpManager:
             future.result(wait)
 
     async def _reconcile(self, wanted: dict[str, McpServerConfig]) -> None:
-        for name in sorted(self._connections):
-            connection = self._connections[name]
-            if wanted.get(name) != connection.config:
-                del self._connections[name]
-                await connection.close()
+        # One at a time: a reconcile read from an older table must not interleave with a
+        # newer one while a server closes (which can take seconds).
+        async with self._reconciling:
+            gone = [
+                name
+                for name, connection in sorted(self._connections.items())
+                if wanted.get(name) != connection.config
+            ]
+            closing = [self._connections.pop(name) for name in gone]
+            await asyncio.gather(*(connection.close() for connection in closing))
+            for name in gone:
                 if name not in wanted:
                     self.registry.sync_origin(f"mcp:{name}", [])
-        for name in sorted(wanted):
-            if name not in self._connections:
-                self._connections[name] = _Connection(self, wanted[name])
+            for name in sorted(wanted):
+                if name not in self._connections:
+                    self._connections[name] = _Connection(self, wanted[name])
 
     def statuses(self) -> dict[str, McpStatus]:
         # dict() copies in one step: the manager's loop may change the dict meanwhile.
@@ -472,6 +536,8 @@ class McpManager:
         caller = asyncio.get_running_loop()
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
+            if ctx.cancel.cancelled:
+                return
             # A late notification after the caller's loop closed is dropped.
             with contextlib.suppress(RuntimeError):
                 caller.call_soon_threadsafe(ctx.update, _progress_line(done, total, message))
@@ -500,7 +566,7 @@ class McpManager:
                 return
             future = asyncio.run_coroutine_threadsafe(self._reconcile({}), loop)
             with contextlib.suppress(Exception):
-                future.result(timeout)
+                future.result(timeout + CLOSE_SECONDS)
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout)
             self._loop, self._thread = None, None
