@@ -248,6 +248,10 @@ class _HTTPServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as real API servers set: with Nagle's algorithm each small chunk after
+    # the first waits for the client's delayed ACK, ~40 ms per reply on loopback, and an
+    # "instant" fake answer would take longer than most real first tokens.
+    disable_nagle_algorithm = True
     server: _HTTPServer
 
     def setup(self) -> None:
