@@ -174,6 +174,10 @@ async def test_a_killed_server_hides_its_tools_with_the_reason_and_they_return_i
     assert hidden["demo__echo"]["reason"] == "MCP server demo disconnected"
     ops = await database_sync_to_async(_ops_page)(staff)
     assert "MCP server demo disconnected" in ops
+    catalog = await database_sync_to_async(lambda: client.get("/api/tools/").json())()
+    (echo,) = [tool for tool in catalog if tool["name"] == "demo__echo"]
+    assert (echo["available"], echo["layer"]) == (False, "L4")
+    assert echo["reason"] == "MCP server demo disconnected"
 
     await wait_for_async(lambda: connected("demo"))
     after = await toolset()

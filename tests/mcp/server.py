@@ -106,7 +106,11 @@ def build(*, tools: int, page_size: int, shuffle: bool, counter: Path | None) ->
     @server.tool(description="Sleep for some seconds.")
     async def sleep(seconds: float) -> str:
         count("sleep")
-        await asyncio.sleep(seconds)
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            count("sleep-cancelled")  # the client's cancel reached the server
+            raise
         return "slept"
 
     @server.tool(description=LONG_DESCRIPTION)

@@ -117,6 +117,23 @@ def test_arguments_invalid_for_the_schema_are_refused_before_anything_is_sent(
     assert counter.read_text() == "add\n"
 
 
+def test_a_stopped_turn_cancels_the_running_call_on_the_server(manager, reg, tmp_path):
+    counter = tmp_path / "calls.txt"
+    connect(manager, stdio_config("demo", "--counter", str(counter)))
+    ctx = ToolContext(env={})
+
+    async def stop_soon():
+        call = asyncio.ensure_future(reg.get("demo__sleep").execute({"seconds": 30}, ctx))
+        await asyncio.to_thread(wait_for, lambda: counter.exists(), 20, "the call to start")
+        ctx.cancel.cancel()
+        return await call
+
+    stopped = run(stop_soon())
+
+    assert stopped.status == "cancelled"
+    wait_for(lambda: "sleep-cancelled" in counter.read_text(), what="the server to stop")
+
+
 def test_progress_notifications_stream_to_on_update(manager, reg):
     connect(manager, stdio_config("demo"))
     updates = []
@@ -150,13 +167,17 @@ def test_the_servers_error_results_become_error_tool_results_and_images_are_summ
     assert picture.content == "a caption\n[image: image/png, about 24 bytes]"
 
 
-def test_a_call_past_the_servers_timeout_ends_with_an_error_and_the_connection_stays(manager, reg):
-    connect(manager, stdio_config("demo", timeout=0.5))
+def test_a_call_past_the_servers_timeout_is_cancelled_on_the_server_and_the_connection_stays(
+    manager, reg, tmp_path
+):
+    counter = tmp_path / "calls.txt"
+    connect(manager, stdio_config("demo", "--counter", str(counter), timeout=0.5))
 
     slow = run(reg.get("demo__sleep").execute({"seconds": 5}, ToolContext(env={})))
 
     assert slow.is_error
     assert "timed out after 0.5 s" in slow.content
+    wait_for(lambda: "sleep-cancelled" in counter.read_text(), what="the server to stop")
     assert run(
         reg.get("demo__echo").execute({"text": "still here"}, ToolContext(env={}))
     ).content == ("still here")
