@@ -34,6 +34,7 @@ manager = McpManager(
     backoff_max=settings.TOOLHUB_MCP_BACKOFF_MAX,
     errlog=sys.stderr,
 )
+SYNC_WAIT_SECONDS = 10.0
 _poller: threading.Thread | None = None
 _poller_lock = threading.Lock()
 
@@ -99,7 +100,16 @@ def _server_changed(**_: Any) -> None:
     # Only a process that connects follows changes; a management command does not start
     # servers because someone saved a row.
     if _poller is not None:
-        transaction.on_commit(mcp_sync)
+        transaction.on_commit(_sync_now)
+
+
+def _sync_now() -> None:
+    # The page that made the change shows its effect when it reloads: wait for the
+    # reconcile (a stdio server's shutdown included), but never fail the request for it.
+    try:
+        mcp_sync(wait=SYNC_WAIT_SECONDS)
+    except Exception:
+        logger.warning("MCP servers are still being reconciled", exc_info=True)
 
 
 def mcp_status(server: McpServer) -> McpStatus | None:

@@ -511,9 +511,7 @@ def tools_for_ops() -> tuple[list[OpsTool], list[GlobalDisable]]:
             runs_on=tool.runs_on,
             deferred=tool.defer,
             disable=disables.pop(tool.name, None),
-            unavailable=availability(tool, ToolContext())
-            if tool.check_fn or tool.requires_env
-            else None,
+            unavailable=availability(tool, ToolContext(), per_session=False),
         )
         for tool in sorted(registry.all_tools(), key=lambda tool: tool.name)
     ]

@@ -133,3 +133,18 @@ def test_a_disable_naming_a_tool_no_longer_registered_is_still_listed_and_can_go
 
     client.post(reverse("ops_tool_enable"), {"tool": "retired_tool"})
     assert _disabled() == {}
+
+
+def test_a_tool_that_cannot_run_in_this_process_says_why_but_a_per_session_gate_does_not(
+    client, staff, monkeypatch
+):
+    monkeypatch.delenv("BRAVE_API_KEY", raising=False)
+    client.force_login(staff)
+
+    page = client.get(PAGE).content.decode()
+
+    web_search = page.split('id="tool-web_search"')[1].split("</tr>")[0]
+    bash = page.split('id="tool-bash"')[1].split("</tr>")[0]
+    assert "Enabled, unavailable: needs BRAVE_API_KEY" in web_search
+    # bash needs a session's workspace: a question for a chat, not for the whole process.
+    assert "unavailable" not in bash

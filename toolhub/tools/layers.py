@@ -51,8 +51,10 @@ class Selection:
         return next((hidden for hidden in self.hidden if hidden.name == name), None)
 
 
-def availability(tool: Tool, ctx: ToolContext) -> str | None:
-    """Layer 4 on its own: ``None`` when the tool can run now, else why not."""
+def availability(tool: Tool, ctx: ToolContext, *, per_session: bool = True) -> str | None:
+    """Layer 4 on its own: ``None`` when the tool can run now, else why not. Without
+    ``per_session`` only the process-wide gates count (env, ``check_fn``), not
+    ``can_use``, which needs a person and a session to answer."""
     missing = [name for name in tool.requires_env if not ctx.env.get(name)]
     if missing:
         return "needs " + ", ".join(missing)
@@ -64,7 +66,7 @@ def availability(tool: Tool, ctx: ToolContext) -> str | None:
             return str(exc)
         except Exception as exc:
             return f"availability check failed: {type(exc).__name__}: {exc}"
-    if tool.can_use is not None:
+    if per_session and tool.can_use is not None:
         try:
             if not tool.can_use(ctx):
                 return "not available in this session"

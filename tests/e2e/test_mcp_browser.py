@@ -1,0 +1,71 @@
+"""Staff see and switch MCP servers on the ops page, in a real browser, against a product
+that connects a real stdio MCP server (tests/mcp/server.py) as it starts."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.conftest import app_env, daphne, manage
+from tests.e2e.conftest import sign_in
+from tests.mcp import SERVER
+
+SECRET = "sk-browser-secret-42"
+ADD_SERVER = f"""
+from agent_app.models import McpServer
+McpServer.objects.create(
+    name="demo", transport="stdio", command={sys.executable!r}, args=[{str(SERVER)!r}],
+    env={{"DEMO_TOKEN": {SECRET!r}}},
+)
+"""
+
+
+@pytest.fixture(scope="module")
+def product_with_mcp(tmp_path_factory):
+    env = app_env(tmp_path_factory.mktemp("product"), TOOLHUB_MCP_CONNECT="1")
+    for args in (("migrate", "--noinput"), ("toolhub_demo",)):
+        result = manage(*args, env=env)
+        assert result.returncode == 0, result.stderr
+    password = re.search(r"with password '([^']+)'", result.stdout).group(1)
+    added = manage("shell", "-c", ADD_SERVER, env=env)
+    assert added.returncode == 0, added.stderr
+    with daphne(env) as base:
+        yield base, password
+
+
+def test_staff_see_a_connected_server_with_its_tools_and_turn_it_off_and_on(product_with_mcp, page):
+    base, password = product_with_mcp
+    sign_in(page, base, password)
+    page.goto(f"{base}/ops/tools/")
+    server = page.locator("#mcp-demo")
+    # Connected at start-up; a reload shows it once the server has answered.
+    for _ in range(50):
+        if "Connected: 10 tools" in server.inner_text():
+            break
+        page.wait_for_timeout(200)
+        page.reload()
+    expect(server).to_contain_text("Connected: 10 tools")
+    expect(server).to_contain_text("DEMO_TOKEN")
+    expect(page.locator("#tool-demo__echo")).to_contain_text("deferred")
+    assert SECRET not in page.content()
+
+    page.get_by_role("button", name="Disable MCP server demo").click()
+    page.wait_for_url(f"{base}/ops/tools/")
+    expect(page.get_by_role("status")).to_have_text("MCP server demo is disabled.")
+    expect(server).to_contain_text("Disabled")
+    expect(page.locator("#tool-demo__echo")).to_have_count(0)
+
+    page.get_by_role("button", name="Enable MCP server demo").click()
+    page.wait_for_url(f"{base}/ops/tools/")
+    expect(page.get_by_role("status")).to_have_text("MCP server demo is enabled.")
+    for _ in range(50):
+        if "Connected" in server.inner_text():
+            break
+        page.wait_for_timeout(200)
+        page.reload()
+    expect(server).to_contain_text("Connected: 10 tools")
+    expect(page.locator("#tool-demo__echo")).to_have_count(1)
+    assert page.console_errors == []
