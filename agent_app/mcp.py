@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import time
 from typing import Any
 
 from django.conf import settings
@@ -83,15 +84,15 @@ def mcp_start() -> None:
 
 
 def _follow() -> None:
-    stop = threading.Event()
-    while not stop.is_set():
+    # A daemon thread for the life of the process: it ends with it.
+    while True:
         try:
             mcp_sync()
         except Exception:
             logger.exception("reading the MCP server table failed")
         finally:
             close_old_connections()
-        stop.wait(settings.TOOLHUB_MCP_POLL)
+        time.sleep(settings.TOOLHUB_MCP_POLL)
 
 
 @receiver(post_save, sender=McpServer)

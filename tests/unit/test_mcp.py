@@ -306,18 +306,18 @@ def test_after_a_configuration_change_the_kept_tools_follow_the_new_connection(m
     )
 
 
-def server_children() -> list[int]:
-    """Our child processes running the test server (read from /proc)."""
+def server_children(command: bytes = b"tests/mcp/server.py") -> list[int]:
+    """Our child processes whose command line holds ``command`` (read from /proc)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            command = (entry / "cmdline").read_bytes()
+            cmdline = (entry / "cmdline").read_bytes()
         except (OSError, IndexError, ValueError):
             continue
-        if parent == os.getpid() and b"tests/mcp/server.py" in command:
+        if parent == os.getpid() and command in cmdline:
             found.append(int(entry.name))
     return found
 
@@ -332,6 +332,28 @@ def test_removing_a_server_unregisters_its_tools_and_stops_its_process(manager, 
     assert reg.names() == []
     assert manager.statuses() == {}
     wait_for(lambda: not server_children(), what="the server process to end")
+
+
+def test_a_command_that_never_speaks_mcp_is_reported_and_retried_not_waited_on(reg, tmp_path):
+    errlog = (tmp_path / "mcp-stderr.log").open("w")
+    manager = McpManager(reg, list_timeout=0.5, backoff_initial=5, errlog=errlog)
+    silent = McpServerConfig(name="silent", transport="stdio", command="sleep", args=("60",))
+    try:
+        manager.reconcile([silent], wait=10)
+
+        status = wait_for(
+            lambda: (
+                manager.statuses()["silent"].state == "disconnected"
+                and manager.statuses()["silent"]
+            ),
+            what="the handshake to time out",
+        )
+        assert status.error == "TimeoutError"
+        assert reg.names() == []
+        wait_for(lambda: not server_children(b"sleep\x0060"), what="the silent process to end")
+    finally:
+        manager.stop()
+        errlog.close()
 
 
 def test_reconciles_apply_in_order_whatever_their_timing(manager, reg):

@@ -312,7 +312,13 @@ class _Connection:
         from mcp import Client
 
         self.lost = asyncio.Event()
-        async with Client(self._transport(), mode="auto", client_info=_client_info()) as client:
+        async with contextlib.AsyncExitStack() as stack:
+            # A command that never speaks MCP must not leave the server "connecting"
+            # forever: the handshake has the listing's time limit.
+            async with asyncio.timeout(self.manager.list_timeout):
+                client = await stack.enter_async_context(
+                    Client(self._transport(), mode="auto", client_info=_client_info())
+                )
             await self._relist(client)
             self.client = client
             self.delay = self.manager.backoff_initial
