@@ -40,19 +40,37 @@ _poller: threading.Thread | None = None
 _poller_lock = threading.Lock()
 
 
+def _strings(value: Any, what: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ValueError(f"{what} must be a list of strings")
+    return value
+
+
+def _string_map(value: Any, what: str) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(item, str) for item in value.values()):
+        raise ValueError(f"{what} must be an object of strings")
+    return value
+
+
 def mcp_config(server: McpServer) -> McpServerConfig:
-    """The manager's view of a row, secrets included (never shown anywhere)."""
+    """The manager's view of a row, secrets included (never shown anywhere). Raises
+    ``ValueError`` naming what is wrong (never a secret's value)."""
+    args = _strings(server.args or [], "args")
+    env = _string_map(server.env or {}, "env")
+    headers = _string_map(server.headers or {}, "headers")
+    allowlist = None if server.allowlist is None else _strings(server.allowlist, "allowlist")
     return McpServerConfig(
         name=server.name,
         transport=server.transport,
         command=server.command,
-        args=tuple(str(arg) for arg in server.args or ()),
-        env=tuple(sorted((str(k), str(v)) for k, v in (server.env or {}).items())),
+        args=tuple(args),
+        env=tuple(sorted(env.items())),
         url=server.url,
-        headers=tuple(sorted((str(k), str(v)) for k, v in (server.headers or {}).items())),
+        headers=tuple(sorted(headers.items())),
         defer=server.defer,
         timeout=server.timeout,
-        allowlist=tuple(server.allowlist) if server.allowlist else None,
+        # An empty list means "no allowlist" (the admin's empty box), not "no tools".
+        allowlist=tuple(allowlist) if allowlist else None,
     )
 
 

@@ -305,8 +305,16 @@ def test_a_server_that_could_not_work_is_refused_with_the_reason(staff, api):
         format="json",
     )
 
+    numbers = api(staff).post(
+        "/api/mcp-servers/",
+        {"name": "numbers", "transport": "stdio", "command": "x", "args": [1, 2]},
+        format="json",
+    )
+
     assert no_command.status_code == 400
     assert "a stdio server needs a command" in no_command.content.decode()
+    assert numbers.status_code == 400
+    assert "args must be a list of strings" in numbers.content.decode()
     assert bad_name.status_code == 400
     assert pasted.status_code == 400
     assert "surrounding spaces or control characters" in pasted.content.decode()
