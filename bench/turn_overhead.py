@@ -8,6 +8,11 @@ provider's stream (HTTP, SDK parsing, the fake server) is measured separately an
 off, leaving what is ours. Sessions carry up to 20 earlier turns, so the history rebuild
 is realistic. Prints p50 and p99 in milliseconds.
 
+The fake answers as a real API server does, with TCP_NODELAY: without it each reply
+stalled ~40 ms on the client's delayed ACK, and the idle gap that left made the next
+database and Redis round trips several times slower than warm ones. A real model's reply
+leaves such gaps too, so on an idle host a turn after a slow reply costs more than this.
+
 It also prints the floor of that figure on this machine: the I/O a turn cannot do without
 (two write transactions, claim and first events, then last events and release, each as
 BEGIN, UPDATE, INSERT, COMMIT in raw SQL, and one group send on the Redis channel layer),

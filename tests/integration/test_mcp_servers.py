@@ -274,7 +274,12 @@ def test_the_admin_keeps_stored_secrets_when_their_box_is_left_empty(admin_clien
     assert server.timeout == 30
 
 
-def test_only_staff_can_see_or_change_mcp_servers(owner, api):
+def test_only_staff_can_see_or_change_mcp_servers_and_an_unknown_one_is_a_json_404(
+    owner, staff, api
+):
+    missing = api(staff).get("/api/mcp-servers/999999/")
+    assert missing.status_code == 404
+    assert missing.json()["code"] == "not_found"
     assert api(owner).get("/api/mcp-servers/").status_code == 403
     refused = api(owner).post(
         "/api/mcp-servers/",
