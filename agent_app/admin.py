@@ -44,10 +44,6 @@ def _secret_field(label: str, example: str) -> forms.JSONField:
     )
 
 
-def _given(value: object, stored: object) -> object:
-    return stored if value is None or not isinstance(value, dict) else value
-
-
 class McpServerForm(forms.ModelForm):
     """``env`` and ``headers`` are write-only: the form never shows their values. Leave a
     box empty to keep what is stored; ``{}`` clears it."""
@@ -71,12 +67,7 @@ class McpServerForm(forms.ModelForm):
 
     def clean(self) -> dict:
         data = super().clean()
-        for field in ("env_update", "headers_update"):
-            value = data.get(field)
-            if value is not None and not (
-                isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
-            ):
-                self.add_error(field, "Give a JSON object of strings.")
+        # Checked as the row will be used (mcp_config says what is wrong, never a value).
         probe = McpServer(
             name=data.get("name") or "",
             transport=data.get("transport") or "",
@@ -85,12 +76,16 @@ class McpServerForm(forms.ModelForm):
             url=data.get("url") or "",
             timeout=data.get("timeout") or 0,
             allowlist=data.get("allowlist"),
-            env=_given(data.get("env_update"), self.instance.env),
-            headers=_given(data.get("headers_update"), self.instance.headers),
+            env=self.instance.env if data.get("env_update") is None else data["env_update"],
+            headers=(
+                self.instance.headers
+                if data.get("headers_update") is None
+                else data["headers_update"]
+            ),
         )
         try:
             mcp_config(probe)
-        except (ValueError, TypeError) as exc:
+        except ValueError as exc:
             raise forms.ValidationError(str(exc)) from exc
         return data
 

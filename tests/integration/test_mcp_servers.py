@@ -268,6 +268,10 @@ def test_the_admin_keeps_stored_secrets_when_their_box_is_left_empty(admin_clien
     )
     assert refused.status_code == 200
     assert "surrounding spaces or control characters" in refused.content.decode()
+    not_a_map = admin_client.post(
+        f"/admin/agent_app/mcpserver/{server.pk}/change/", {**fields, "env_update": '["x"]'}
+    )
+    assert "env must be an object of strings" in not_a_map.content.decode()
     server.refresh_from_db()
     assert server.env == {"TOKEN": SECRET}
     assert server.headers == {"X-Key": "new"}
