@@ -12,7 +12,13 @@ import pytest
 
 from tests.mcp import free_port, http_config, http_server, stdio_config, wait_for
 from toolhub.tools import ToolContext, ToolRegistry, TurnTools, function, resolve
-from toolhub.tools.mcp import MAX_DESCRIPTION_CHARS, McpManager, McpServerConfig, tool_name
+from toolhub.tools.mcp import (
+    MAX_DESCRIPTION_CHARS,
+    McpManager,
+    McpServerConfig,
+    build_tools,
+    tool_name,
+)
 
 
 @pytest.fixture
@@ -194,6 +200,26 @@ def test_untrusted_names_and_descriptions_are_cleaned_and_cut(manager, reg):
     assert odd.name.startswith("demo__bad_name_tool-")
     assert odd.description == "Description with control characters."
     assert "\x1b" not in odd.label
+
+
+def test_a_tool_whose_schema_no_provider_accepts_is_skipped_with_the_reason():
+    # The SDK's own server refuses to list such a tool, so a listing is built here.
+    from mcp_types import Tool as McpTool
+
+    listing = [
+        McpTool(name="scalar", input_schema={"type": "string"}),
+        McpTool(name="broken", input_schema={"type": "object", "properties": 3}),
+        McpTool(name="fine", input_schema={"type": "object"}),
+    ]
+
+    tools, skipped = build_tools(
+        stdio_config("demo"), listing, call=lambda *a, **k: None, check=lambda: True
+    )
+
+    assert [tool.name for tool in tools] == ["demo__fine"]
+    reasons = {item.name: item.reason for item in skipped}
+    assert 'not of type "object"' in reasons["demo__scalar"]
+    assert "not valid JSON Schema" in reasons["demo__broken"]
 
 
 def test_an_allowlist_registers_only_the_tools_it_names(manager, reg):

@@ -199,8 +199,9 @@ def build_tools(
 
 
 def _schema_problem(schema: Any) -> str | None:
-    if not isinstance(schema, Mapping):
-        return "its input schema is not an object"
+    if not isinstance(schema, Mapping) or schema.get("type") != "object":
+        # Providers refuse any other tool schema, and one bad tool would fail every turn.
+        return 'its input schema is not of type "object"'
     text = canonical_json(schema)
     if len(text) > MAX_SCHEMA_CHARS:
         return f"its input schema is {len(text):,} characters (the limit is {MAX_SCHEMA_CHARS:,})"
