@@ -36,18 +36,23 @@ def product_with_mcp(tmp_path_factory):
         yield base, password
 
 
-def test_staff_see_a_connected_server_with_its_tools_and_turn_it_off_and_on(product_with_mcp, page):
-    base, password = product_with_mcp
-    sign_in(page, base, password)
-    page.goto(f"{base}/ops/tools/")
-    server = page.locator("#mcp-demo")
-    # Connected at start-up; a reload shows it once the server has answered.
+def reload_until_connected(page, server) -> None:
+    """The page is rendered once: reload it until the server's connection shows."""
     for _ in range(50):
         if "Connected: 10 tools" in server.inner_text():
             break
         page.wait_for_timeout(200)
         page.reload()
     expect(server).to_contain_text("Connected: 10 tools")
+
+
+def test_staff_see_a_connected_server_with_its_tools_and_turn_it_off_and_on(product_with_mcp, page):
+    base, password = product_with_mcp
+    sign_in(page, base, password)
+    page.goto(f"{base}/ops/tools/")
+    server = page.locator("#mcp-demo")
+    # Connected at start-up; a reload shows it once the server has answered.
+    reload_until_connected(page, server)
     expect(server).to_contain_text("DEMO_TOKEN")
     expect(page.locator("#tool-demo__echo")).to_contain_text("deferred")
     assert SECRET not in page.content()
@@ -61,11 +66,6 @@ def test_staff_see_a_connected_server_with_its_tools_and_turn_it_off_and_on(prod
     page.get_by_role("button", name="Enable MCP server demo").click()
     page.wait_for_url(f"{base}/ops/tools/")
     expect(page.get_by_role("status")).to_have_text("MCP server demo is enabled.")
-    for _ in range(50):
-        if "Connected" in server.inner_text():
-            break
-        page.wait_for_timeout(200)
-        page.reload()
-    expect(server).to_contain_text("Connected: 10 tools")
+    reload_until_connected(page, server)
     expect(page.locator("#tool-demo__echo")).to_have_count(1)
     assert page.console_errors == []

@@ -47,6 +47,18 @@ def demo_server(registry_state, staff, tmp_path):
     mcp.manager.health_interval, mcp.manager.backoff_initial = intervals
 
 
+def add_remote(client, authorization: str, **fields):
+    """POST a streamable HTTP server with an Authorization header through the API."""
+    body = {
+        "name": "remote",
+        "transport": "streamable_http",
+        "url": "http://127.0.0.1:9/mcp",
+        "headers": {"Authorization": authorization},
+        **fields,
+    }
+    return client.post("/api/mcp-servers/", body, format="json")
+
+
 def connected(name: str) -> bool:
     status = mcp.manager.statuses().get(name)
     return status is not None and status.state == "connected"
@@ -205,17 +217,7 @@ def test_a_global_disable_names_an_mcp_tool_like_any_other(owner, staff, api, de
 def test_secrets_are_written_but_never_shown_by_the_api_the_admin_or_the_ops_page(
     staff, api, admin_client
 ):
-    created = api(staff).post(
-        "/api/mcp-servers/",
-        {
-            "name": "remote",
-            "transport": "streamable_http",
-            "url": "http://127.0.0.1:9/mcp",
-            "headers": {"Authorization": f"Bearer {SECRET}"},
-            "enabled": False,
-        },
-        format="json",
-    )
+    created = add_remote(api(staff), f"Bearer {SECRET}", enabled=False)
     assert created.status_code == 201, created.content
     server_id = created.json()["id"]
     assert created.json()["header_names"] == ["Authorization"]
@@ -303,16 +305,7 @@ def test_a_server_that_could_not_work_is_refused_with_the_reason(staff, api):
         {"name": "has_underscore", "transport": "stdio", "command": "x"},
         format="json",
     )
-    pasted = api(staff).post(
-        "/api/mcp-servers/",
-        {
-            "name": "remote",
-            "transport": "streamable_http",
-            "url": "http://127.0.0.1:9/mcp",
-            "headers": {"Authorization": f"Bearer {SECRET}\n"},
-        },
-        format="json",
-    )
+    pasted = add_remote(api(staff), f"Bearer {SECRET}\n")
 
     numbers = api(staff).post(
         "/api/mcp-servers/",
