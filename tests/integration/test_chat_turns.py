@@ -976,3 +976,36 @@ async def test_a_control_message_that_comes_before_its_turn_listens_still_reache
     unlisten()
 
     assert [message["type"] for message in heard] == ["turn.cancel"]
+
+
+@database_sync_to_async
+def _flush_after_losing_the_claim(session):
+    from agent_app.turns.state import LostClaim, persist
+    from sessions_app.models import ChatSession, ProviderCall, SessionEvent
+
+    ChatSession.objects.filter(pk=session.pk).update(turn_id="the-new-turn")
+    call = {"provider": "anthropic", "model": "m", "fingerprint": "f" * 64}
+    with pytest.raises(LostClaim):
+        persist(
+            session_id=session.pk,
+            turn="the-old-turn",
+            items=[("usage", {"input_tokens": 1}), ("turn_finished", {"reason": "end_turn"})],
+            call=call,
+            loaded=["web_fetch"],
+            release=True,
+        )
+    stored = ChatSession.objects.values("last_seq", "turn_id", "loaded_tools").get(pk=session.pk)
+    return (
+        stored,
+        SessionEvent.objects.filter(session=session).count(),
+        ProviderCall.objects.filter(session=session).count(),
+    )
+
+
+async def test_a_flush_after_the_claim_was_lost_stores_no_events_no_call_and_no_change(owner):
+    session = await new_session(owner)
+
+    stored, events_stored, calls_stored = await _flush_after_losing_the_claim(session)
+
+    assert stored == {"last_seq": 0, "turn_id": "the-new-turn", "loaded_tools": []}
+    assert (events_stored, calls_stored) == (0, 0)
