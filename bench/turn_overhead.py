@@ -18,7 +18,7 @@ It also prints the floor of that figure on this machine: the I/O a turn cannot d
 BEGIN, UPDATE, INSERT, COMMIT in raw SQL, and one group send on the Redis channel layer),
 timed alone with no Python of ours around it.
 
-Database: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/toolhub_bench);
+Each run starts on a fresh database. Database: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/toolhub_bench);
 Redis: BENCH_REDIS_URL (default redis://127.0.0.1:6379/3).
 """
 
@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _django import django_setup  # noqa: E402
+from _django import django_setup, flush_redis, recreate_database  # noqa: E402
 
 DATABASE_URL = os.environ.get(
     "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/toolhub_bench"
@@ -123,6 +123,10 @@ def main() -> None:
     from tests.fakes import FakeAnthropic, Reply
 
     logging.disable(logging.INFO)
+    # A fresh database and Redis each run: the figure must not depend on the dead rows
+    # and keys earlier runs left behind.
+    recreate_database(DATABASE_URL)
+    flush_redis(REDIS_URL)
     django_setup(DATABASE_URL, redis_url=REDIS_URL)
     from django.conf import settings
     from django.contrib.auth import get_user_model
