@@ -24,6 +24,7 @@ from profiles_app.models import GlobalDisable, ToolProfile, profile_name_validat
 from toolhub.errors import Conflict, Forbidden, Invalid, NotFound, Stale
 from toolhub.tools import (
     TOOLSETS,
+    Hidden,
     ProfileSpec,
     ToolContext,
     ToolsetPrice,
@@ -35,6 +36,7 @@ from toolhub.tools import (
 )
 from toolhub.tools.intent import MAX_NAMES
 from toolhub.tools.presets import DEFAULT_TOOLSET, toolset_members
+from toolhub.tools.resolve import TOOL_SEARCH
 from toolhub.tools.tool import NAME_PATTERN
 
 GLOBAL_DISABLES_KEY = "toolhub:global-disables"
@@ -397,8 +399,17 @@ def tool_catalog(*, ctx: ToolContext) -> list[dict[str, Any]]:
     """Every exposed tool with its presets, and for this person whether it is available
     and if not, the layer and why; then tools that never registered (layer 1) and plugin
     modules that failed to load, so a person sees why something they expect is missing."""
-    selection = agent_tools(ctx=ctx, disabled=global_disables())
+    disabled = global_disables()
+    selection = agent_tools(ctx=ctx, disabled=disabled)
     hidden = {item.name: item for item in selection.hidden}
+    search = hidden.get(TOOL_SEARCH)
+    if search is not None and search.layer == "L4":
+        # Its gate only says no turn's index exists here: a turn offers tool_search
+        # whenever it defers something, so only a veto behind that gate counts.
+        if TOOL_SEARCH in disabled:
+            hidden[TOOL_SEARCH] = Hidden(TOOL_SEARCH, "L5", disabled[TOOL_SEARCH])
+        else:
+            del hidden[TOOL_SEARCH]
     members = {
         name: toolset_members(name, registry)
         for name, preset in TOOLSETS.items()

@@ -64,6 +64,18 @@ def test_the_catalog_says_why_a_tool_is_unavailable(api, owner, staff, monkeypat
     assert "safe" in tools["read"]["presets"]
 
 
+def test_tool_search_is_listed_available_unless_a_real_layer_removed_it(api, owner, staff):
+    # Its own gate (no turn's index here) is not a reason a person could act on.
+    tools = {tool["name"]: tool for tool in _body(api(owner).get("/api/tools/"))}
+    assert (tools["tool_search"]["available"], tools["tool_search"]["reason"]) == (True, None)
+
+    profile_services.tool_disable_globally(user=staff, tool="tool_search", reason="noisy")
+    tools = {tool["name"]: tool for tool in _body(api(owner).get("/api/tools/"))}
+
+    assert tools["tool_search"]["available"] is False
+    assert tools["tool_search"]["reason"] == "disabled globally by ops: noisy"
+
+
 def test_profiles_list_default_presets_shared_and_own_but_not_others(api, owner, other_user, staff):
     profile_services.profile_create(user=staff, name="Team", shared=True)
     profile_services.profile_create(user=owner, name="Mine", tools=["gone_tool"])
