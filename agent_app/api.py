@@ -123,6 +123,7 @@ class McpServerSerializer(serializers.Serializer):
     state = serializers.CharField(read_only=True)
     error = serializers.CharField(read_only=True)
     tools = serializers.IntegerField(read_only=True)
+    since = serializers.DateTimeField(read_only=True, allow_null=True)
 
 
 def _server_fields(data: dict[str, Any]) -> dict[str, Any]:

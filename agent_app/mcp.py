@@ -17,6 +17,7 @@ import logging
 import sys
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -158,6 +159,8 @@ def server_json(server: McpServer) -> dict[str, Any]:
         "state": state,
         "error": status.error if status is not None else "",
         "tools": status.tools if status is not None else 0,
+        # When this process last changed the server's state (connected, disconnected).
+        "since": datetime.fromtimestamp(status.since, UTC) if status is not None else None,
     }
 
 
