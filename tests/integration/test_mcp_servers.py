@@ -118,6 +118,23 @@ async def test_a_turn_finds_an_mcp_tool_through_tool_search_and_calls_it(owner, 
     await socket.disconnect()
 
 
+async def test_the_offline_demo_model_loads_an_mcp_tool_and_calls_it(owner, settings, demo_server):
+    settings.TOOLHUB_PROVIDER = "demo"
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "use demo__echo: hello from the demo")
+
+    calls = [frame["data"] for frame in events(frames, "tool_call")]
+    results = [frame["data"] for frame in events(frames, "tool_result")]
+    assert calls[0]["name"] == "tool_search"
+    assert calls[0]["arguments"] == {"query": "select:demo__echo"}
+    assert results[-1]["status"] == "ok"
+    assert results[-1]["content"] == "hello from the demo"
+    assert events(frames, "turn_started")[0]["data"]["demo"] is True
+    await socket.disconnect()
+
+
 async def test_a_progress_reporting_mcp_tool_streams_its_tail_while_it_runs(
     owner, model, demo_server
 ):
