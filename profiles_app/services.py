@@ -24,7 +24,6 @@ from profiles_app.models import GlobalDisable, ToolProfile, profile_name_validat
 from toolhub.errors import Conflict, Forbidden, Invalid, NotFound, Stale
 from toolhub.tools import (
     TOOLSETS,
-    Hidden,
     ProfileSpec,
     ToolContext,
     ToolsetPrice,
@@ -36,7 +35,7 @@ from toolhub.tools import (
 )
 from toolhub.tools.intent import MAX_NAMES
 from toolhub.tools.presets import DEFAULT_TOOLSET, toolset_members
-from toolhub.tools.resolve import TOOL_SEARCH
+from toolhub.tools.resolve import TOOL_SEARCH, search_veto
 from toolhub.tools.tool import NAME_PATTERN
 
 GLOBAL_DISABLES_KEY = "toolhub:global-disables"
@@ -404,12 +403,12 @@ def tool_catalog(*, ctx: ToolContext) -> list[dict[str, Any]]:
     hidden = {item.name: item for item in selection.hidden}
     search = hidden.get(TOOL_SEARCH)
     if search is not None and search.layer == "L4":
-        # Its gate only says no turn's index exists here: a turn offers tool_search
-        # whenever it defers something, so only a veto behind that gate counts.
-        if TOOL_SEARCH in disabled:
-            hidden[TOOL_SEARCH] = Hidden(TOOL_SEARCH, "L5", disabled[TOOL_SEARCH])
-        else:
+        # A turn offers tool_search whenever it defers something: only a veto counts.
+        veto = search_veto(disabled)
+        if veto is None:
             del hidden[TOOL_SEARCH]
+        else:
+            hidden[TOOL_SEARCH] = veto
     members = {
         name: toolset_members(name, registry)
         for name, preset in TOOLSETS.items()

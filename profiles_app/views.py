@@ -15,7 +15,7 @@ from collections.abc import Callable
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from agent_app.mcp import mcp_server_save, server_json
@@ -107,9 +107,7 @@ def ops_tool_enable(request: HttpRequest) -> HttpResponse:
 @login_required
 def ops_mcp_enabled(request: HttpRequest, server_id: int) -> HttpResponse:
     _check_staff(request)
-    server = McpServer.objects.filter(pk=server_id).first()
-    if server is None:
-        raise Http404("no such MCP server")
+    server = get_object_or_404(McpServer, pk=server_id)
     enabled = request.POST.get("enabled") == "1"
     mcp_server_save(user=request.user, server=server, data={"enabled": enabled})
     messages.success(

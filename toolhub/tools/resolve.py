@@ -24,7 +24,7 @@ import functools
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -422,9 +422,9 @@ def _resolve(
     hidden = tuple(hidden for hidden in selection.hidden if hidden.name != TOOL_SEARCH)
     if search_tool is not None and not include_search:
         if search_hidden is None or search_hidden.layer == "L4":
-            search_hidden = _search_veto(disabled, inputs) or Hidden(
-                TOOL_SEARCH, "L2b", "nothing is deferred, so nothing to search"
-            )
+            search_hidden = search_veto(
+                disabled, deny=inputs["deny"], agent_deny=inputs["agent_deny"]
+            ) or Hidden(TOOL_SEARCH, "L2b", "nothing is deferred, so nothing to search")
         hidden += (search_hidden,)
 
     if strategy == "native":
@@ -451,13 +451,17 @@ def _resolve(
     )
 
 
-def _search_veto(disabled: Mapping[str, str], inputs: Mapping[str, Any]) -> Hidden | None:
-    """A layer-5 removal of tool_search, which its own layer-4 gate (no index yet) hides."""
+def search_veto(
+    disabled: Mapping[str, str], *, deny: Iterable[str] = (), agent_deny: Iterable[str] = ()
+) -> Hidden | None:
+    """A layer-5 removal of tool_search. Its own layer-4 gate (no turn's index yet) hides
+    it from the layers everywhere outside a turn, and says nothing about whether a turn
+    may offer it: this is what does."""
     if TOOL_SEARCH in disabled:
         return Hidden(TOOL_SEARCH, "L5", disabled[TOOL_SEARCH])
-    if TOOL_SEARCH in inputs["deny"]:
+    if TOOL_SEARCH in deny:
         return Hidden(TOOL_SEARCH, "L5", "removed in this conversation")
-    if TOOL_SEARCH in inputs["agent_deny"]:
+    if TOOL_SEARCH in agent_deny:
         return Hidden(TOOL_SEARCH, "L5", "removed by the agent")
     return None
 
