@@ -10,10 +10,31 @@ class AgentConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
-        # Bind @shared_task functions to toolhub's Celery app in every Django process.
-        import toolhub.celery  # noqa: F401
+        # Bind @shared_task functions to toolhub's Celery app in every Django process, and
+        # register the channel layer's codec before any layer is made.
+        from toolhub import celery, redis_codecs  # noqa: F401
         from toolhub.tools import embeddings, load_plugins
 
         embeddings.enabled = settings.TOOLHUB_SEMANTIC_SEARCH
         # Plugins register once per process, in a fixed order, before any turn resolves.
         load_plugins(settings.TOOLHUB_TOOL_MODULES)
+
+        # Every bash box this process starts gets these limits (toolhub.tools.sandbox).
+        from pathlib import Path
+
+        from toolhub.tools import sandbox
+
+        mib = 1 << 20
+        sandbox.configure(
+            sandbox.SandboxConfig(
+                bwrap=settings.TOOLHUB_BASH_BWRAP,
+                uid=settings.TOOLHUB_BASH_UID,
+                cpu_seconds=settings.TOOLHUB_BASH_CPU_SECONDS,
+                memory_bytes=settings.TOOLHUB_BASH_MEMORY_MB * mib,
+                processes=settings.TOOLHUB_BASH_PROCESSES,
+                file_bytes=settings.TOOLHUB_BASH_FILE_MB * mib,
+                tmp_bytes=settings.TOOLHUB_BASH_TMP_MB * mib,
+                output_bytes=settings.TOOLHUB_BASH_OUTPUT_MB * mib,
+                workspace_root=Path(settings.TOOLHUB_WORKSPACE_ROOT),
+            )
+        )

@@ -33,6 +33,7 @@ from agent_app.turns.loop import db
 from sessions_app.notify import event_frame, session_group
 from sessions_app.services import EVENTS_PAGE_MAX, session_events, session_get_for_user
 from toolhub.errors import Invalid, NotFound, ServiceError
+from toolhub.redis_codecs import DISCARDED
 
 CLOSE_NOT_AUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
@@ -79,6 +80,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
         # thread to tidy connections, which serializes every socket of the process.
         if message["type"] in LIVE:
             await getattr(self, get_handler_name(message))(message)
+            return
+        if message["type"] == DISCARDED:
+            # Something in Redis that was not a message; toolhub.redis_codecs logged it.
             return
         await super().dispatch(message)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import shared_task
@@ -11,6 +12,9 @@ from celery.signals import worker_init, worker_process_init
 
 from agent_app.mcp import mcp_start
 from agent_app.turns.runs import run_in_worker
+from toolhub.tools.sandbox import reap_orphan_sandboxes
+
+logger = logging.getLogger(__name__)
 
 
 @worker_process_init.connect
@@ -25,6 +29,15 @@ def _connect_mcp_in_worker(sender: Any = None, **_: object) -> None:
     pool = get_implementation(getattr(sender, "pool_cls", "prefork"))
     if not issubclass(pool, PreforkPool):
         mcp_start()
+
+
+@worker_init.connect
+@worker_process_init.connect
+def _reap_orphan_sandboxes(**_: object) -> None:
+    # bash boxes left by a worker that died before --die-with-parent could act (the new
+    # child of a prefork pool looks too: it replaces one that may have been killed).
+    if reaped := reap_orphan_sandboxes():
+        logger.warning("killed %d orphaned bash sandbox process(es): %s", len(reaped), reaped)
 
 
 @shared_task(name="toolhub.tool_run", acks_late=True, reject_on_worker_lost=True)

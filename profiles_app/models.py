@@ -106,3 +106,20 @@ class GlobalDisable(models.Model):
         if self.created_by is not None:
             who = self.created_by.email or self.created_by.get_username()
         return f"disabled globally by {who}: {self.reason}"
+
+
+class DisablesGeneration(models.Model):
+    """One row whose ``token`` changes in the same transaction as every change to the
+    global disables. A process may keep its own copy of the disables only while the token
+    it read them with is still the one stored, so no copy outlives a committed change
+    (docs/security.md, "Global disables"). The token is random rather than a counter: a
+    rolled-back change, or a flushed test database, can never bring an old value back
+    with different rows behind it."""
+
+    token = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "global disables generation"
+
+    def __str__(self) -> str:
+        return f"global disables generation {self.token}"

@@ -9,19 +9,24 @@ an expansion of the registry: profiles hold the names a person removed or picked
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.contrib.contenttypes.models import ContentType
-from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 
-from profiles_app.models import GlobalDisable, ToolProfile, profile_name_validator
-from toolhub.errors import Conflict, Forbidden, Invalid, NotFound, Stale
+from profiles_app.models import (
+    DisablesGeneration,
+    GlobalDisable,
+    ToolProfile,
+    profile_name_validator,
+)
+from toolhub.errors import Conflict, Forbidden, Invalid, MetaToolRefused, NotFound, Stale
 from toolhub.tools import (
     TOOLSETS,
     ProfileSpec,
@@ -34,11 +39,11 @@ from toolhub.tools import (
     resolve,
 )
 from toolhub.tools.intent import MAX_NAMES
+from toolhub.tools.layers import META_TOOLS
 from toolhub.tools.presets import DEFAULT_TOOLSET, toolset_members
-from toolhub.tools.resolve import TOOL_SEARCH, search_veto
+from toolhub.tools.resolve import TOOL_SEARCH
 from toolhub.tools.tool import NAME_PATTERN
 
-GLOBAL_DISABLES_KEY = "toolhub:global-disables"
 EXPORT_FORMAT = "toolhub.profiles/1"
 
 
@@ -75,6 +80,13 @@ def _clean_mode(mode: Any) -> str:
     if mode not in ToolProfile.Mode.values:
         raise Invalid("mode must be all_except or only", fields={"mode": ["invalid"]})
     return mode
+
+
+def _check_removals(mode: str, tools: Iterable[str]) -> None:
+    """An "all except" list names removed tools: a meta tool cannot be one of them."""
+    if mode == ToolProfile.Mode.ALL_EXCEPT:
+        for tool in tools:
+            _refuse_meta_tool(tool, "tools", "removed from a profile")
 
 
 # --- access -----------------------------------------------------------------------------------
@@ -118,6 +130,7 @@ def profile_create(
     if shared and not user.is_staff:
         raise Forbidden("shared profiles are created by staff")
     name, mode, tools = _clean_name(name), _clean_mode(mode), _clean_tools(tools)
+    _check_removals(mode, tools)
     try:
         with transaction.atomic():
             profile = ToolProfile.objects.create(
@@ -148,6 +161,8 @@ def profile_update(
         changes["mode"] = _clean_mode(mode)
     if tools is not None:
         changes["tools"] = _clean_tools(tools)
+    if mode is not None or tools is not None:
+        _check_removals(changes.get("mode", profile.mode), changes.get("tools", profile.tools))
     try:
         with transaction.atomic():
             updated = ToolProfile.objects.filter(pk=profile.pk, version=version).update(
@@ -180,6 +195,8 @@ def _profile_tool_set(
     holds removed names, in ``only`` the picked ones."""
     _check_fresh(profile, version)
     (tool,) = _clean_tools([tool], "tool")
+    if not offered:
+        _refuse_meta_tool(tool, "tool", "removed from a profile")
     listed = offered == (profile.mode == ToolProfile.Mode.ONLY)
     if listed:
         tools = list(profile.tools) if tool in profile.tools else [*profile.tools, tool]
@@ -209,7 +226,11 @@ def profile_mode_switch(*, user: Any, profile: ToolProfile, version: int, mode: 
     if mode == profile.mode:
         return profile
     listed = set(profile.tools)
-    tools = [tool.name for tool in registry.all_tools() if tool.name not in listed]
+    tools = [
+        tool.name
+        for tool in registry.all_tools()
+        if tool.name not in listed and tool.name not in META_TOOLS
+    ]
     return profile_update(user=user, profile=profile, version=version, mode=mode, tools=tools)
 
 
@@ -369,6 +390,8 @@ def profile_import(*, user: Any, data: Any) -> ImportReport:
         )
         for entry in entries
     ]
+    for _, mode, tools in cleaned:
+        _check_removals(mode, tools)
     names = [name for name, _, _ in cleaned]
     clashes = sorted(
         {name for name in names if names.count(name) > 1}
@@ -401,14 +424,9 @@ def tool_catalog(*, ctx: ToolContext) -> list[dict[str, Any]]:
     disabled = global_disables()
     selection = agent_tools(ctx=ctx, disabled=disabled)
     hidden = {item.name: item for item in selection.hidden}
-    search = hidden.get(TOOL_SEARCH)
-    if search is not None and search.layer == "L4":
-        # A turn offers tool_search whenever it defers something: only a veto counts.
-        veto = search_veto(disabled)
-        if veto is None:
-            del hidden[TOOL_SEARCH]
-        else:
-            hidden[TOOL_SEARCH] = veto
+    # A turn offers tool_search whenever it defers something, and no veto applies to it:
+    # its layer-4 gate only says that no turn's index exists here.
+    hidden.pop(TOOL_SEARCH, None)
     members = {
         name: toolset_members(name, registry)
         for name, preset in TOOLSETS.items()
@@ -456,25 +474,57 @@ def tool_catalog(*, ctx: ToolContext) -> list[dict[str, Any]]:
 # --- global disables --------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _DisablesCopy:
+    token: int
+    disables: dict[str, str]
+
+
+# This process's copy of the disables and the generation token it was read under. Readers
+# swap the whole object, so a thread sees an old copy or a new one, never half of each.
+_copy: _DisablesCopy | None = None
+
+
 def global_disables() -> dict[str, str]:
-    """Globally disabled tool -> the reason a person reads. Cached until any change."""
-    cached = cache.get(GLOBAL_DISABLES_KEY)
-    if cached is None:
-        rows = GlobalDisable.objects.select_related("created_by").order_by("tool")
-        cached = {row.tool: row.explanation for row in rows}
-        cache.set(GLOBAL_DISABLES_KEY, cached, timeout=None)
-    return cached
+    """Globally disabled tool -> the reason a person reads, as committed at the moment of
+    the call: a disable whose transaction committed before this call is always in it.
+
+    The generation token is read first, then the rows. A change that commits between the
+    two reads makes the rows newer than the token they are kept under, so the next call
+    reloads them; the other order could keep old rows under a new token for good."""
+    global _copy
+    token = DisablesGeneration.objects.filter(pk=1).values_list("token", flat=True).first()
+    copy = _copy
+    if copy is not None and token is not None and copy.token == token:
+        return copy.disables
+    rows = GlobalDisable.objects.select_related("created_by").order_by("tool")
+    disables = {row.tool: row.explanation for row in rows}
+    if token is not None:
+        _copy = _DisablesCopy(token, disables)
+    return disables
 
 
-def _forget_global_disables() -> None:
-    transaction.on_commit(lambda: cache.delete(GLOBAL_DISABLES_KEY))
-    cache.delete(GLOBAL_DISABLES_KEY)
+def _bump_disables_generation() -> None:
+    """Mark the disables changed, inside the caller's transaction (it commits with it)."""
+    token = secrets.randbits(62)
+    if not DisablesGeneration.objects.filter(pk=1).update(token=token):
+        DisablesGeneration.objects.update_or_create(pk=1, defaults={"token": token})
+
+
+def _refuse_meta_tool(tool: str, field: str, what: str) -> None:
+    if tool in META_TOOLS:
+        raise MetaToolRefused(
+            f"{tool} cannot be {what}: it is how the model reaches deferred tools, and "
+            "it is only offered when something is deferred",
+            fields={field: [tool]},
+        )
 
 
 def tool_disable_globally(*, user: Any, tool: str, reason: str) -> GlobalDisable:
     if not user.is_staff:
         raise Forbidden("global disables are managed by staff")
     (tool,) = _clean_tools([tool], "tool")
+    _refuse_meta_tool(tool, "tool", "disabled")
     if not isinstance(reason, str):
         raise Invalid("reason must be text", fields={"reason": ["not text"]})
     reason = reason.strip()
@@ -486,7 +536,7 @@ def tool_disable_globally(*, user: Any, tool: str, reason: str) -> GlobalDisable
         with transaction.atomic():
             disable = GlobalDisable.objects.create(tool=tool, reason=reason, created_by=user)
             _audit(user, disable, ADDITION, f"disabled {tool} for everybody: {reason}")
-            _forget_global_disables()
+            _bump_disables_generation()
     except IntegrityError:
         raise Conflict(f"{tool} is already disabled", fields={"tool": ["disabled"]}) from None
     return disable
@@ -506,6 +556,8 @@ class OpsTool:
     # Why the tool cannot run in this process now (an MCP server disconnected, a missing
     # key); None when it can.
     unavailable: str | None = None
+    # A meta tool (tool_search) cannot be disabled, so the page offers no switch for it.
+    meta: bool = False
 
 
 def tools_for_ops() -> tuple[list[OpsTool], list[GlobalDisable]]:
@@ -522,6 +574,7 @@ def tools_for_ops() -> tuple[list[OpsTool], list[GlobalDisable]]:
             deferred=tool.defer,
             disable=disables.pop(tool.name, None),
             unavailable=availability(tool, ToolContext(), per_session=False),
+            meta=tool.name in META_TOOLS,
         )
         for tool in sorted(registry.all_tools(), key=lambda tool: tool.name)
     ]
@@ -548,4 +601,4 @@ def tool_enable_globally(*, user: Any, tool: str, reason: str = "") -> None:
         message = f"enabled {tool} again" + (f": {reason.strip()}" if reason.strip() else "")
         _audit(user, disable, DELETION, message)
         disable.delete()
-        _forget_global_disables()
+        _bump_disables_generation()

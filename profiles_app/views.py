@@ -43,6 +43,7 @@ from profiles_app.services import (
     tools_for_ops,
 )
 from toolhub.errors import Invalid, NotFound, ServiceError
+from toolhub.tools.layers import META_TOOLS
 from toolhub.tools.presets import DEFAULT_TOOLSET
 
 IMPORT_MAX_BYTES = 256 * 1024
@@ -138,7 +139,12 @@ def _programs(
     ctx = catalog_context(user)
     offers = profile_offers(chosen)
     catalog = [
-        {**entry, "summary": (entry["description"].strip().splitlines() or [""])[0]}
+        {
+            **entry,
+            "summary": (entry["description"].strip().splitlines() or [""])[0],
+            # A meta tool cannot be removed from a profile, so it gets no Remove button.
+            "meta": entry["name"] in META_TOOLS,
+        }
         for entry in tool_catalog(ctx=ctx)
         if entry["layer"] != "L1"
     ]

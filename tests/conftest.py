@@ -1,8 +1,8 @@
 """Shared fixtures: personas, the real services, and a real daphne server.
 
-Tests that need PostgreSQL, Redis or Chromium ask for them through a fixture. On a laptop
-without them the test skips; with ``TOOLHUB_REQUIRE_SERVICES=1`` (CI) it fails instead, so
-a missing service can never pass CI silently.
+Tests that need PostgreSQL, Redis, Chromium or bubblewrap ask for them through a fixture.
+On a laptop without them the test skips; with ``TOOLHUB_REQUIRE_SERVICES=1`` (CI) it fails
+instead, so a missing service can never pass CI silently.
 """
 
 from __future__ import annotations
@@ -68,6 +68,28 @@ def chromium_path() -> str:
     if not Path(CHROMIUM).exists():
         need("Chromium", f"{CHROMIUM} is missing (apt-get install chromium)")
     return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def bubblewrap() -> None:
+    """The bash sandbox can start here (bwrap installed, user namespaces allowed)."""
+    from toolhub.tools import sandbox
+
+    reason = sandbox.unavailable_reason()
+    if reason is not None:
+        need("bubblewrap", reason)
+
+
+@pytest.fixture
+def reachable_tmp() -> Iterator[Path]:
+    """A scratch directory the bash sandbox's user can reach: bwrap resolves a workspace's
+    path as that user, and pytest's own temporary root is private to whoever runs it."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="toolhub-test-"))
+    path.chmod(0o711)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def free_port() -> int:

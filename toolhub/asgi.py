@@ -4,7 +4,8 @@ WebSocket connections authenticate with the session cookie after the Origin chec
 ALLOWED_HOSTS (so another site's page cannot open a socket with a visitor's cookie), or
 with a DRF token header (toolhub.ws_auth). The application records the server's event
 loop on its first call: chat turns started from sync views run there (agent_app.turns).
-Loading this module connects the configured MCP servers (agent_app.mcp).
+Loading this module connects the configured MCP servers (agent_app.mcp) and kills bash
+sandboxes whose owner process is gone (toolhub.tools.sandbox).
 """
 
 from __future__ import annotations
@@ -23,10 +24,13 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from agent_app.mcp import mcp_start  # noqa: E402
 from agent_app.routing import websocket_urlpatterns  # noqa: E402
 from agent_app.turns import remember_server_loop  # noqa: E402
+from toolhub.tools.sandbox import reap_orphan_sandboxes  # noqa: E402
 from toolhub.ws_auth import TokenOrSessionAuth  # noqa: E402
 
 # The web process connects its MCP servers as it starts, before the first turn.
 mcp_start()
+# Without a broker, bash runs in this process: a previous one may have left boxes behind.
+reap_orphan_sandboxes()
 
 router = ProtocolTypeRouter(
     {

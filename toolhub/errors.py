@@ -18,6 +18,12 @@ class Invalid(ServiceError):
     pass
 
 
+class MetaToolRefused(Invalid):
+    """A request to disable or remove ``tool_search`` or ``call_tool``, which cannot be."""
+
+    code = "meta_tool"
+
+
 class NotFound(ServiceError):
     code = "not_found"
     status = 404

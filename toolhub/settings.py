@@ -158,7 +158,12 @@ if REDIS_URL:
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "toolhub",
-            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 5},
+            "OPTIONS": {
+                "socket_connect_timeout": 2,
+                "socket_timeout": 5,
+                # Never pickle: whatever can write to Redis must not run code here.
+                "serializer": "toolhub.redis_codecs.JsonCacheSerializer",
+            },
         }
     }
     CHANNEL_LAYERS = {
@@ -181,6 +186,8 @@ if REDIS_URL:
                 # All sockets of a process share one inbox; a busy process must not drop
                 # live events at the default 100 (sockets also catch up from the log).
                 "capacity": 2000,
+                # msgpack that discards what does not decode (toolhub.redis_codecs).
+                "serializer_format": "toolhub-msgpack",
             },
         }
     }
@@ -196,9 +203,12 @@ else:
     CELERY_TASK_ALWAYS_EAGER = True
     CELERY_TASK_EAGER_PROPAGATES = True
 
+# JSON only, in both directions: a pickled message in Redis is refused, never loaded.
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_RESULT_ACCEPT_CONTENT = ["json"]
+CELERY_EVENT_SERIALIZER = "json"
 # A task is acknowledged only after it ran, and a worker that dies mid-task puts it back:
 # tasks claim their work with a conditional UPDATE, so a redelivery never runs twice.
 CELERY_TASK_ACKS_LATE = True
@@ -264,6 +274,22 @@ TOOLHUB_WORKSPACE_ROOT = VAR_DIR / "workspaces"
 
 # web_fetch refuses private, loopback and link-local addresses unless this is on.
 TOOLHUB_FETCH_ALLOW_PRIVATE = _env_bool("TOOLHUB_FETCH_ALLOW_PRIVATE", False)
+
+# bash runs every command in a bubblewrap box (toolhub/tools/sandbox.py); without a working
+# bwrap here bash is unavailable, with the reason shown. Started as root, boxes run as
+# TOOLHUB_BASH_UID (uid and gid; never 0), otherwise as toolhub's own user. Each box gets
+# CPU seconds and address space (MiB) per process, a process count, a largest file (MiB),
+# a /tmp and a /dev/shm (MiB each), and is stopped after this much output (MiB).
+TOOLHUB_BASH_BWRAP = os.environ.get("TOOLHUB_BASH_BWRAP") or "/usr/bin/bwrap"
+TOOLHUB_BASH_UID = _env_int("TOOLHUB_BASH_UID", 65534)
+TOOLHUB_BASH_CPU_SECONDS = _env_int("TOOLHUB_BASH_CPU_SECONDS", 600)
+TOOLHUB_BASH_MEMORY_MB = _env_int("TOOLHUB_BASH_MEMORY_MB", 1024)
+TOOLHUB_BASH_PROCESSES = _env_int("TOOLHUB_BASH_PROCESSES", 128)
+TOOLHUB_BASH_FILE_MB = _env_int("TOOLHUB_BASH_FILE_MB", 1024)
+TOOLHUB_BASH_TMP_MB = _env_int("TOOLHUB_BASH_TMP_MB", 256)
+TOOLHUB_BASH_OUTPUT_MB = _env_int("TOOLHUB_BASH_OUTPUT_MB", 16)
+if TOOLHUB_BASH_UID == 0:
+    raise ImproperlyConfigured("TOOLHUB_BASH_UID must not be 0: the box would run as root")
 
 # tool_search's semantic ranker (the `semantic` extra; ~100 MB of RAM per process when
 # loaded). Off: BM25 only.

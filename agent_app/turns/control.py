@@ -17,6 +17,8 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
+from toolhub.redis_codecs import DISCARDED
+
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any]], None]
@@ -76,6 +78,8 @@ async def _read(layer: Any, name: str) -> None:
             # A broken read must not leave turns deaf to cancel and approvals.
             logger.exception("turn control channel %s: read failed", name)
             await asyncio.sleep(0.5)
+            continue
+        if message["type"] == DISCARDED:
             continue
         turn = message.get("turn", "")
         handler = _handlers.get(turn)

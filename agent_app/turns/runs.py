@@ -229,7 +229,7 @@ def _cancel_flag(*, run_id: Any) -> ToolRun | None:
 
 
 def _cancel_asked(*, run_id: Any) -> bool:
-    return bool(cache.get(_cancel_key(run_id)))
+    return cache.get(_cancel_key(run_id)) is True
 
 
 def _revoke(*, task_id: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from typing import Any
 
@@ -13,6 +14,8 @@ from django.core.cache import cache
 from agent_app.turns.loop import db
 from sessions_app.notify import notify_tail
 from toolhub.tools import TailUpdate
+
+logger = logging.getLogger(__name__)
 
 TAIL_INTERVAL = 0.1
 
@@ -101,8 +104,31 @@ def _tails_key(session_id: Any) -> str:
     return f"toolhub:tails:{session_id}"
 
 
+_TAIL_FIELDS = {"type": str, "call_id": str, "tail": str, "bytes_total": int, "elapsed_ms": int}
+
+
+def _stored_tails(session_id: Any) -> dict[str, dict[str, Any]]:
+    """The cached tails of a session, keeping only well-formed tail frames: what comes back
+    from Redis is sent to browsers, so a value of another shape is dropped and logged."""
+    stored = cache.get(_tails_key(session_id))
+    if stored is None:
+        return {}
+    tails = {
+        call_id: frame
+        for call_id, frame in (stored.items() if isinstance(stored, dict) else ())
+        if isinstance(frame, dict)
+        and frame.keys() == _TAIL_FIELDS.keys()
+        and all(type(frame[key]) is kind for key, kind in _TAIL_FIELDS.items())
+        and frame["type"] == "tail"
+        and frame["call_id"] == call_id
+    }
+    if not isinstance(stored, dict) or len(tails) != len(stored):
+        logger.warning("session %s: ignored cached tails that are not tail frames", session_id)
+    return tails
+
+
 def _tails_put(*, session_id: Any, call_id: str, frame: dict[str, Any] | None) -> None:
-    tails = cache.get(_tails_key(session_id)) or {}
+    tails = _stored_tails(session_id)
     if frame is None:
         tails.pop(call_id, None)
     else:
@@ -112,4 +138,4 @@ def _tails_put(*, session_id: Any, call_id: str, frame: dict[str, Any] | None) -
 
 def running_tails(*, session_id: Any) -> list[dict[str, Any]]:
     """The current tail of each call still running in ``session_id`` (sent after resume)."""
-    return list((cache.get(_tails_key(session_id)) or {}).values())
+    return list(_stored_tails(session_id).values())

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import re
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
@@ -21,14 +24,21 @@ BROWSER_ARGS = [
 
 
 @pytest.fixture(scope="module")
-def product(tmp_path_factory):
-    env = app_env(tmp_path_factory.mktemp("product"))
-    for args in (("migrate", "--noinput"), ("toolhub_demo",)):
-        result = manage(*args, env=env)
-        assert result.returncode == 0, result.stderr
-    password = re.search(r"with password '([^']+)'", result.stdout).group(1)
-    with daphne(env) as base:
-        yield base, password
+def product():
+    # Outside pytest's temporary root, which is private to whoever runs the tests: the
+    # bash sandbox's user must be able to reach the product's workspaces.
+    var_dir = Path(tempfile.mkdtemp(prefix="toolhub-product-"))
+    var_dir.chmod(0o711)
+    env = app_env(var_dir)
+    try:
+        for args in (("migrate", "--noinput"), ("toolhub_demo",)):
+            result = manage(*args, env=env)
+            assert result.returncode == 0, result.stderr
+        password = re.search(r"with password '([^']+)'", result.stdout).group(1)
+        with daphne(env) as base:
+            yield base, password
+    finally:
+        shutil.rmtree(var_dir, ignore_errors=True)
 
 
 # Each test's last page, as a screenshot: var/test-output/e2e/<test>.png.

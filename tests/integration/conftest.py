@@ -43,7 +43,7 @@ def registry_state():
 @pytest.fixture(autouse=True)
 def _fresh_channel_layer_and_cache():
     """Each test runs on its own event loop (the in-memory layer's queues belong to one),
-    and a flushed database must not leave cached rows (global disables) behind."""
+    and what one test cached (tails, tool results) must not reach the next."""
     from channels.layers import channel_layers
     from django.core.cache import cache
 

@@ -64,16 +64,41 @@ def test_the_catalog_says_why_a_tool_is_unavailable(api, owner, staff, monkeypat
     assert "safe" in tools["read"]["presets"]
 
 
-def test_tool_search_is_listed_available_unless_a_real_layer_removed_it(api, owner, staff):
+def test_tool_search_is_listed_available_its_own_index_gate_is_no_reason(api, owner):
     # Its own gate (no turn's index here) is not a reason a person could act on.
     tools = {tool["name"]: tool for tool in _body(api(owner).get("/api/tools/"))}
+
     assert (tools["tool_search"]["available"], tools["tool_search"]["reason"]) == (True, None)
 
-    profile_services.tool_disable_globally(user=staff, tool="tool_search", reason="noisy")
-    tools = {tool["name"]: tool for tool in _body(api(owner).get("/api/tools/"))}
 
-    assert tools["tool_search"]["available"] is False
-    assert tools["tool_search"]["reason"] == "disabled globally by ops: noisy"
+@pytest.mark.parametrize("meta", ["tool_search", "call_tool"])
+def test_a_meta_tool_cannot_be_disabled_or_removed_from_a_profile(api, owner, staff, meta):
+    profile = _body(api(owner).post("/api/profiles/", {"name": "Mine"}, format="json"))
+
+    disable = api(staff).post(
+        "/api/global-disables/", {"tool": meta, "reason": "noisy"}, format="json"
+    )
+    removal = api(owner).patch(
+        f"/api/profiles/{profile['id']}/",
+        {"tools": ["bash", meta], "version": profile["version"]},
+        format="json",
+    )
+    created = api(owner).post("/api/profiles/", {"name": "Other", "tools": [meta]}, format="json")
+    imported = api(owner).post(
+        "/api/profiles/import/",
+        {"profiles": [{"name": "Imp", "mode": "all_except", "tools": [meta]}]},
+        format="json",
+    )
+
+    for refused in (disable, removal, created, imported):
+        assert refused.status_code == 400
+        assert _body(refused)["code"] == "meta_tool"
+        assert meta in _body(refused)["message"]
+    assert _body(api(staff).get("/api/global-disables/")) == []
+    assert _body(api(staff).get("/api/audit/")) == []
+    assert [p["name"] for p in _body(api(owner).get("/api/profiles/")) if p["id"]] == ["Mine"]
+    tools = {tool["name"]: tool for tool in _body(api(owner).get("/api/tools/"))}
+    assert tools["tool_search"]["available"] is True
 
 
 def test_profiles_list_default_presets_shared_and_own_but_not_others(api, owner, other_user, staff):

@@ -27,7 +27,7 @@ def _compose_config(var_dir) -> dict:
     result = subprocess.run(
         [*command, "-f", "docker/compose.yaml", "config"],
         cwd=ROOT,
-        env=app_env(var_dir, SECRET_KEY="compose-config-check"),
+        env=app_env(var_dir, SECRET_KEY="compose-config-check", REDIS_PASSWORD="s3cret-check"),
         capture_output=True,
         text=True,
         timeout=60,
@@ -62,4 +62,15 @@ def test_web_and_worker_point_at_the_compose_postgres_and_redis(compose):
         env = compose["services"][name]["environment"]
         assert env["DATABASE_URL"].startswith("postgres://")
         assert "@postgres:5432/" in env["DATABASE_URL"]
-        assert env["REDIS_URL"] == "redis://redis:6379/0"
+        assert env["REDIS_URL"] == "redis://toolhub:s3cret-check@redis:6379/0"
+
+
+def test_redis_refuses_clients_without_the_password(compose):
+    command = compose["services"]["redis"]["command"]
+
+    # Each --user directive's words are separate arguments, as redis-server reads them.
+    users = " ".join(command).split("--user ")[1:]
+    assert [user.strip() for user in users] == [
+        "default off",
+        "toolhub on >s3cret-check ~* &* +@all",
+    ]

@@ -50,6 +50,19 @@ def test_staff_see_every_registered_tool_with_its_state(client, staff):
     assert "No tool has been disabled or enabled yet." in page
 
 
+def test_the_page_offers_no_disable_for_tool_search_and_refuses_a_crafted_one(client, staff):
+    client.force_login(staff)
+
+    page = client.get(PAGE).content.decode()
+    crafted = client.post(reverse("ops_tool_disable"), {"tool": "tool_search", "reason": "x"})
+
+    assert 'aria-label="Disable tool_search"' not in page
+    assert "Always on: models reach deferred tools through it." in page
+    assert crafted.status_code == 400
+    assert "tool_search cannot be disabled" in crafted.content.decode()
+    assert _disabled() == {}
+
+
 def test_staff_disable_a_tool_with_a_reason_and_the_log_says_who_and_why(client, staff):
     client.force_login(staff)
 
@@ -104,9 +117,10 @@ def test_the_page_costs_the_same_queries_with_one_disable_or_thirty(client, staf
 
     from profiles_app.services import tool_disable_globally
     from toolhub.tools import registry
+    from toolhub.tools.layers import META_TOOLS
 
     client.force_login(staff)
-    names = [tool.name for tool in registry.all_tools()]
+    names = [tool.name for tool in registry.all_tools() if tool.name not in META_TOOLS]
     tool_disable_globally(user=staff, tool=names[0], reason="one")
     client.get(PAGE)
     with CaptureQueriesContext(connection) as few:

@@ -107,7 +107,8 @@ def test_switching_semantics_keeps_what_the_profile_offers(client, owner):
     profile = _reload(profile)
     everything = {tool.name for tool in registry.all_tools()}
     assert profile.mode == "only"
-    assert set(profile.tools) == everything - {"web_fetch", "bash"}
+    # tool_search is offered whenever something is deferred, so it is never pinned.
+    assert set(profile.tools) == everything - {"web_fetch", "bash", "tool_search"}
 
 
 def test_rename_and_delete_after_confirmation(client, owner):
@@ -226,3 +227,20 @@ def test_a_shared_profile_cannot_be_switched_by_someone_who_is_not_staff(client,
 
     assert response.status_code == 403
     assert "Switched" not in response.content.decode()
+
+
+def test_tool_search_has_no_remove_button_and_a_crafted_removal_changes_nothing(client, owner):
+    profile = _profile(owner)
+    client.force_login(owner)
+
+    page = client.get(reverse("program", args=[profile.pk])).content.decode()
+    crafted = client.post(
+        reverse("program_tool", args=[profile.pk, "remove"]),
+        {"tool": "tool_search", "version": profile.version},
+    )
+
+    assert 'aria-label="Remove tool_search"' not in page
+    assert 'aria-label="Remove bash"' in page
+    assert crafted.status_code == 400
+    assert "tool_search cannot be removed from a profile" in crafted.content.decode()
+    assert _reload(profile).tools == []

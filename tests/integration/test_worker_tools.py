@@ -4,14 +4,17 @@ fake Messages API), a real Celery worker process on the Redis broker, one Postgr
 What a person would notice: the result reaches the chat, output streams while the tool
 runs (coalesced, with a last frame), Stop stops it (its processes too), a tool that
 overruns is stopped with its cleanup, a killed worker gives an error instead of a hung
-turn, a disabled tool never reaches a worker, and nothing runs twice.
+turn and takes its bash command's sandbox with it, a disabled tool never reaches a
+worker, and nothing runs twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,7 +28,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
 
 @pytest.fixture(scope="module")
-def worker(django_db_setup, django_db_blocker, tmp_path_factory):
+def worker(django_db_setup, django_db_blocker):
     """A real Celery worker (one prefork child) serving the tools queue, on the test
     database and this process's Redis; yields its log file."""
     from django.conf import settings
@@ -40,7 +43,10 @@ def worker(django_db_setup, django_db_blocker, tmp_path_factory):
         f"postgres://{database['USER']}{password}@{database['HOST']}:{database['PORT']}"
         f"/{database['NAME']}"
     )
-    var_dir = tmp_path_factory.mktemp("worker")
+    # Outside pytest's temporary root, which is private to whoever runs the tests: the
+    # bash sandbox's user must be able to reach the worker's workspaces.
+    var_dir = Path(tempfile.mkdtemp(prefix="toolhub-worker-"))
+    var_dir.chmod(0o711)
     env = app_env(
         var_dir,
         DATABASE_URL=url,
@@ -50,8 +56,11 @@ def worker(django_db_setup, django_db_blocker, tmp_path_factory):
         TOOLHUB_SEMANTIC_SEARCH="0",
     )
     log = var_dir / "worker.log"
-    with celery_worker(env, log=log):
-        yield log
+    try:
+        with celery_worker(env, log=log):
+            yield log
+    finally:
+        shutil.rmtree(var_dir, ignore_errors=True)
 
 
 @pytest.fixture
@@ -189,12 +198,8 @@ async def test_fifty_megabytes_of_output_keep_the_workers_memory_bounded(
 
 
 async def test_stop_mid_run_ends_the_commands_processes_and_the_run_is_cancelled(
-    owner, model, tools, worker
+    owner, model, tools, worker, bubblewrap
 ):
-    from toolhub.tools.builtin.bash import sandbox_available
-
-    if not sandbox_available():
-        need("unshare", "the bash sandbox cannot start on this machine")
     marker = f"sleep {4000 + os.getpid() % 1000}"
     command = f"echo started; {marker}; echo never"
     model.replies.extend(
@@ -285,6 +290,65 @@ async def test_a_worker_killed_mid_run_gives_the_turn_an_error_not_a_hang(
     (run,) = await runs(session)
     assert run.status == "lost"
     await socket.disconnect()
+
+
+async def test_a_command_whose_worker_is_killed_dies_with_it_and_stops_ticking(
+    owner, model, tools, worker, bubblewrap
+):
+    from agent_app.models import ToolRun
+
+    command = (
+        "readlink /proc/self/ns/pid; "
+        "(while true; do date +%s%N > tick; sleep 0.05; done) & "
+        "setsid sh -c 'while true; do date +%s%N > tock; sleep 0.05; done' & sleep 600"
+    )
+    model.replies.extend(
+        [Reply(tool_calls=[("toolu_t", "bash", {"command": command})]), Reply(text="done")]
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "chat", "text": "tick"})
+    await until(socket, ("approval_request",))
+    await send(socket, {"type": "approve", "call_id": "toolu_t", "allow": True})
+    while True:
+        frame = await socket.receive_json_from(timeout=30)
+        if frame["type"] == "tail" and "pid:[" in frame["tail"]:
+            namespace = frame["tail"].splitlines()[0]
+            break
+    workspace = worker.parent / "workspaces" / str(session.pk)
+    while not ((workspace / "tick").exists() and (workspace / "tock").exists()):
+        await asyncio.sleep(0.05)
+    assert await _ticking(workspace / "tick")
+
+    run = await database_sync_to_async(ToolRun.objects.get)(session=session)
+    os.kill(int(run.worker.rsplit(":", 1)[1]), signal.SIGKILL)
+    frames = await until(socket, timeout=30)
+
+    assert _result(frames)["status"] == "error"
+    assert "lost" in _result(frames)["content"]
+    assert not await _ticking(workspace / "tick")
+    assert not await _ticking(workspace / "tock")
+    assert _in_namespace(namespace) == []
+    await socket.disconnect()
+
+
+async def _ticking(tick: Path) -> bool:
+    """Whether something still rewrites ``tick`` (a process of the command)."""
+    before = await asyncio.to_thread(tick.read_text)
+    await asyncio.sleep(0.5)
+    return await asyncio.to_thread(tick.read_text) != before
+
+
+def _in_namespace(namespace: str) -> list[int]:
+    """Pids of the processes in the pid namespace ``namespace`` ("pid:[…]")."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.readlink(entry / "ns" / "pid") == namespace:
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 async def test_a_globally_disabled_worker_tool_is_refused_before_anything_is_queued(

@@ -1,10 +1,25 @@
-"""bash: output and exit code, live streaming, a clean environment, and no survivors."""
+"""bash: output and exit code, live streaming, a clean environment, and no survivors.
+
+What the sandbox forbids (other workspaces, the host's files, services and network, the
+limits) is tested in tests/security/test_bash_sandbox.py.
+"""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from toolhub.tools import CancelToken, get
+
+pytestmark = pytest.mark.usefixtures("bubblewrap")
+
+
+@pytest.fixture
+def workspace(reachable_tmp):
+    root = reachable_tmp / "workspace"
+    root.mkdir()
+    return root
 
 
 async def test_bash_returns_output_and_the_exit_code(ctx):
@@ -19,10 +34,30 @@ async def test_bash_returns_output_and_the_exit_code(ctx):
 
 async def test_bash_runs_in_the_workspace_without_server_secrets(ctx, workspace, monkeypatch):
     monkeypatch.setenv("SECRET_KEY", "do-not-leak")
+    (workspace / "notes.txt").write_text("mine")
 
-    result = await get("bash").execute({"command": "pwd; echo key=${SECRET_KEY:-none}"}, ctx)
+    result = await get("bash").execute(
+        {"command": "pwd; echo home=$HOME key=${SECRET_KEY:-none}; cat notes.txt"}, ctx
+    )
 
-    assert result.content.splitlines()[:2] == [str(workspace.resolve()), "key=none"]
+    assert result.content.splitlines()[:3] == ["/workspace", "home=/workspace key=none", "mine"]
+
+
+async def test_files_the_command_writes_land_in_the_sessions_workspace(ctx, workspace):
+    result = await get("bash").execute({"command": "mkdir -p out && echo made > out/f"}, ctx)
+
+    assert not result.is_error
+    assert (workspace / "out" / "f").read_text() == "made\n"
+
+
+async def test_files_other_tools_wrote_stay_editable_by_the_command(ctx, workspace):
+    (workspace / "deep").mkdir()
+    (workspace / "deep" / "draft.txt").write_text("old")
+
+    result = await get("bash").execute({"command": "echo new > deep/draft.txt"}, ctx)
+
+    assert not result.is_error, result.content
+    assert (workspace / "deep" / "draft.txt").read_text() == "new\n"
 
 
 async def test_bash_streams_output_while_it_runs(ctx):

@@ -407,13 +407,20 @@ def test_the_search_index_is_built_once_per_resolution_not_per_turn(reg):
     assert first.resolved.index is second.resolved.index
 
 
-def test_a_tool_search_veto_is_reported_as_such_when_nothing_is_deferred(reg):
-    resolved = resolve(
+def test_no_removal_of_a_meta_tool_is_ever_reported_or_enforced(reg):
+    vetoes = {"tool_search": "disabled globally by ops: noisy", "call_tool": "ops: noisy"}
+    meta = {"disabled": ["tool_search", "call_tool"]}
+
+    idle = resolve(
         reg,
-        intent={"disabled": ["mcp_weather", "mcp_stocks"]},
-        disabled={"tool_search": "disabled globally by ops: noisy"},
+        intent={**meta, "disabled": ["mcp_weather", "mcp_stocks", *meta["disabled"]]},
+        disabled=vetoes,
         ctx=KEYED,
     )
+    deferring = resolve(reg, intent=meta, disabled=vetoes, ctx=KEYED, strategy="call_tool")
 
-    assert resolved.reason_for("tool_search").layer == "L5"
-    assert resolved.reason_for("tool_search").reason == "disabled globally by ops: noisy"
+    assert idle.reason_for("tool_search").layer == "L2b"
+    assert idle.reason_for("tool_search").reason == "nothing is deferred, so nothing to search"
+    assert deferring.deferred
+    assert deferring.reason_for("tool_search") is None
+    assert {"tool_search", "call_tool"} <= set(deferring.array_names)

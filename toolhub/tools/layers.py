@@ -15,6 +15,11 @@ registry's memory of them. Layer 6 (deferral) is decided after this, on what it 
 | L4 | ``check_fn`` fails, an env variable in ``requires_env`` is unset, ``can_use`` fails |
 | L5 | a person or agent removed it, the agent's allow-list lacks it, ops disabled it |
 |    | globally, or the turn is unattended and it needs a person (``ask_user_question``) |
+
+The meta tools (``tool_search``, ``call_tool``) are how a model reaches deferred tools, so
+no veto of layer 5 applies to them: the resolver offers them exactly when something is
+deferred, and a removal that would not be enforced is never reported as if it were
+(writers refuse such removals; an old stored one is ignored).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from toolhub.tools.registry import registry as default_registry
 from toolhub.tools.tool import Tool, ToolUnavailable
 
 NEEDS_A_PERSON = frozenset({"ask_user_question"})
+META_TOOLS = frozenset({"tool_search", "call_tool"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +167,8 @@ def _first_removal(tool: Tool, ctx: ToolContext, sel: _Selection) -> tuple[str |
         reason = availability(tool, ctx)
         if reason:
             return "L4", reason
+    if tool.name in META_TOOLS:
+        return None, ""
     if tool.name in sel.disabled:
         return "L5", sel.disabled[tool.name]
     if tool.name in sel.denied:

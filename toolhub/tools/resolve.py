@@ -24,7 +24,7 @@ import functools
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -416,16 +416,10 @@ def _resolve(
             (resident if tier == "core" else deferred).append(tool)
     deferred_names = {tool.name for tool in deferred}
     # tool_search is decided here, not by the layers: present exactly when something is
-    # deferred. When it is absent, the first real reason wins over "nothing is deferred"
-    # (its layer-4 gate only says that no index exists yet).
-    search_hidden = selection.reason_for(TOOL_SEARCH)
+    # deferred, whatever a profile picked (no veto applies to a meta tool, layers.py).
     hidden = tuple(hidden for hidden in selection.hidden if hidden.name != TOOL_SEARCH)
     if search_tool is not None and not include_search:
-        if search_hidden is None or search_hidden.layer == "L4":
-            search_hidden = search_veto(
-                disabled, deny=inputs["deny"], agent_deny=inputs["agent_deny"]
-            ) or Hidden(TOOL_SEARCH, "L2b", "nothing is deferred, so nothing to search")
-        hidden += (search_hidden,)
+        hidden += (Hidden(TOOL_SEARCH, "L2b", "nothing is deferred, so nothing to search"),)
 
     if strategy == "native":
         sent = [(tool.name, native_json(tool, tool.name in deferred_names)) for tool in offered]
@@ -449,21 +443,6 @@ def _resolve(
         fingerprint=fingerprint,
         budget_tokens=budget,
     )
-
-
-def search_veto(
-    disabled: Mapping[str, str], *, deny: Iterable[str] = (), agent_deny: Iterable[str] = ()
-) -> Hidden | None:
-    """A layer-5 removal of tool_search. Its own layer-4 gate (no turn's index yet) hides
-    it from the layers everywhere outside a turn, and says nothing about whether a turn
-    may offer it: this is what does."""
-    if TOOL_SEARCH in disabled:
-        return Hidden(TOOL_SEARCH, "L5", disabled[TOOL_SEARCH])
-    if TOOL_SEARCH in deny:
-        return Hidden(TOOL_SEARCH, "L5", "removed in this conversation")
-    if TOOL_SEARCH in agent_deny:
-        return Hidden(TOOL_SEARCH, "L5", "removed by the agent")
-    return None
 
 
 def _catalog_pieces(deferred: list[Tool], tiers: Mapping[str, str]) -> tuple[str, ...]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolhub.tools.context import ToolContext
+from toolhub.tools.layers import META_TOOLS
 from toolhub.tools.resolve import CALL_TOOL, TOOL_SEARCH, ResolvedToolset, layout_array
 from toolhub.tools.search import SearchHit, ToolIndex
 from toolhub.tools.tool import Tool
@@ -103,7 +104,7 @@ class TurnTools:
 
     def veto_now(self, tool: Tool, ctx: ToolContext, disabled_now: Mapping[str, str]) -> str | None:
         """Why ``tool`` must not run at this moment (hard line 5), or ``None``."""
-        if tool.name in disabled_now and not (tool.name == TOOL_SEARCH and self._deferred):
+        if tool.name in disabled_now and tool.name not in META_TOOLS:
             return disabled_now[tool.name]
         if tool.can_use is not None and tool.name != TOOL_SEARCH:
             try:

@@ -1,8 +1,11 @@
 """``calculate``: arithmetic on numbers, evaluated from the syntax tree, never with eval.
 
 Only number literals, the named constants and functions below, unary and binary
-arithmetic and parentheses are accepted. Exponents and results are bounded so an
-expression cannot exhaust memory or CPU.
+arithmetic and parentheses are accepted. Sizes are bounded *before* anything is computed:
+a power whose integer result would exceed ``MAX_RESULT_BITS`` is refused from its
+operands' sizes, as is a ``round`` to more than ``MAX_ROUND_DIGITS`` places. This matters
+because one big-integer operation holds the interpreter lock from start to end, so it
+would stall every socket of the server even in a worker thread.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from toolhub.tools.tool import function
 MAX_EXPRESSION_CHARS = 500
 MAX_EXPONENT = 10_000
 MAX_INT_DIGITS = 4_000
+MAX_RESULT_BITS = int(MAX_INT_DIGITS * 3.33)
+MAX_ROUND_DIGITS = 1_000
 
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
@@ -74,8 +79,8 @@ def _eval(node: ast.AST) -> Any:
         return _UNARY[type(node.op)](_eval(node.operand))
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _eval(node.left), _eval(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
-            raise ValueError(f"exponent larger than {MAX_EXPONENT}")
+        if isinstance(node.op, ast.Pow):
+            _check_power(left, right)
         return _bounded(_BINARY[type(node.op)](left, right))
     if (
         isinstance(node, ast.Call)
@@ -86,13 +91,24 @@ def _eval(node: ast.AST) -> Any:
         args = [_eval(arg) for arg in node.args]
         if node.func.id == "factorial" and args and args[0] > 1000:
             raise ValueError("factorial argument larger than 1000")
+        if node.func.id == "round" and len(args) > 1 and abs(args[1]) > MAX_ROUND_DIGITS:
+            raise ValueError(f"round to at most {MAX_ROUND_DIGITS} digits")
         return _bounded(_FUNCTIONS[node.func.id](*args))
     raise ValueError(f"not allowed in a calculation: {ast.unparse(node)!r}")
 
 
+def _check_power(base: Any, exponent: Any) -> None:
+    """Refuse a power whose result would be too large, from the operands alone."""
+    if isinstance(exponent, int | float) and abs(exponent) > MAX_EXPONENT:
+        raise ValueError(f"exponent larger than {MAX_EXPONENT}")
+    exact = isinstance(base, int) and isinstance(exponent, int) and exponent > 0
+    if exact and (base.bit_length() - 1) * exponent > MAX_RESULT_BITS:
+        raise ValueError(f"result too large (more than about {MAX_INT_DIGITS:,} digits)")
+
+
 def _bounded(value: Any) -> Any:
-    if isinstance(value, int) and value.bit_length() > MAX_INT_DIGITS * 3.33:
-        raise ValueError("result too large")
+    if isinstance(value, int) and value.bit_length() > MAX_RESULT_BITS:
+        raise ValueError(f"result too large (more than about {MAX_INT_DIGITS:,} digits)")
     return value
 
 
