@@ -7,10 +7,10 @@ nothing and the socket stays open.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from agent_app.turns import TEXT_LIMIT
+from toolhub.storable import TooDeep, json_loads_bounded, storable_text
 from toolhub.tools import IntentError, ToolIntent
 
 MAX_FRAME_BYTES = 64 * 1024
@@ -36,7 +36,9 @@ def parse_frame(text: str | None, data: bytes | None = None) -> dict[str, Any]:
     if size > MAX_FRAME_BYTES:
         raise FrameError("too_large", f"frames are at most {MAX_FRAME_BYTES // 1024} KiB")
     try:
-        frame = json.loads(raw)
+        frame = json_loads_bounded(raw)
+    except TooDeep as exc:
+        raise FrameError("bad_json", str(exc)) from None
     except (ValueError, UnicodeDecodeError):
         raise FrameError("bad_json", "a frame is a JSON object") from None
     if not isinstance(frame, dict):
@@ -55,6 +57,8 @@ def _chat(frame: dict[str, Any]) -> dict[str, Any]:
         raise FrameError("bad_frame", "chat needs a non-empty text", "chat")
     if len(text) > TEXT_LIMIT:
         raise FrameError("too_large", f"text is over {TEXT_LIMIT:,} characters", "chat")
+    # JSON's escapes can carry a NUL or a lone surrogate, which nothing can store.
+    text = storable_text(text)
     intent = frame.get("intent")
     if intent is not None:
         try:

@@ -9,7 +9,6 @@ overwritten. Another person's profile is a 404; so is the ops page for anyone bu
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from django.contrib import messages
@@ -43,6 +42,7 @@ from profiles_app.services import (
     tools_for_ops,
 )
 from toolhub.errors import Invalid, NotFound, ServiceError
+from toolhub.storable import json_loads_bounded
 from toolhub.tools.layers import META_TOOLS
 from toolhub.tools.presets import DEFAULT_TOOLSET
 
@@ -291,7 +291,7 @@ def programs_import(request: HttpRequest) -> HttpResponse:
         if upload.size > IMPORT_MAX_BYTES:
             raise Invalid(f"the file is over {IMPORT_MAX_BYTES // 1024} KiB")
         try:
-            data = json.loads(upload.read())
+            data = json_loads_bounded(upload.read())
         except (ValueError, UnicodeDecodeError):
             raise Invalid("the file is not JSON") from None
         report = profile_import(user=request.user, data=data)

@@ -25,6 +25,7 @@ from agent_app.services import AgentsAdapter, NotesAdapter, agents_visible_to, d
 from profiles_app.services import global_disables, profile_lookup_for, toolset_check_exists
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
 from toolhub.errors import Conflict, Invalid, NotFound, Stale
+from toolhub.storable import storable_text
 from toolhub.tools import (
     IntentError,
     ResolvedToolset,
@@ -78,7 +79,7 @@ def _clean_agent(user: Any, agent: Any) -> Agent:
 def _clean_title(title: Any) -> str:
     if not isinstance(title, str):
         raise Invalid("title must be text", fields={"title": ["not text"]})
-    return " ".join(title.split())[:TITLE_CHARS]
+    return storable_text(" ".join(title.split())[:TITLE_CHARS])
 
 
 def session_create(

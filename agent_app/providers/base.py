@@ -14,11 +14,12 @@ every turn; providers with another wire form convert from it.
 from __future__ import annotations
 
 import asyncio
-import json
 import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from toolhub.storable import json_loads_bounded
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +80,7 @@ def tool_input(text: str) -> Any:
     if not text.strip():
         return {}
     try:
-        return json.loads(text)
+        return json_loads_bounded(text)
     except ValueError:
         return text
 

@@ -45,6 +45,7 @@ from agent_app.turns.tails import running_tails
 from sessions_app.models import ChatSession
 from sessions_app.notify import notify_events
 from toolhub.errors import Conflict, Invalid, ServiceError
+from toolhub.storable import storable_text
 
 TEXT_LIMIT = 32_000
 
@@ -68,7 +69,7 @@ def clean_text(text: Any) -> str:
         raise Invalid("text must be non-empty text", fields={"text": ["required"]})
     if len(text) > TEXT_LIMIT:
         raise Invalid(f"text is over {TEXT_LIMIT:,} characters", fields={"text": ["too long"]})
-    return text
+    return storable_text(text)
 
 
 async def turn_start(

@@ -54,6 +54,7 @@ from sessions_app.services import (
     session_resolve,
 )
 from toolhub.markdown import render_markdown
+from toolhub.storable import storable
 from toolhub.tools import (
     CancelToken,
     ResolvedToolset,
@@ -463,7 +464,9 @@ class TurnRunner:
         arguments = dict(target.arguments) if target.arguments else {}
         if target.error and not isinstance(use.input, dict):
             arguments = {}
-        data: dict[str, Any] = {"call_id": use.id, "name": target.name, "arguments": arguments}
+        data: dict[str, Any] = storable(
+            {"call_id": use.id, "name": target.name, "arguments": arguments}
+        )
         if target.via:
             data["via"] = target.via
         self._emit("tool_call", data)
@@ -632,7 +635,8 @@ class TurnRunner:
         return self.cancel.cancelled
 
     def _emit(self, kind: str, data: dict[str, Any]) -> None:
-        self._pending.append((kind, data))
+        # Made storable here, before it is stored or sent: both see the same text.
+        self._pending.append((kind, storable(data)))
 
     async def _flush(self, *, text_only: bool = False, **writes: Any) -> None:
         """Store what is pending (with ``writes``), then send it. ``text_only`` (the delta
@@ -685,6 +689,7 @@ class TurnRunner:
 
     async def _finish_failed(self, code: str, message: str) -> None:
         # Every announced call still gets its result, so the history stays valid.
+        earlier = len(self._pending)
         for call_id, name in self._unanswered.items():
             self._emit(
                 "tool_result",
@@ -698,7 +703,14 @@ class TurnRunner:
             )
         self._unanswered.clear()
         self._emit("turn_failed", {"code": code, "message": message})
-        await self._flush(release=True)
+        try:
+            await self._flush(release=True)
+        except Exception:
+            # What failed to store before must not keep the terminal events out too: they
+            # go alone (a failed flush puts its items back in front of the pending ones).
+            logger.exception("turn %s: dropped %d unstorable events", self.turn_id, earlier)
+            self._pending = self._pending[earlier:]
+            await self._flush(release=True)
         self._failed = self._released = True
 
 

@@ -53,6 +53,7 @@ from agent_app.turns.tails import TailPump
 from profiles_app.services import global_disables
 from sessions_app.models import ChatSession
 from sessions_app.services import session_context
+from toolhub.storable import storable, storable_text
 from toolhub.tools import CancelToken, TailUpdate, Tool, ToolContext, ToolResult, registry
 
 logger = logging.getLogger(__name__)
@@ -130,7 +131,7 @@ def run_create(
         turn=turn,
         call_id=call_id,
         tool=tool,
-        arguments=arguments,
+        arguments=storable(arguments),
         channel=channel,
         mode=mode,
         timeout=timeout,
@@ -310,9 +311,13 @@ def _run_end(
     bytes_total: int | None = None,
 ) -> ToolRun | None:
     """End the run if it is still in one of ``only_from``; the first ending wins."""
-    changes: dict[str, Any] = {"status": status, "result": result, "finished": timezone.now()}
+    changes: dict[str, Any] = {
+        "status": status,
+        "result": storable(result),
+        "finished": timezone.now(),
+    }
     if tail is not None:
-        changes.update(tail=tail, bytes_total=bytes_total or 0)
+        changes.update(tail=storable_text(tail), bytes_total=bytes_total or 0)
     if not ToolRun.objects.filter(pk=run_id, status__in=only_from).update(**changes):
         return None
     return ToolRun.objects.get(pk=run_id)
@@ -527,7 +532,7 @@ def _beat_once(*, run_id: Any, latest: list[TailUpdate]) -> bool:
     changes: dict[str, Any] = {"heartbeat": timezone.now()}
     update = latest[0] if latest else None
     if update is not None:
-        changes.update(tail=update.tail, bytes_total=update.total_chars)
+        changes.update(tail=storable_text(update.tail), bytes_total=update.total_chars)
     if not ToolRun.objects.filter(pk=run_id, status=Status.RUNNING).update(**changes):
         return True
     return ToolRun.objects.filter(pk=run_id, cancel_requested=True).exists()

@@ -466,3 +466,31 @@ def test_the_runs_of_a_turn_whose_server_died_are_told_to_stop(owner, tools):
     run.refresh_from_db()
     assert run.cancel_requested
     assert _cancel_asked(run_id=run.pk)
+
+
+async def test_bash_output_with_nul_bytes_reaches_the_chat_and_the_run_with_markers(
+    owner, model, tools, worker, bubblewrap
+):
+    from toolhub.storable import NUL_MARK
+
+    model.replies.extend(
+        [
+            Reply(tool_calls=[("toolu_z", "bash", {"command": r"printf 'a\0b\0'"})]),
+            Reply(text="done"),
+        ]
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "chat", "text": "print nuls"})
+    await until(socket, ("approval_request",))
+    await send(socket, {"type": "approve", "call_id": "toolu_z", "allow": True})
+    frames = await until(socket, timeout=60)
+    await socket.disconnect()
+
+    assert (_result(frames)["status"], _result(frames)["content"]) == (
+        "ok",
+        f"a{NUL_MARK}b{NUL_MARK}\n[exit code 0]",
+    )
+    (run,) = await runs(session)
+    assert run.status == "succeeded"
+    assert NUL_MARK in run.result["content"]
