@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 
+APP = "toolhub.asgi:application"
 ROOT = Path(__file__).resolve().parent.parent
 REQUESTS = 300
 PATHS = ("/healthz", "/accounts/login/")
@@ -56,9 +57,9 @@ def main() -> None:
             check=True,
         )
         port = _free_port()
-        daphne = Path(sys.executable).parent / "daphne"
+        # Started as bin/run starts it (toolhub.serve: daphne with toolhub's settings).
         process = subprocess.Popen(
-            [str(daphne), "-b", "127.0.0.1", "-p", str(port), "toolhub.asgi:application"],
+            [sys.executable, "-m", "toolhub.serve", "-b", "127.0.0.1", "-p", str(port), APP],
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,

@@ -130,14 +130,18 @@ def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 @contextmanager
 def daphne(env: dict[str, str], *, log: Path | None = None) -> Iterator[str]:
-    """Serve toolhub.asgi with daphne on a free loopback port; yields the base URL.
+    """Serve toolhub.asgi with daphne, as ``bin/run`` does (``toolhub.serve``), on a free
+    loopback port; yields the base URL.
 
     With ``log``, the server's output goes to that file (read it when a test fails)."""
     port = free_port()
-    daphne_bin = shutil.which("daphne", path=str(Path(sys.executable).parent))
-    assert daphne_bin, "daphne is not installed in this environment"
     process = subprocess.Popen(
-        [daphne_bin, "--bind", "127.0.0.1", "--port", str(port), "toolhub.asgi:application"],
+        [
+            sys.executable,
+            "-m",
+            "toolhub.serve",
+            *("--bind", "127.0.0.1", "--port", str(port), "toolhub.asgi:application"),
+        ],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -1,5 +1,6 @@
-"""Inline tools cannot stall the server: pathological inputs to ``calculate`` and ``grep``,
-sent by a model through a real daphne, end at once while ``/healthz`` keeps answering.
+"""Through a real daphne (started as ``bin/run`` starts it): inline tools cannot stall the
+server, since pathological inputs to ``calculate`` and ``grep`` sent by a model end at once
+while ``/healthz`` keeps answering; and oversized or broken frames get a clear answer.
 
 The demo model turns "use <tool>: <text>" into that tool call, so these are the calls a
 scripted model would make. Each result carries the server's own ``elapsed_ms``."""
@@ -14,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from tests.conftest import app_env, daphne, manage
 
@@ -105,3 +107,43 @@ async def test_a_pattern_outside_linear_time_regex_is_refused_with_the_reason(se
 
     assert (result["name"], result["status"]) == ("grep", "error")
     assert "RE2 syntax, without backreferences or lookaround" in result["content"]
+
+
+async def _socket(server):
+    base, token, _ = server
+    headers = {"Authorization": f"Token {token}"}
+    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=10) as client:
+        session = (await client.post("/api/sessions/", json={})).json()["id"]
+    url = base.replace("http://", "ws://") + f"/ws/sessions/{session}/"
+    return connect(url, additional_headers=headers, max_size=None)
+
+
+async def test_a_frame_far_over_the_apps_limit_gets_too_large_on_an_open_socket(server):
+    async with await _socket(server) as socket:
+        await socket.send(json.dumps({"type": "chat", "text": "x" * 2_000_000}))
+        refused = json.loads(await asyncio.wait_for(socket.recv(), 30))
+        await socket.send(json.dumps({"type": "cancel"}))
+        after = json.loads(await asyncio.wait_for(socket.recv(), 30))
+
+    assert (refused["type"], refused["code"]) == ("error", "too_large")
+    assert after["code"] == "no_turn"
+
+
+async def test_a_message_over_the_transport_cap_is_closed_with_1009(server):
+    from toolhub.serve import TRANSPORT_CAP_BYTES
+
+    async with await _socket(server) as socket:
+        await socket.send("x" * (TRANSPORT_CAP_BYTES + 1))
+        with pytest.raises(ConnectionClosed) as closed:
+            await asyncio.wait_for(socket.recv(), 30)
+
+    assert closed.value.rcvd.code == 1009
+
+
+async def test_a_text_frame_that_is_not_utf8_is_closed_with_1007(server):
+    async with await _socket(server) as socket:
+        await socket.send(b'{"type": "chat", "text": "\xff\xfe"}', text=True)
+        with pytest.raises(ConnectionClosed) as closed:
+            await asyncio.wait_for(socket.recv(), 30)
+
+    assert closed.value.rcvd.code == 1007
