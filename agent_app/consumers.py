@@ -14,12 +14,18 @@ group and hands each frame to a turn service. Delivery follows DESIGN.md section
   cannot leave it waiting for an end that already happened.
 
 A refused frame gets an ``error`` frame and the socket stays open. An anonymous socket
-is closed with 4401; a missing session and another user's session both with 4404.
+is closed with 4401; a missing session and another user's session both with 4404; a
+socket that cannot join its group because Redis is out of reach with 1013 (try again
+later). A socket whose channel-layer read breaks (Redis went away) is closed by Channels;
+the page reconnects and resumes. One that lived through it joins its group again every
+``REJOIN_SECONDS`` (a Redis restart forgets groups), and fills what it missed from the log
+(docs/outages.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from typing import Any
@@ -33,10 +39,15 @@ from agent_app.turns.loop import db
 from sessions_app.notify import event_frame, session_group
 from sessions_app.services import EVENTS_PAGE_MAX, session_events, session_get_for_user
 from toolhub.errors import Invalid, NotFound, ServiceError
+from toolhub.outage import REDIS_ERRORS
 from toolhub.redis_codecs import DISCARDED
 
 CLOSE_NOT_AUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+CLOSE_TRY_AGAIN = 1013
+# How often an open socket joins its group again: a Redis restart (or a socket older than
+# the layer's group expiry) leaves it out of the group, and live events with it.
+REJOIN_SECONDS = 30.0
 LIVE = ("session.events", "session.tail")
 # While a turn is open, a socket that heard nothing for this long reads the log: a live
 # message the channel layer dropped (it drops when a process falls behind) is recovered.
@@ -52,6 +63,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.turn_open = False
         self.heard = time.monotonic()
         self.watch: asyncio.Task[None] | None = None
+        self.membership: asyncio.Task[None] | None = None
         # Live frames, replays and catch-ups interleave at awaits: one at a time, so
         # ``last_sent`` decides every send.
         self.sending = asyncio.Lock()
@@ -66,13 +78,22 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.group = session_group(self.session.pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        try:
+            await self.channel_layer.group_add(self.group, self.channel_name)
+        except REDIS_ERRORS:
+            self.session = None
+            await self.close(code=CLOSE_TRY_AGAIN)
+            return
+        self.membership = asyncio.ensure_future(self._stay_joined())
 
     async def disconnect(self, code: int) -> None:
-        if self.watch is not None:
-            self.watch.cancel()
+        for task in (self.watch, self.membership):
+            if task is not None:
+                task.cancel()
         if self.session is not None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            # Out of reach, Redis drops the membership itself (the group expires).
+            with contextlib.suppress(*REDIS_ERRORS):
+                await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Live frames use no database connection on this thread (a gap replay goes through
@@ -186,6 +207,14 @@ class SessionConsumer(AsyncWebsocketConsumer):
                 async with self.sending:
                     self.heard = time.monotonic()
                     await self._replay_until(None)
+
+    async def _stay_joined(self) -> None:
+        # Joining again is idempotent; a live event that then skips ahead brings the
+        # missing range from the log (session_events), so nothing is lost, only late.
+        while True:
+            await asyncio.sleep(REJOIN_SECONDS)
+            with contextlib.suppress(*REDIS_ERRORS):
+                await self.channel_layer.group_add(self.group, self.channel_name)
 
     async def _send(self, frame: dict[str, Any]) -> None:
         await self.send(text_data=json.dumps(frame))

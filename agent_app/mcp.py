@@ -26,7 +26,7 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from agent_app.models import McpServer
-from toolhub.errors import Forbidden, Invalid
+from toolhub.errors import Conflict, Forbidden, Invalid
 from toolhub.tools.mcp import McpManager, McpServerConfig, McpStatus
 
 logger = logging.getLogger(__name__)
@@ -193,6 +193,8 @@ def mcp_server_save(*, user: Any, server: McpServer | None, data: dict[str, Any]
     except ValueError as exc:
         raise Invalid(str(exc)) from exc
     if McpServer.objects.exclude(pk=server.pk).filter(name=server.name).exists():
-        raise Invalid(f"an MCP server named {server.name} already exists")
+        raise Conflict(
+            f"an MCP server named {server.name} already exists", fields={"name": ["taken"]}
+        )
     server.save()
     return server

@@ -116,7 +116,7 @@ def _server_name(value: str) -> None:
 
     from toolhub.tools.mcp import SERVER_NAME
 
-    if not SERVER_NAME.match(value):
+    if not SERVER_NAME.fullmatch(value):
         raise ValidationError(
             "Use lowercase letters, digits and hyphens (at most 24, no underscores): "
             "the name prefixes every tool of this server as <name>__<tool>."

@@ -18,12 +18,20 @@ from rest_framework.views import APIView
 from profiles_app import services
 from profiles_app.models import GlobalDisable, ToolProfile
 from sessions_app.services import chat_services
-from toolhub.api import etag, json_object, read_version, validated_body
+from toolhub.api import (
+    IF_MATCH,
+    error_responses,
+    etag,
+    json_object,
+    read_version,
+    validated_body,
+)
 from toolhub.api_schema import (
     ProfilesImportField,
-    ToolNameField,
+    RemovableToolNameField,
     ToolNameListField,
     name_field,
+    text_field,
 )
 from toolhub.tools import ToolContext
 
@@ -40,16 +48,18 @@ class ProfileSerializer(serializers.Serializer):
 
 
 class ProfileWriteSerializer(serializers.Serializer):
-    name = name_field(required=False)
+    """A new profile (name required) or, partially, a change; the version a change is
+    based on travels in If-Match (or, from a form, ``version`` in the body)."""
+
+    name = name_field()
     mode = serializers.ChoiceField(["all_except", "only"], required=False)
     tools = ToolNameListField(child=serializers.CharField(), required=False)
     shared = serializers.BooleanField(required=False)
-    version = serializers.IntegerField(required=False)
 
 
 class GlobalDisableSerializer(serializers.Serializer):
-    tool = ToolNameField()
-    reason = serializers.RegexField(r"\S", max_length=500)
+    tool = RemovableToolNameField()
+    reason = text_field(max_length=500)
     created_by = serializers.CharField(read_only=True)
     created_at = serializers.DateTimeField(read_only=True)
 
@@ -114,7 +124,10 @@ class ProfileListView(APIView):
             [_profile_json(view) for view in services.profiles_for_user(user=request.user)]
         )
 
-    @extend_schema(request=ProfileWriteSerializer, responses={201: ProfileSerializer})
+    @extend_schema(
+        request=ProfileWriteSerializer,
+        responses={201: ProfileSerializer, **error_responses(409)},
+    )
     def post(self, request: Request) -> Response:
         data = validated_body(request, ProfileWriteSerializer)
         profile = services.profile_create(
@@ -133,7 +146,11 @@ class ProfileDetailView(APIView):
         profile = services.profile_get_for_user(user=request.user, profile_id=profile_id)
         return _with_etag(_stored_json(profile, request.user), profile.version)
 
-    @extend_schema(request=ProfileWriteSerializer, responses=ProfileSerializer)
+    @extend_schema(
+        request=ProfileWriteSerializer,
+        parameters=[IF_MATCH],
+        responses={200: ProfileSerializer, **error_responses(409, 412, 428)},
+    )
     def patch(self, request: Request, profile_id: int) -> Response:
         profile = services.profile_get_for_user(user=request.user, profile_id=profile_id)
         data = validated_body(request, ProfileWriteSerializer, partial=True)
@@ -147,7 +164,7 @@ class ProfileDetailView(APIView):
         )
         return _with_etag(_stored_json(profile, request.user), profile.version)
 
-    @extend_schema(responses={204: None})
+    @extend_schema(parameters=[IF_MATCH], responses={204: None, **error_responses(409, 412, 428)})
     def delete(self, request: Request, profile_id: int) -> Response:
         profile = services.profile_get_for_user(user=request.user, profile_id=profile_id)
         services.profile_delete(user=request.user, profile=profile, version=read_version(request))
@@ -178,7 +195,8 @@ class ProfileImportView(APIView):
                     "created": serializers.ListField(child=serializers.CharField()),
                     "unknown_tools": serializers.DictField(),
                 },
-            )
+            ),
+            **error_responses(409),
         },
     )
     def post(self, request: Request) -> Response:
@@ -206,7 +224,10 @@ class GlobalDisableListView(APIView):
         rows = GlobalDisable.objects.select_related("created_by")
         return Response([_disable_json(row) for row in rows])
 
-    @extend_schema(request=GlobalDisableSerializer, responses={201: GlobalDisableSerializer})
+    @extend_schema(
+        request=GlobalDisableSerializer,
+        responses={201: GlobalDisableSerializer, **error_responses(409)},
+    )
     def post(self, request: Request) -> Response:
         data = validated_body(request, GlobalDisableSerializer)
         row = services.tool_disable_globally(

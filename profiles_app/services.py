@@ -70,7 +70,7 @@ def _clean_tools(tools: Any, field: str = "tools") -> list[str]:
         raise Invalid(f"{field}: at most {MAX_NAMES} names", fields={field: ["too many"]})
     names: dict[str, None] = {}
     for item in tools:
-        if not isinstance(item, str) or not NAME_PATTERN.match(item):
+        if not isinstance(item, str) or not NAME_PATTERN.fullmatch(item):
             raise Invalid(f"{field}: {item!r} is not a tool name", fields={field: [str(item)]})
         names[item] = None
     return list(names)

@@ -13,13 +13,13 @@ from rest_framework.views import APIView
 from agent_app.turns import TEXT_LIMIT, turn_start_sync
 from sessions_app import services
 from sessions_app.models import ChatSession
-from toolhub.api import error, etag, read_version, validated_body
-from toolhub.api_schema import IntentField
+from toolhub.api import IF_MATCH, error, error_responses, etag, read_version, validated_body
+from toolhub.api_schema import IntentField, text_field
 
 
 class SessionSerializer(serializers.Serializer):
     id = serializers.UUIDField(read_only=True)
-    title = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    title = text_field(required=False, blank=True, max_length=services.TITLE_CHARS)
     agent = serializers.IntegerField(required=False, allow_null=True)
     intent = IntentField(required=False)
     plan_mode = serializers.BooleanField(required=False)
@@ -83,7 +83,11 @@ class SessionDetailView(APIView):
     def get(self, request: Request, session_id: Any) -> Response:
         return _respond(services.session_get_for_user(user=request.user, session_id=session_id))
 
-    @extend_schema(request=SessionSerializer, responses=SessionSerializer)
+    @extend_schema(
+        request=SessionSerializer,
+        parameters=[IF_MATCH],
+        responses={200: SessionSerializer, **error_responses(409, 412, 428)},
+    )
     def patch(self, request: Request, session_id: Any) -> Response:
         session = services.session_get_for_user(user=request.user, session_id=session_id)
         data = validated_body(request, SessionSerializer, partial=True)
@@ -94,7 +98,7 @@ class SessionDetailView(APIView):
         )
         return _respond(session)
 
-    @extend_schema(responses={204: None})
+    @extend_schema(parameters=[IF_MATCH], responses={204: None, **error_responses(409, 412, 428)})
     def delete(self, request: Request, session_id: Any) -> Response:
         session = services.session_get_for_user(user=request.user, session_id=session_id)
         services.session_delete(user=request.user, session=session, version=read_version(request))
@@ -104,8 +108,16 @@ class SessionDetailView(APIView):
 class SessionEventsView(APIView):
     @extend_schema(
         parameters=[
-            OpenApiParameter("after", int, description="only events with a larger seq"),
-            OpenApiParameter("limit", int, description="at most this many (1..1000)"),
+            OpenApiParameter(
+                "after",
+                {"type": "integer", "minimum": 0},
+                description="only events with a larger seq",
+            ),
+            OpenApiParameter(
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": services.EVENTS_PAGE_MAX},
+                description=f"at most this many (default {services.EVENTS_PAGE})",
+            ),
         ],
         responses=inline_serializer(
             "SessionEvents",
@@ -138,7 +150,7 @@ class SessionEventsView(APIView):
 
 
 class MessageSerializer(serializers.Serializer):
-    text = serializers.CharField(max_length=TEXT_LIMIT, trim_whitespace=False)
+    text = text_field(max_length=TEXT_LIMIT)
     intent = IntentField(required=False)
 
 
@@ -148,9 +160,11 @@ class SessionMessagesView(APIView):
         responses={
             202: inline_serializer(
                 "TurnStarted", {"turn": serializers.CharField(), "session": serializers.UUIDField()}
-            )
+            ),
+            **error_responses(409),
         },
-        description="Start an unattended turn (channel api); follow it in the event log.",
+        description="Start an unattended turn (channel api); follow it in the event log. "
+        "409 while another turn runs in the session.",
     )
     def post(self, request: Request, session_id: Any) -> Response:
         session = services.session_get_for_user(user=request.user, session_id=session_id)
@@ -167,17 +181,21 @@ class SessionMessagesView(APIView):
 
 class SessionToolsetView(APIView):
     @extend_schema(
-        responses=inline_serializer(
-            "Toolset",
-            {
-                "fingerprint": serializers.CharField(),
-                "strategy": serializers.CharField(),
-                "resident": serializers.ListField(child=serializers.DictField()),
-                "catalog": serializers.ListField(child=serializers.DictField()),
-                "tokens": serializers.DictField(child=serializers.IntegerField()),
-                "hidden": serializers.ListField(child=serializers.DictField()),
-            },
-        )
+        responses={
+            200: inline_serializer(
+                "Toolset",
+                {
+                    "fingerprint": serializers.CharField(),
+                    "strategy": serializers.CharField(),
+                    "resident": serializers.ListField(child=serializers.DictField()),
+                    "catalog": serializers.ListField(child=serializers.DictField()),
+                    "tokens": serializers.DictField(child=serializers.IntegerField()),
+                    "hidden": serializers.ListField(child=serializers.DictField()),
+                },
+            ),
+            **error_responses(409),
+        },
+        description="409 when the session's toolset names a profile that is gone.",
     )
     def get(self, request: Request, session_id: Any) -> Response:
         session = services.session_get_for_user(user=request.user, session_id=session_id)

@@ -5,7 +5,8 @@ state the runtime hands back each turn), never an expanded tool list. ``SessionE
 rows are numbered per session from 1 without gaps (``seq``, unique with the session):
 ``last_seq`` on the session is advanced with a conditional UPDATE, so two writers can
 never take the same number. At most one turn runs per session: ``turn_id`` is claimed
-with a conditional UPDATE and held by a renewed lease, so a crashed process frees it.
+with a conditional UPDATE and held by a renewed lease, so a crashed process frees it
+(within ``TOOLHUB_TURN_LOST_AFTER``).
 """
 
 from __future__ import annotations
@@ -43,7 +44,16 @@ class ChatSession(models.Model):
 
     class Meta:
         ordering = ["-updated", "-created"]
-        indexes = [models.Index(fields=["owner", "-updated"])]
+        indexes = [
+            models.Index(fields=["owner", "-updated"]),
+            # The turn reaper's scan (agent_app.turns.state.turns_reap) reads only the rows
+            # a turn holds: the index stays as small as the number of running turns.
+            models.Index(
+                fields=["turn_lease"],
+                condition=~models.Q(turn_id=""),
+                name="session_turn_lease_held",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.title or f"Session {str(self.id)[:8]}"

@@ -129,12 +129,20 @@ def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 @contextmanager
-def daphne(env: dict[str, str], *, log: Path | None = None) -> Iterator[str]:
+def daphne(
+    env: dict[str, str],
+    *,
+    log: Path | None = None,
+    started: list[subprocess.Popen] | None = None,
+    port: int | None = None,
+) -> Iterator[str]:
     """Serve toolhub.asgi with daphne, as ``bin/run`` does (``toolhub.serve``), on a free
     loopback port; yields the base URL.
 
-    With ``log``, the server's output goes to that file (read it when a test fails)."""
-    port = free_port()
+    With ``log``, the server's output goes to that file (read it when a test fails); with
+    ``started``, the server's process is appended to it (for a test that kills it); with
+    ``port``, it listens there (a server restarted where its pages reconnect)."""
+    port = port or free_port()
     process = subprocess.Popen(
         [
             sys.executable,
@@ -148,6 +156,8 @@ def daphne(env: dict[str, str], *, log: Path | None = None) -> Iterator[str]:
         stderr=log.open("w") if log else subprocess.PIPE,
         text=True,
     )
+    if started is not None:
+        started.append(process)
     try:
         deadline = time.monotonic() + 30
         while not _accepts(f"http://127.0.0.1:{port}"):
@@ -168,13 +178,21 @@ def daphne(env: dict[str, str], *, log: Path | None = None) -> Iterator[str]:
 
 
 @contextmanager
-def celery_worker(env: dict[str, str], *, log: Path) -> Iterator[None]:
+def celery_worker(
+    env: dict[str, str], *, log: Path, as_deployed: bool = False
+) -> Iterator[subprocess.Popen]:
     """A real Celery worker (one prefork process) serving the tools queue; its output goes
-    to ``log``. Ready once it says so; stopped with its whole process group."""
-    command = [sys.executable, "-m", "celery", "-A", "toolhub", "worker", "-Q", "tools"]
+    to ``log``. Ready once it says so; yields its main process; stopped with its whole
+    process group. ``as_deployed`` runs it as ``bin/run`` does: both queues, two processes,
+    with mingle and gossip (the quick default leaves those out)."""
+    command = [sys.executable, "-m", "celery", "-A", "toolhub", "worker"]
+    if as_deployed:
+        command += ["-Q", "celery,tools", "-c", "2"]
+    else:
+        command += ["-Q", "tools", "-c", "1", "--without-mingle", "--without-gossip"]
     name = f"tools-{os.getpid()}-{time.monotonic_ns()}@%h"
     process = subprocess.Popen(
-        [*command, "-c", "1", "-n", name, "--without-mingle", "--without-gossip", "-l", "INFO"],
+        [*command, "-n", name, "-l", "INFO"],
         cwd=ROOT,
         env=env,
         stdout=log.open("w"),
@@ -187,7 +205,7 @@ def celery_worker(env: dict[str, str], *, log: Path) -> Iterator[None]:
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the Celery worker did not start:\n{log.read_text()[-3000:]}")
             time.sleep(0.2)
-        yield
+        yield process
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:

@@ -2,11 +2,18 @@
 
 Errors are ``{code, message, fields?}`` with a stable ``code``. Writes to versioned
 objects must say which version they read (``If-Match: "3"`` or ``"version": 3`` in the
-body); a missing version is 428, a stale ``If-Match`` 412, a stale body version 409.
+body); a missing version is 428, a stale or malformed ``If-Match`` 412, a stale body
+version 409.
+
+The schema documents, per operation, only the statuses it can answer: every operation
+the generic ones (400, 401, 403, 405, and 503 for an outage), one with a path parameter
+404, one with a body 413 and 415, and each view the rest it can give (409, 412, 428)
+through ``error_responses``.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.conf import settings
@@ -14,6 +21,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -89,6 +97,18 @@ def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     return JsonResponse({"code": "not_found", "message": "no such endpoint"}, status=404)
 
 
+# An ETag this API gives out (``etag``), weak or not.
+IF_MATCH_PATTERN = r'^(?:W/)?"([0-9]+)"$'
+IF_MATCH = OpenApiParameter(
+    "If-Match",
+    {"type": "string", "pattern": IF_MATCH_PATTERN},
+    OpenApiParameter.HEADER,
+    required=True,
+    description='The version you read, as its ETag: "3". A form may send "version": 3 in '
+    "the body instead. Missing: 428; stale or not an ETag this API gave out: 412.",
+)
+
+
 def etag(version: int) -> str:
     return f'"{version}"'
 
@@ -97,10 +117,10 @@ def read_version(request: Request) -> int:
     """The version a write is based on, from If-Match or the body."""
     header = request.headers.get("If-Match", "").strip()
     if header:
-        try:
-            return int(header.removeprefix("W/").strip('"'))
-        except ValueError:
-            raise PreconditionFailed("If-Match must be a version this API gave out") from None
+        match = re.fullmatch(IF_MATCH_PATTERN, header)
+        if match is None:
+            raise PreconditionFailed("If-Match must be a version this API gave out")
+        return int(match[1])
     data = request.data if isinstance(request.data, dict) else {}
     version = data.get("version")
     if isinstance(version, int) and not isinstance(version, bool):
@@ -122,6 +142,8 @@ def validated_body(
     is silently coerced (a number where a name belongs stays an error)."""
     data = json_object(request)
     serializer = serializer_class(data=data, partial=partial)
+    for field in serializer.fields.values():
+        _check_as_sent(field)
     serializer.is_valid(raise_exception=True)
     wrong = {
         name: [f"must be {kind}"]
@@ -133,6 +155,17 @@ def validated_body(
     if wrong:
         raise exceptions.ValidationError(wrong)
     return dict(data)
+
+
+def _check_as_sent(field: serializers.Field) -> None:
+    # DRF would check lengths and patterns on text it trimmed, while the services get the
+    # text as sent: a space and a command of 500 characters passed, then overflowed its
+    # column (a 500). Checked untrimmed, text passes exactly when the schema says it does.
+    if isinstance(field, serializers.CharField):
+        field.trim_whitespace = False
+    child = getattr(field, "child", None)
+    if isinstance(child, serializers.Field):
+        _check_as_sent(child)
 
 
 def _strict_kind(field: serializers.Field) -> str | None:
@@ -181,21 +214,43 @@ class BodyLimitMiddleware:
 
 
 _ERROR_RESPONSES = {
-    "400": "Invalid request: the body or a parameter is wrong",
-    "401": "Not authenticated",
-    "403": "Authenticated, but not allowed (staff only, or a shared object)",
-    "404": "No such object, or not yours",
-    "405": "Method not allowed",
-    "409": "Conflict: a stale version or a name already taken; nothing changed",
-    "412": "Stale If-Match; nothing changed",
-    "413": "Request body too large",
-    "415": "Unsupported media type",
-    "428": "Writes must say which version they read",
+    400: "Invalid request: the body or a parameter is wrong",
+    401: "Not authenticated",
+    403: "Authenticated, but not allowed (staff only, or a shared object)",
+    404: "No such object, or not yours",
+    405: "Method not allowed",
+    409: "Conflict: a stale version or a name already taken; nothing changed",
+    412: "Stale If-Match, or not an ETag this API gave out; nothing changed",
+    413: "Request body too large",
+    415: "Unsupported media type",
+    428: "Writes must say which version they read",
+    503: "The database or Redis is out of reach for a moment: retry after Retry-After seconds",
 }
+_EVERY_OPERATION = (400, 401, 403, 405, 503)
+_WITH_PATH_PARAMETER = (404,)
+# toolhub.outage answers an outage with 503 and this header (docs/outages.md).
+_RETRY_AFTER = {
+    "Retry-After": {
+        "description": "Seconds to wait before trying again",
+        "schema": {"type": "integer", "minimum": 1},
+    }
+}
+_WITH_BODY = (413, 415)
+
+
+def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
+    """For ``extend_schema(responses=...)``: the errors an operation answers beyond the
+    ones ``add_error_responses`` gives it from its shape."""
+    return {code: OpenApiResponse(description=_ERROR_RESPONSES[code]) for code in codes}
 
 
 def add_error_responses(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    """drf-spectacular post-processing hook: every operation documents the error shape."""
+    """drf-spectacular post-processing hook: every operation documents the errors its shape
+    can lead to, and every error has the error shape.
+
+    It also marks a body of several shapes told apart by a discriminator as required:
+    drf-spectacular cannot see into a ``PolymorphicProxySerializer``, and the discriminator
+    is a required property of every shape."""
     components = result.setdefault("components", {}).setdefault("schemas", {})
     components["Error"] = {
         "type": "object",
@@ -206,11 +261,23 @@ def add_error_responses(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]
             "fields": {"type": "object", "additionalProperties": True},
         },
     }
-    reference = {"$ref": "#/components/schemas/Error"}
-    for path_item in result.get("paths", {}).values():
+    content = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for path, path_item in result.get("paths", {}).items():
         for operation in path_item.values():
+            codes = list(_EVERY_OPERATION)
+            if "{" in path:
+                codes += _WITH_PATH_PARAMETER
+            if "requestBody" in operation:
+                codes += _WITH_BODY
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+            reference = (body or {}).get("schema", {}).get("$ref", "")
+            if "discriminator" in components.get(reference.rpartition("/")[2], {}):
+                operation["requestBody"]["required"] = True
             responses = operation.setdefault("responses", {})
-            for status_code, description in _ERROR_RESPONSES.items():
-                content = {"application/json": {"schema": reference}}
-                responses.setdefault(status_code, {"description": description, "content": content})
+            for code in codes:
+                responses.setdefault(str(code), {"description": _ERROR_RESPONSES[code]})
+            for code, response in responses.items():
+                if code.startswith(("4", "503")):
+                    response.setdefault("content", content)
+            responses["503"].setdefault("headers", _RETRY_AFTER)
     return result

@@ -3,7 +3,8 @@
 WebSocket connections authenticate with the session cookie after the Origin check against
 ALLOWED_HOSTS (so another site's page cannot open a socket with a visitor's cookie), or
 with a DRF token header (toolhub.ws_auth). The application records the server's event
-loop on its first call: chat turns started from sync views run there (agent_app.turns).
+loop on its first call (``toolhub.serve`` calls it as the server starts): chat turns
+started from sync views run there, and the turn reaper too (agent_app.turns).
 Loading this module connects the configured MCP servers (agent_app.mcp) and kills bash
 sandboxes whose owner process is gone (toolhub.tools.sandbox).
 """
@@ -23,7 +24,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from agent_app.mcp import mcp_start  # noqa: E402
 from agent_app.routing import websocket_urlpatterns  # noqa: E402
-from agent_app.turns import remember_server_loop  # noqa: E402
+from agent_app.turns import serve_turns_here  # noqa: E402
 from toolhub.tools.sandbox import reap_orphan_sandboxes  # noqa: E402
 from toolhub.ws_auth import TokenOrSessionAuth  # noqa: E402
 
@@ -41,5 +42,5 @@ router = ProtocolTypeRouter(
 
 
 async def application(scope, receive, send):
-    remember_server_loop()
+    serve_turns_here()
     return await router(scope, receive, send)

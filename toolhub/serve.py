@@ -10,6 +10,10 @@ Two transport settings differ from daphne's own, and only here:
 - **Refusals close properly.** Autobahn, under daphne, drops the TCP connection on a
   protocol error (``failByDrop``). Here it sends the close code instead: 1007 for a text
   frame that is not UTF-8, and 1009 for a message over the cap.
+
+And one start-up step: once the server's loop runs, it serves turns (``serve_turns_here``)
+before any request arrives, so a restarted server ends the turns its predecessor left
+within ``TOOLHUB_TURN_LOST_AFTER`` even if nobody connects.
 """
 
 from __future__ import annotations
@@ -33,10 +37,19 @@ class _Server(Server):
         # Autobahn copies the factory's options into each protocol as it connects, so
         # setting them once the reactor runs covers every connection.
         reactor.callWhenRunning(self._close_cleanly)
+        # callLater runs on the asyncio loop once it runs (callWhenRunning comes before).
+        reactor.callWhenRunning(reactor.callLater, 0, _serve_turns)
         super().run()
 
     def _close_cleanly(self) -> None:
         self.ws_factory.setProtocolOptions(failByDrop=False)
+
+
+def _serve_turns() -> None:
+    # daphne imported the application (and so set Django up) before the reactor started.
+    from agent_app.turns import serve_turns_here
+
+    serve_turns_here()
 
 
 class _Cli(CommandLineInterface):

@@ -102,6 +102,8 @@ MIDDLEWARE = [
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "toolhub.api.BodyLimitMiddleware",
+    # Redis or the database out of reach: 503 with Retry-After, JSON under /api/.
+    "toolhub.outage.ServiceUnavailableMiddleware",
 ]
 
 # One API body (an import, a profile) is at most 1 MiB; more is refused with 413.
@@ -145,6 +147,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+    # Tests get a file too, as the product has: Django's default in-memory test database
+    # is shared-cache, where a write beside a read fails at once ("table is locked")
+    # instead of waiting, and turns write from several threads (their heartbeat).
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -153,6 +159,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
 if REDIS_URL:
+    from redis.maint_notifications import MaintNotificationsConfig
+
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
@@ -174,12 +182,17 @@ if REDIS_URL:
                 # default read timeout is also 5 s, so an idle socket would die with 1011.
                 # redis-py's pool refuses a 101st connection outright: room for every
                 # socket's group calls at once.
+                # Maintenance notifications (a Redis Enterprise feature) off: while on, even
+                # as "auto" against a Redis without them, redis-py's asyncio pool skips its
+                # check of an idle connection, so after a Redis restart the first command on
+                # each pooled connection failed (the first handshake closed with 1011).
                 "hosts": [
                     {
                         "address": REDIS_URL,
                         "socket_connect_timeout": 2,
                         "socket_timeout": 15,
                         "max_connections": 1000,
+                        "maint_notifications_config": MaintNotificationsConfig(enabled=False),
                     }
                 ],
                 "prefix": "toolhub:asgi",
@@ -192,6 +205,9 @@ if REDIS_URL:
         }
     }
     CELERY_BROKER_URL = REDIS_URL
+    # kombu's Redis transport, fixed so that a worker survives a Redis restart while it
+    # runs a task (toolhub.broker).
+    CELERY_BROKER_TRANSPORT = "toolhub.broker:Transport"
     CELERY_RESULT_BACKEND = REDIS_URL
     CELERY_TASK_ALWAYS_EAGER = False
 else:
@@ -219,6 +235,11 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ROUTES = {"toolhub.tool_run": {"queue": "tools"}}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2}
+# A worker that lost Redis reconnects for as long as it takes (Celery's default gives up,
+# and exits, after 100 tries), and its running tools go on meanwhile: they report through
+# the database, and their late acknowledgement failing is harmless (claimed runs).
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 
 # --- Auth, sessions, security ------------------------------------------------------------
 
@@ -325,6 +346,12 @@ TOOLHUB_PROVIDER_RETRIES = _env_int("TOOLHUB_PROVIDER_RETRIES", 3)
 TOOLHUB_PROVIDER_BACKOFF = _env_float("TOOLHUB_PROVIDER_BACKOFF", 1.0)
 # Seconds a tool that needs approval (or a question to the person) waits for an answer.
 TOOLHUB_APPROVAL_TIMEOUT = _env_float("TOOLHUB_APPROVAL_TIMEOUT", 300.0)
+# A turn whose server process died is ended (its open calls get ``lost`` results, then
+# ``turn_failed`` with code ``lost``) within this many seconds of the death, by any live
+# server or the restarted one; the session then takes the next message (docs/faults.md).
+TOOLHUB_TURN_LOST_AFTER = _env_float("TOOLHUB_TURN_LOST_AFTER", 15.0)
+if TOOLHUB_TURN_LOST_AFTER < 1:
+    raise ImproperlyConfigured("TOOLHUB_TURN_LOST_AFTER must be at least 1 second")
 
 # --- Tools on workers -----------------------------------------------------------------
 
@@ -334,6 +361,12 @@ TOOLHUB_RUN_HEARTBEAT = _env_float("TOOLHUB_RUN_HEARTBEAT", 2.0)
 TOOLHUB_RUN_LOST_AFTER = _env_float("TOOLHUB_RUN_LOST_AFTER", 15.0)
 # A run no worker has taken after this long is given up (no worker for the tools queue).
 TOOLHUB_RUN_QUEUE_TIMEOUT = _env_float("TOOLHUB_RUN_QUEUE_TIMEOUT", 600.0)
+# A run still queued this many seconds after it was sent is sent again, then at doubling
+# intervals up to 2 minutes, until a worker takes it or the queue timeout gives it up:
+# Redis loses queued messages when it restarts without persistence, and a send fails while
+# it is down. Extra copies do nothing (a run is claimed once). 0: never re-send.
+# docs/outages.md.
+TOOLHUB_RUN_RESEND_AFTER = _env_float("TOOLHUB_RUN_RESEND_AFTER", 10.0)
 
 # --- Static files ----------------------------------------------------------------------
 

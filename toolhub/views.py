@@ -10,13 +10,18 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
 from toolhub.health import health_report
+from toolhub.outage import RETRY_AFTER_SECONDS
 
 
 @require_safe
 @never_cache
 async def healthz(request: HttpRequest) -> JsonResponse:
     report = await health_report()
-    return JsonResponse(report, status=200 if report["status"] == "ok" else 503)
+    if report["status"] == "ok":
+        return JsonResponse(report)
+    response = JsonResponse(report, status=503)
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
 
 
 @require_safe

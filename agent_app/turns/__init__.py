@@ -4,8 +4,9 @@ Invariants (DESIGN.md sections 1, 5, 7 and 10):
 
 - **One turn per session**, across processes: ``turn_id`` is claimed with a conditional
   UPDATE and held by a lease that a heartbeat renews; a turn whose process died is
-  closed by the next claim (its unanswered calls get ``lost`` results, then
-  ``turn_failed``), so no tool_use stays unpaired and no session stays locked.
+  closed within ``TOOLHUB_TURN_LOST_AFTER`` by the reaper of any server (or by the next
+  claim): its unanswered calls get ``lost`` results, then ``turn_failed`` with code
+  ``lost``, so no tool_use stays unpaired and no session stays locked.
 - **The turn is owned by the server**, not the socket: it runs as a task on the ASGI
   server's event loop (or, outside a server, on this process's background loop), so a
   dropped socket changes nothing.
@@ -39,6 +40,7 @@ from agent_app.turns.loop import (
     spawn,
     wait_for_turns,
 )
+from agent_app.turns.reaper import reap_once, reaper_start
 from agent_app.turns.runner import TurnBusy, TurnRunner, begin_turn
 from agent_app.turns.state import running_turn
 from agent_app.turns.tails import running_tails
@@ -124,7 +126,16 @@ async def turn_start(
         started=started,
     )
     spawn(runner)
+    # Outside a server (tests, commands) the loop that runs turns also ends dead ones.
+    reaper_start()
     return turn_id
+
+
+def serve_turns_here() -> None:
+    """Called by the server on its loop: turns of sync callers run here, and this
+    process's reaper ends the turns of servers that died."""
+    remember_server_loop()
+    reaper_start()
 
 
 def turn_start_sync(**kwargs: Any) -> str:
@@ -160,8 +171,10 @@ __all__ = [
     "UnknownCall",
     "clean_text",
     "close_db_connections",
+    "reap_once",
     "remember_server_loop",
     "running_tails",
+    "serve_turns_here",
     "turn_approve",
     "turn_cancel",
     "turn_start",

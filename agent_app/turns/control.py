@@ -69,16 +69,23 @@ async def steer(channel: str, turn_id: str, message: dict[str, Any]) -> None:
 
 
 async def _read(layer: Any, name: str) -> None:
+    failing = False
     while True:
         try:
             message = await layer.receive(name)
         except asyncio.CancelledError:
             raise
         except Exception:
-            # A broken read must not leave turns deaf to cancel and approvals.
-            logger.exception("turn control channel %s: read failed", name)
+            # A broken read must not leave turns deaf to cancel and approvals. Said once
+            # per outage (Redis down fails every retry), and again when it reads.
+            if not failing:
+                logger.exception("turn control channel %s: read failed; retrying", name)
+            failing = True
             await asyncio.sleep(0.5)
             continue
+        if failing:
+            logger.info("turn control channel %s: reading again", name)
+            failing = False
         if message["type"] == DISCARDED:
             continue
         turn = message.get("turn", "")

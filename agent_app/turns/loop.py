@@ -26,6 +26,9 @@ _server_loop: asyncio.AbstractEventLoop | None = None
 _background: asyncio.AbstractEventLoop | None = None
 _background_lock = threading.Lock()
 _tasks: set[asyncio.Task[None]] = set()
+# Ids of the turns running in this process, whatever their loop: the reaper never takes
+# one of them for dead (a loop that stalled past its lease is slow, not gone).
+_live: set[str] = set()
 # Database work of running turns: its own threads, so turns never queue behind requests
 # on the server's single sync thread (each thread keeps its own connection).
 DB_THREADS = 8
@@ -88,7 +91,13 @@ def close_db_connections() -> None:
 def spawn(runner: TurnRunner) -> None:
     task = asyncio.get_running_loop().create_task(runner.run(), name=f"turn {runner.turn_id}")
     _tasks.add(task)
+    _live.add(runner.turn_id)
     task.add_done_callback(_tasks.discard)
+    task.add_done_callback(lambda _: _live.discard(runner.turn_id))
+
+
+def live_turns() -> frozenset[str]:
+    return frozenset(_live)
 
 
 async def wait_for_turns(timeout: float = 30.0) -> None:

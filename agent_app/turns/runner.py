@@ -41,7 +41,14 @@ from agent_app.providers import (
 from agent_app.turns.control import listen
 from agent_app.turns.loop import db
 from agent_app.turns.runs import run_on_worker
-from agent_app.turns.state import LostClaim, claim, persist, release, renew
+from agent_app.turns.state import (
+    LostClaim,
+    claim,
+    heartbeat_seconds,
+    persist,
+    release,
+    renew,
+)
 from agent_app.turns.tails import TailPump
 from profiles_app.services import global_disables
 from sessions_app.models import ChatSession, SessionEvent
@@ -54,6 +61,7 @@ from sessions_app.services import (
     session_resolve,
 )
 from toolhub.markdown import render_markdown
+from toolhub.outage import REDIS_ERRORS
 from toolhub.storable import storable
 from toolhub.tools import (
     CancelToken,
@@ -70,7 +78,6 @@ from toolhub.tools.turn import TurnTools
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT_SECONDS = 15.0
 FLUSH_SECONDS = 0.05
 MAX_TOKENS = 4096
 QUESTION_TOOL = "ask_user_question"
@@ -625,7 +632,7 @@ class TurnRunner:
 
     async def _heartbeat(self) -> None:
         while True:
-            await asyncio.sleep(HEARTBEAT_SECONDS)
+            await asyncio.sleep(heartbeat_seconds())
             with contextlib.suppress(Exception):
                 await db(renew, session_id=self.session_id, turn_id=self.turn_id)
 
@@ -674,6 +681,11 @@ class TurnRunner:
                 await previous
             try:
                 await notify_events(self.session_id, events)
+            except REDIS_ERRORS as exc:
+                # An outage, not a bug: one line per flush, no traceback (docs/outages.md).
+                logger.warning(
+                    "turn %s: events stored, not sent live (%s)", self.turn_id, type(exc).__name__
+                )
             except Exception:
                 logger.exception("turn %s: events not sent to the session group", self.turn_id)
 

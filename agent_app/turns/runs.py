@@ -18,6 +18,13 @@ same record, streaming and cancel). What stays true:
 - **No turn waits forever.** The worker tells the turn it is done through the turn's
   control channel; the turn also reads the row every few seconds, and a run whose
   heartbeat stopped (a killed worker) or that no worker took in time is marked ``lost``.
+- **The row is the truth, not the queue.** A run still queued ``TOOLHUB_RUN_RESEND_AFTER``
+  seconds after it was sent is sent again, at doubling intervals: a message that Redis
+  lost (a restart without persistence) or that could not be published while Redis was
+  down reaches a worker once Redis is back. At most once makes the extra copies harmless:
+  the first claims, the others find nothing to claim (docs/outages.md).
+- **Redis is not needed to finish.** The heartbeat, the ending and cancel all go through
+  the row; the cache flag and the control message only make them quicker.
 - **Cancel reaches the tool.** The turn sets ``cancel_requested`` on the row and a flag in
   the shared cache that the worker reads four times a second (the row is read on each
   heartbeat too); the tool's cancel token fires and it cleans up. A queued run is
@@ -53,6 +60,7 @@ from agent_app.turns.tails import TailPump
 from profiles_app.services import global_disables
 from sessions_app.models import ChatSession
 from sessions_app.services import session_context
+from toolhub.outage import REDIS_ERRORS
 from toolhub.storable import storable, storable_text
 from toolhub.tools import CancelToken, TailUpdate, Tool, ToolContext, ToolResult, registry
 
@@ -74,6 +82,11 @@ CANCEL_POLL = 0.25
 DEFAULT_LIMIT = 3600.0
 # How long past a run's hard limit the turn gives it up itself.
 LOST_SLACK = 5.0
+# Re-sends of a run no worker took back off to at most this far apart.
+RESEND_MAX = 120.0
+# A cache that is out of reach is said in the log at most this often per process.
+CACHE_WARN_EVERY = 30.0
+_cache_warned = 0.0
 _embedded: set[asyncio.Task[None]] = set()
 
 
@@ -141,7 +154,8 @@ def run_create(
 
 async def run_enqueue(*, run: ToolRun) -> None:
     """Hand the run to a worker: a Celery task on the ``tools`` queue, with time limits
-    from the tool's timeout; with no broker (embedded), a task on this loop."""
+    from the tool's timeout; with no broker (embedded), a task on this loop. A send the
+    broker does not take (Redis is down) leaves the run queued: ``_wait`` sends it again."""
     if settings.CELERY_TASK_ALWAYS_EAGER:
         task = asyncio.get_running_loop().create_task(run_execute(run_id=run.pk))
         _embedded.add(task)
@@ -150,37 +164,62 @@ async def run_enqueue(*, run: ToolRun) -> None:
     await db(_apply_async, run=run)
 
 
-def _apply_async(*, run: ToolRun) -> None:
+def _apply_async(*, run: ToolRun) -> bool:
+    """Send the run's task; False when the broker is out of reach (logged)."""
     from agent_app.tasks import tool_run
 
     soft = (run.timeout or DEFAULT_LIMIT) + SOFT_MARGIN
-    sent = tool_run.apply_async(
-        args=[str(run.pk)], soft_time_limit=soft, time_limit=soft + HARD_GRACE
-    )
+    try:
+        # No Celery result: the row holds it. Asking for one would subscribe to the
+        # result backend first, which with Redis down blocks the send for 20 s and then
+        # leaves this process's result consumer broken for good.
+        sent = tool_run.apply_async(
+            args=[str(run.pk)],
+            soft_time_limit=soft,
+            time_limit=soft + HARD_GRACE,
+            ignore_result=True,
+        )
+    except REDIS_ERRORS as exc:
+        logger.warning(
+            "tool run %s: the broker did not take it (%s); it stays queued and is sent again",
+            run.pk,
+            type(exc).__name__,
+        )
+        return False
     ToolRun.objects.filter(pk=run.pk).update(task_id=sent.id)
+    return True
 
 
 async def _wait(*, run_id: Any, done: asyncio.Event, cancel: CancelToken) -> ToolRun:
     """Wait for the run to end: woken by the worker's message, by the person's cancel, or
     every poll interval (the row is read then, and a stale run reaped)."""
+    loop = asyncio.get_running_loop()
     poll = max(0.2, min(5.0, settings.TOOLHUB_RUN_LOST_AFTER / 3))
     cancel_by = None
+    resend = _Resend(loop.time())
+    queued = True
     while True:
         waits = [asyncio.ensure_future(done.wait())]
         if cancel_by is None:
             waits.append(asyncio.ensure_future(cancel.wait()))
+        timeout = resend.wait(poll, loop.time()) if queued else poll
         try:
-            await asyncio.wait(waits, timeout=poll, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for waiting in waits:
                 waiting.cancel()
         done.clear()
         if cancel.cancelled and cancel_by is None:
             await run_cancel(run_id=run_id)
-            cancel_by = asyncio.get_running_loop().time() + CANCEL_GRACE
+            cancel_by = loop.time() + CANCEL_GRACE
         run = await db(run_check, run_id=run_id)
         if run.status in ENDED:
             return run
+        queued = run.status == Status.QUEUED
+        if queued and cancel_by is None and resend.due(loop.time()):
+            # Still queued: the message may be gone with Redis, or never got there.
+            await db(_apply_async, run=run)
+            resend.sent(loop.time())
         if run.started and _past_hard_limit(run, timezone.now(), slack=LOST_SLACK):
             # Whatever the pool (some enforce no limits), the turn does not wait past the
             # tool's hard limit.
@@ -199,6 +238,28 @@ async def _wait(*, run_id: Any, done: asyncio.Event, cancel: CancelToken) -> Too
             )
             if ended is not None:
                 return ended
+
+
+class _Resend:
+    """When a queued run is sent again: ``TOOLHUB_RUN_RESEND_AFTER`` seconds after the last
+    send, then twice as long each time, up to ``RESEND_MAX`` (0 turns re-sending off, as
+    does the embedded default, where no queue can lose the run)."""
+
+    def __init__(self, now: float) -> None:
+        self.every = settings.TOOLHUB_RUN_RESEND_AFTER
+        self.off = self.every <= 0 or settings.CELERY_TASK_ALWAYS_EAGER
+        self.at = now + self.every
+
+    def due(self, now: float) -> bool:
+        return not self.off and now >= self.at
+
+    def sent(self, now: float) -> None:
+        self.every = min(self.every * 2, max(RESEND_MAX, settings.TOOLHUB_RUN_RESEND_AFTER))
+        self.at = now + self.every
+
+    def wait(self, poll: float, now: float) -> float:
+        """How long the wait may sleep: the poll interval, or less when a re-send is due."""
+        return poll if self.off else max(0.2, min(poll, self.at - now))
 
 
 async def run_cancel(*, run_id: Any) -> None:
@@ -222,21 +283,49 @@ def _cancel_key(run_id: Any) -> str:
 
 
 def _cancel_flag(*, run_id: Any) -> ToolRun | None:
-    cache.set(_cancel_key(run_id), True, timeout=3600)
     # Also on a run that has ended: its worker may still be going (a lost run's worker
-    # was only slow), and stops when it sees the flag.
+    # was only slow), and stops when it sees the flag. The row first: it is the flag a
+    # worker still reads while the cache is out of reach.
     ToolRun.objects.filter(pk=run_id).update(cancel_requested=True)
+    try:
+        cache.set(_cancel_key(run_id), True, timeout=3600)
+    except REDIS_ERRORS as exc:
+        _cache_unreachable(exc)
     return ToolRun.objects.filter(pk=run_id, status__in=LIVE).first()
 
 
 def _cancel_asked(*, run_id: Any) -> bool:
-    return cache.get(_cancel_key(run_id)) is True
+    """The quick cancel flag; False while the cache is out of reach (the heartbeat reads
+    the row's flag anyway)."""
+    try:
+        return cache.get(_cancel_key(run_id)) is True
+    except REDIS_ERRORS as exc:
+        _cache_unreachable(exc)
+        return False
+
+
+def _cache_unreachable(exc: BaseException) -> None:
+    global _cache_warned
+    now = time.monotonic()
+    if now - _cache_warned >= CACHE_WARN_EVERY:
+        _cache_warned = now
+        logger.warning(
+            "the cache is out of reach (%s): cancel flags go through the database until it is back",
+            type(exc).__name__,
+        )
 
 
 def _revoke(*, task_id: str) -> None:
     from toolhub.celery import app
 
-    app.control.revoke(task_id)
+    try:
+        app.control.revoke(task_id)
+    except REDIS_ERRORS as exc:
+        # The run is cancelled in its row already: a worker that gets the task finds
+        # nothing to claim.
+        logger.warning(
+            "task %s: not revoked, the broker is out of reach (%s)", task_id, type(exc).__name__
+        )
 
 
 def run_check(*, run_id: Any) -> ToolRun:
@@ -382,9 +471,14 @@ def run_in_worker(*, run_id: str) -> None:
         beat_at = time.monotonic() + settings.TOOLHUB_RUN_HEARTBEAT
         try:
             while not finished.wait(CANCEL_POLL) and not returned.is_set():
+                # The cache flag never holds up the heartbeat: that goes to the database,
+                # and a run whose heartbeat stopped is given up as lost.
                 try:
                     if not stop.cancelled and _cancel_asked(run_id=run_id):
                         stop.cancel()
+                except Exception:
+                    logger.warning("tool run %s: cancel check failed", run_id, exc_info=True)
+                try:
                     if time.monotonic() >= beat_at:
                         beat_at = time.monotonic() + settings.TOOLHUB_RUN_HEARTBEAT
                         if _beat_once(run_id=run_id, latest=latest):

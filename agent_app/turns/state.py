@@ -1,10 +1,13 @@
 """Turn state on the session row: the claim, its lease, and every write of a flush.
 
 One turn per session across processes: ``claim`` is a conditional UPDATE under a row
-lock, and the lease a heartbeat renews lets a claim take over from a process that died
-(closing that turn: its unanswered calls get ``lost`` results, then ``turn_failed``).
-``persist`` stores a flush's events, the provider call, the loaded-set checkpoint and the
-release in one transaction.
+lock, and the claim is a lease its owner's heartbeat renews. A turn whose lease ran out
+(its process died or stalled) is closed, by the next claim or by any server's reaper
+(``turns_reap``): its unanswered calls get ``lost`` results, then ``turn_failed`` with
+code ``lost``, and the session is free. The lease, the heartbeat and the reaper's round
+are fractions of ``TOOLHUB_TURN_LOST_AFTER`` chosen so that a dead owner's turn ends
+within that bound (docs/faults.md). ``persist`` stores a flush's events, the provider
+call, the loaded-set checkpoint and the release in one transaction.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from __future__ import annotations
 from datetime import UTC, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -22,7 +27,24 @@ from agent_app.turns.runs import runs_cancel_for_turn
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
 from sessions_app.services import events_append, rows_insert
 
-LEASE = timedelta(seconds=60)
+# Shares of TOOLHUB_TURN_LOST_AFTER. A lease renewed just before its owner died runs out
+# after LEASE_SHARE of the bound, and a reaper round comes within REAP_SHARE more: the
+# turn ends by 0.8 of the bound, the rest is slack for the reaper's own queries. The
+# heartbeat renews three times per lease, so two missed beats (a busy loop) lose nothing.
+LEASE_SHARE = 0.6
+REAP_SHARE = 0.2
+
+
+def lease() -> timedelta:
+    return timedelta(seconds=settings.TOOLHUB_TURN_LOST_AFTER * LEASE_SHARE)
+
+
+def heartbeat_seconds() -> float:
+    return settings.TOOLHUB_TURN_LOST_AFTER * LEASE_SHARE / 3
+
+
+def reap_seconds() -> float:
+    return settings.TOOLHUB_TURN_LOST_AFTER * REAP_SHARE
 
 
 class LostClaim(Exception):
@@ -93,12 +115,12 @@ def _claim_row(
         f"(SELECT version FROM {agents} WHERE {agents}.id = agent_id) AS agent_version, "
         f"(SELECT updated FROM {agents} WHERE {agents}.id = agent_id) AS agent_updated"
     )
-    lease = meta.get_field("turn_lease").get_db_prep_save(now + LEASE, connection)
+    until = meta.get_field("turn_lease").get_db_prep_save(now + lease(), connection)
     stamp = meta.get_field("updated").get_db_prep_save(now, connection)
     params = [
         turn_id,
         channel,
-        lease,
+        until,
         stamp,
         title,
         reserve,
@@ -107,13 +129,14 @@ def _claim_row(
     return next(iter(ChatSession.objects.raw(sql, params)), None)
 
 
-def _close_abandoned(*, session_id: Any, turn_id: str) -> None:
-    """Pair every call of a turn whose process died, then end it as failed."""
+def _close_abandoned(*, session_id: Any, turn_id: str) -> list[SessionEvent]:
+    """Pair every call of a turn whose process died, then end it as ``lost``; returns the
+    events written (none when the turn had already ended)."""
     events = list(
         SessionEvent.objects.filter(session_id=session_id, turn=turn_id).values_list("kind", "data")
     )
     if any(kind in ("turn_finished", "turn_failed") for kind, _ in events):
-        return
+        return []
     answered = {data.get("call_id") for kind, data in events if kind == "tool_result"}
     items = [
         (
@@ -122,19 +145,56 @@ def _close_abandoned(*, session_id: Any, turn_id: str) -> None:
                 "call_id": data["call_id"],
                 "name": data["name"],
                 "status": "lost",
-                "content": "The server stopped while this tool ran; it did not finish.",
-                "reason": "server restarted",
+                "content": "The server running this turn stopped while this tool ran; "
+                "it did not finish.",
+                "reason": "lost",
             },
         )
         for kind, data in events
         if kind == "tool_call" and data.get("call_id") not in answered
     ]
     items.append(
-        ("turn_failed", {"code": "interrupted", "message": "the server stopped during this turn"})
+        (
+            "turn_failed",
+            {"code": "lost", "message": "the server running this turn stopped; it was ended"},
+        )
     )
-    events_append(session_id=session_id, turn=turn_id, items=items)
+    written = events_append(session_id=session_id, turn=turn_id, items=items)
     # Its worker runs were reported lost above: they must not go on doing things.
     runs_cancel_for_turn(session_id=session_id, turn=turn_id)
+    return written or []
+
+
+def turns_reap(*, keep: frozenset[str] = frozenset()) -> list[tuple[Any, list[SessionEvent]]]:
+    """End every turn whose lease ran out, except those in ``keep`` (the caller's own live
+    turns: a process never takes its own turn for dead). Returns each freed session with
+    the events that ended its turn, for the caller to send to the session's group."""
+    now = timezone.now()
+    # The partial index on turn_lease covers exactly the claimed rows.
+    stale = list(
+        ChatSession.objects.exclude(turn_id="")
+        .filter(Q(turn_lease__lt=now) | Q(turn_lease__isnull=True))
+        .exclude(turn_id__in=keep)
+        .values_list("pk", flat=True)[:100]
+    )
+    freed = []
+    for session_id in stale:
+        with transaction.atomic():
+            row = (
+                ChatSession.objects.select_for_update()
+                .filter(pk=session_id)
+                .values("turn_id", "turn_lease")
+                .first()
+            )
+            # Claimed again, renewed or released since the scan: not this round's.
+            if row is None or not row["turn_id"]:
+                continue
+            if row["turn_lease"] is not None and row["turn_lease"] >= timezone.now():
+                continue
+            events = _close_abandoned(session_id=session_id, turn_id=row["turn_id"])
+            release(session_id=session_id, turn_id=row["turn_id"])
+        freed.append((session_id, events))
+    return freed
 
 
 def release(*, session_id: Any, turn_id: str) -> None:
@@ -145,7 +205,7 @@ def release(*, session_id: Any, turn_id: str) -> None:
 
 def renew(*, session_id: Any, turn_id: str) -> None:
     ChatSession.objects.filter(pk=session_id, turn_id=turn_id).update(
-        turn_lease=timezone.now() + LEASE
+        turn_lease=timezone.now() + lease()
     )
 
 

@@ -13,6 +13,7 @@ from django.core.cache import cache
 
 from agent_app.turns.loop import db
 from sessions_app.notify import notify_tail
+from toolhub.outage import REDIS_ERRORS
 from toolhub.tools import TailUpdate
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ class TailPump:
         # leave in the order of the output.
         self._send_lock = asyncio.Lock()
         self._closed = False
+        self._unsent = False
 
     def on_update(self, update: TailUpdate) -> None:
         # Called from the tool's thread or the loop; only the latest update matters, and
@@ -70,7 +72,20 @@ class TailPump:
             self._last = time.monotonic()
             frame = tail_frame(self._call_id, update)
             # The socket first: keeping the tail for a later resume is off the live path.
-            await notify_tail(self._session_id, frame)
+            try:
+                await notify_tail(self._session_id, frame)
+            except REDIS_ERRORS as exc:
+                # Tails are live only: one the channel layer did not take (Redis is down)
+                # is dropped, and the tool goes on; said once per outage of this call.
+                if not self._unsent:
+                    logger.warning(
+                        "tail of %s not sent (%s); later ones are tried",
+                        self._call_id,
+                        type(exc).__name__,
+                    )
+                self._unsent = True
+            else:
+                self._unsent = False
             with contextlib.suppress(Exception):
                 await db(
                     _tails_put, session_id=self._session_id, call_id=self._call_id, frame=frame

@@ -846,6 +846,61 @@ async def test_a_resume_past_the_end_replays_nothing_but_still_gets_what_comes_n
     await socket.disconnect()
 
 
+async def test_a_turn_whose_process_died_is_ended_by_the_reaper_without_a_new_message(
+    owner, model, lab
+):
+    from agent_app.turns import reap_once
+
+    session = await new_session(owner)
+    await _abandon_a_turn(session)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "resume", "after_seq": 0})
+    await until(socket, ("tool_call",))
+
+    # A round now (this process's own reaper, running since an earlier turn, may be first).
+    await reap_once()
+    ended = await until(socket, ("turn_failed",))
+
+    dead = events(ended)
+    assert [(f["kind"], f["data"].get("status")) for f in dead] == [
+        ("tool_result", "lost"),
+        ("turn_failed", None),
+    ]
+    assert dead[-1]["data"]["code"] == "lost"
+    frames = await chat(socket, "after the crash")
+    assert events(frames)[-1]["data"]["reason"] == "end_turn"
+    assert await reap_once() == 0
+    await socket.disconnect()
+
+
+async def test_the_reaper_never_ends_a_turn_of_its_own_process_whose_lease_lapsed(
+    owner, model, lab
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agent_app.turns import reap_once
+    from sessions_app.models import ChatSession
+
+    hold = threading.Event()
+    model.replies.append(Reply(text="slow but alive", hold=hold))
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "chat", "text": "first"})
+    await until(socket, ("text_delta",))
+    # A loop that stalled past its lease: slow, not dead.
+    await database_sync_to_async(ChatSession.objects.filter(pk=session.pk).update)(
+        turn_lease=timezone.now() - timedelta(seconds=1)
+    )
+
+    assert await reap_once() == 0
+    hold.set()
+    frames = await until(socket, ("turn_finished",))
+    assert events(frames)[-1]["data"]["reason"] == "end_turn"
+    await socket.disconnect()
+
+
 async def test_a_runner_that_lost_its_claim_stops_writing(owner, model, lab):
     from datetime import timedelta
 
@@ -874,7 +929,7 @@ async def test_a_runner_that_lost_its_claim_stops_writing(owner, model, lab):
     log = await stored(session.pk)
     first = [e for e in log if e["turn"] == log[0]["turn"]]
     assert first[-1]["kind"] == "turn_failed"
-    assert first[-1]["data"]["code"] == "interrupted"
+    assert first[-1]["data"]["code"] == "lost"
     assert events(closed)[-1]["turn"] == log[0]["turn"]
     assert [e["seq"] for e in log] == list(range(1, len(log) + 1))
     assert events(frames)[-1]["data"]["reason"] == "end_turn"

@@ -74,3 +74,11 @@ def test_redis_refuses_clients_without_the_password(compose):
         "default off",
         "toolhub on >s3cret-check ~* &* +@all",
     ]
+
+
+def test_every_long_running_service_comes_back_when_it_dies_and_the_migration_does_not(compose):
+    services = compose["services"]
+
+    for name in ("postgres", "redis", "web", "worker"):
+        assert services[name].get("restart") == "unless-stopped", f"{name} is not restarted"
+    assert services["migrate"].get("restart", "no") == "no"

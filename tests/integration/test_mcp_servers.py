@@ -341,6 +341,20 @@ def test_a_server_that_could_not_work_is_refused_with_the_reason(staff, api):
     assert not McpServer.objects.exists()
 
 
+def test_a_second_server_with_a_taken_name_is_a_conflict_and_the_first_is_kept(staff, api):
+    body = {"transport": "stdio", "command": "true"}
+    first = api(staff).post("/api/mcp-servers/", {"name": "twin", **body}, format="json")
+    second = api(staff).post(
+        "/api/mcp-servers/", {"name": "twin", **body, "command": "false"}, format="json"
+    )
+    newline = api(staff).post("/api/mcp-servers/", {"name": "twin2\n", **body}, format="json")
+
+    assert first.status_code == 201
+    assert (second.status_code, second.json()["code"]) == (409, "conflict")
+    assert newline.status_code == 400
+    assert list(McpServer.objects.values_list("name", "command")) == [("twin", "true")]
+
+
 def test_the_ops_page_shows_each_server_and_disabling_one_takes_its_tools_away(
     staff, client, password, demo_server
 ):

@@ -1,5 +1,5 @@
 """`make run`'s script on a machine with Redis: daphne serves, and a real Celery worker
-starts beside it and stops with it."""
+starts beside it, is started again when it dies, and stops with it."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import httpx
 
 from tests.conftest import ROOT, app_env, free_port
+from tests.integration.faults import redis_server
 
 
 def _wait_healthy(url: str, process: subprocess.Popen, seconds: float = 90) -> httpx.Response:
@@ -37,41 +39,87 @@ def _ping_workers(env: dict[str, str]) -> str:
     return result.stdout + result.stderr
 
 
-def test_with_redis_the_run_script_serves_and_runs_a_worker_that_stops_with_it(tmp_path, redis_url):
-    # A Redis database of its own, so no other test's queue is touched.
-    isolated = redis_url.rsplit("/", 1)[0] + "/7"
-    port = free_port()
-    env = app_env(tmp_path, REDIS_URL=isolated, PORT=str(port))
-    env["PATH"] = f"{ROOT / '.venv/bin'}:{env['PATH']}"
-    process = subprocess.Popen(
-        [str(ROOT / "bin/run")],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        health = _wait_healthy(f"http://127.0.0.1:{port}/healthz", process)
-        assert health.status_code == 200
-        assert health.json()["checks"]["broker"]["detail"] == "redis"
-        deadline = time.monotonic() + 60
-        replies = _ping_workers(env)
-        while "pong" not in replies and time.monotonic() < deadline:
-            replies = _ping_workers(env)
-        assert "pong" in replies
-    finally:
-        # Ctrl-C in a terminal signals the whole foreground process group.
-        os.killpg(process.pid, signal.SIGINT)
-        stopped_by_ctrl_c = True
-        try:
-            output, _ = process.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            stopped_by_ctrl_c = False
-            os.killpg(process.pid, signal.SIGKILL)
-            output, _ = process.communicate()
+def _worker_answers(env: dict[str, str], seconds: float = 60) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if "pong" in _ping_workers(env):
+            return True
+    return False
 
-    assert stopped_by_ctrl_c
-    assert "Sign in at" in output
-    assert "No nodes replied" in _ping_workers(env)
+
+def _processes(session: int) -> dict[int, tuple[int, list[bytes]]]:
+    """The processes of ``session``: pid -> (parent pid, command line)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(stat[3]) == session:
+            found[int(entry.name)] = (int(stat[1]), command)
+    return found
+
+
+def _workers(session: int) -> list[int]:
+    """Pids of the Celery workers that bin/run started (not their pool processes)."""
+    processes = _processes(session)
+    return [
+        pid
+        for pid, (parent, command) in processes.items()
+        if b"worker" in command
+        and any(part.endswith(b"bin/run") for part in processes.get(parent, (0, []))[1])
+    ]
+
+
+def test_with_redis_the_run_script_serves_and_keeps_a_worker_that_stops_with_it(tmp_path):
+    with redis_server() as redis:
+        port = free_port()
+        env = app_env(tmp_path, REDIS_URL=redis.url(), PORT=str(port))
+        env["PATH"] = f"{ROOT / '.venv/bin'}:{env['PATH']}"
+        log = tmp_path / "run.log"
+        process = subprocess.Popen(
+            [str(ROOT / "bin/run")],
+            cwd=ROOT,
+            env=env,
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            health = _wait_healthy(f"http://127.0.0.1:{port}/healthz", process)
+            assert health.status_code == 200
+            assert health.json()["checks"]["broker"]["detail"] == "redis"
+            assert _worker_answers(env)
+
+            # A worker that dies (here: killed) is started again, and answers.
+            (first,) = _workers(process.pid)
+            os.kill(first, signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while _workers(process.pid) in ([], [first]):
+                assert time.monotonic() < deadline, f"no new worker:\n{log.read_text()[-3000:]}"
+                time.sleep(0.2)
+            (second,) = _workers(process.pid)
+            assert second != first
+            assert _worker_answers(env)
+        finally:
+            # Ctrl-C in a terminal signals the whole foreground process group.
+            os.killpg(process.pid, signal.SIGINT)
+            stopped_by_ctrl_c = True
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                stopped_by_ctrl_c = False
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+        output = log.read_text()
+        assert stopped_by_ctrl_c, output[-3000:]
+        assert "Sign in at" in output
+        assert "the Celery worker died (status 137); starting it again" in output
+        assert "No nodes replied" in _ping_workers(env)
+        # Nothing of it is left (the pool processes of the killed worker go on their own).
+        deadline = time.monotonic() + 15
+        while (left := _processes(process.pid)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert left == {}

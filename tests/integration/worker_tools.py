@@ -41,13 +41,19 @@ async def flood(megabytes: int = 50, ctx: ToolContext | None = None) -> str:
 
 
 @function(runs_on="worker", timeout=120)
-async def sleeper(seconds: float = 30, marker: str = "", ctx: ToolContext | None = None) -> str:
+async def sleeper(
+    seconds: float = 30, marker: str = "", tally: str = "", ctx: ToolContext | None = None
+) -> str:
     """Sleep, printing a line a second; on cancel, note the cleanup in ``marker``.
 
     Args:
         seconds: How long to sleep.
         marker: A file that records the cleanup.
+        tally: A file that gets a line each time the tool starts.
     """
+    if tally:
+        with open(tally, "a") as file:  # noqa: ASYNC230 (a test's side effect)
+            file.write("ran\n")
     try:
         for second in range(int(seconds)):
             ctx.update(f"second {second}\n")

@@ -38,7 +38,7 @@ def _names(field: str, value: Any) -> tuple[str, ...]:
     for item in value:
         if not isinstance(item, str):
             raise IntentError(f"'{field}' must hold tool names (strings), not {item!r}")
-        if not NAME_PATTERN.match(item):
+        if not NAME_PATTERN.fullmatch(item):
             raise IntentError(f"'{field}': {item!r} is not a valid tool name")
         names[item] = None
     # Duplicates collapse; the person's order is kept (it is theirs, and short).

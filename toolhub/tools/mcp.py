@@ -62,16 +62,16 @@ MAX_RESULT_TEXT = 1_000_000
 CLOSE_SECONDS = 8.0
 # A server may ask for a tool to stay resident (or be deferred) through the tool's _meta.
 DEFER_META_KEY = "toolhub/defer"
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,200}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,200}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
 
 
 def clean_text(text: str | None, limit: int) -> str:
     """Untrusted text, made safe to show and to prompt with: control and bidi characters
     removed (newlines and tabs kept), cut to ``limit`` characters with an ellipsis."""
-    cleaned = _CONTROL.sub("", text or "").strip()
+    cleaned = CONTROL_CHARS.sub("", text or "").strip()
     if len(cleaned) > limit:
         cleaned = cleaned[: limit - 1].rstrip() + "…"
     return cleaned
@@ -80,7 +80,7 @@ def clean_text(text: str | None, limit: int) -> str:
 def tool_name(server: str, remote: str) -> str:
     """The registry name of ``server``'s tool ``remote`` (the scheme in the docstring)."""
     name = f"{server}{SEPARATOR}{remote}"
-    if NAME_PATTERN.match(name):
+    if NAME_PATTERN.fullmatch(name):
         return name
     digest = hashlib.sha256(remote.encode()).hexdigest()[:8]
     room = MAX_NAME - len(server) - len(SEPARATOR) - 1 - len(digest)
@@ -105,7 +105,7 @@ class McpServerConfig:
     allowlist: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
-        if not SERVER_NAME.match(self.name):
+        if not SERVER_NAME.fullmatch(self.name):
             raise ValueError(
                 f"MCP server name {self.name!r} must be lowercase letters, digits and "
                 "hyphens, at most 24 characters"
@@ -119,15 +119,15 @@ class McpServerConfig:
         if self.timeout <= 0:
             raise ValueError("timeout must be positive")
         for key, value in self.headers:
-            if not _HEADER_NAME.match(key):
+            if not HEADER_NAME.match(key):
                 raise ValueError(f"header name {key[:60]!r} is not a valid HTTP header name")
-            if value != value.strip() or _CONTROL.search(value):
+            if value != value.strip() or CONTROL_CHARS.search(value):
                 # Checked here, not by the HTTP client, whose error would quote the value.
                 raise ValueError(
                     f"the value of header {key} has surrounding spaces or control characters"
                 )
         for key, _value in self.env:
-            if not _ENV_NAME.match(key):
+            if not ENV_NAME.match(key):
                 raise ValueError(f"environment name {key[:60]!r} is not a valid variable name")
 
     def redact(self, text: str) -> str:
@@ -247,7 +247,7 @@ def result_text(result: Any) -> ToolResult:
             parts.append(f"[{clean_text(kind, 40) or 'unknown'} content]")
     if not parts and result.structured_content is not None:
         parts.append(canonical_json(result.structured_content))
-    text = _CONTROL.sub("", "\n".join(parts))[:MAX_RESULT_TEXT]
+    text = CONTROL_CHARS.sub("", "\n".join(parts))[:MAX_RESULT_TEXT]
     if result.is_error:
         return ToolResult(
             content=text or "the MCP server reported an error", is_error=True, status="error"

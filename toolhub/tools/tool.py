@@ -107,7 +107,7 @@ class Tool:
     _wants_ctx: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not NAME_PATTERN.match(self.name):
+        if not NAME_PATTERN.fullmatch(self.name):
             raise ValueError(f"tool name {self.name!r} must match {NAME_PATTERN.pattern}")
         if self.runs_on not in RUNS_ON:
             raise ValueError(f"{self.name}: runs_on must be one of {RUNS_ON}")

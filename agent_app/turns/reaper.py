@@ -1,0 +1,58 @@
+"""The turn reaper: every process that serves turns ends the turns whose owner died.
+
+A turn's claim is a lease its owner renews (``state``). When the owner process is gone,
+nobody renews it; a round of the reaper, every ``reap_seconds()`` on a loop of this
+process, ends each such turn (``lost`` results for its open calls, ``turn_failed`` with
+code ``lost``, the session released) and sends those events to the session's group, so a
+page on any server shows the turn ended without a manual Stop (docs/faults.md).
+
+There is one reaper per process. It starts with the server (``toolhub.serve`` starts it
+as the server's loop starts, before any request), on the first request otherwise, and on
+whatever loop spawns a turn outside a server; a reaper whose loop closed is started again
+on the next of these. It never takes this process's own live turns: a loop that stalled
+past its lease is slow, not gone (another process may still take them; the owner then
+stops at its next write, ``LostClaim``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from agent_app.turns.loop import db, live_turns
+from agent_app.turns.state import reap_seconds, turns_reap
+from sessions_app.notify import notify_events
+
+logger = logging.getLogger(__name__)
+
+_reaper: asyncio.Task[None] | None = None
+
+
+def reaper_start() -> None:
+    """Make sure this process's reaper runs (on the running loop, if it has none)."""
+    global _reaper
+    if _reaper is not None and not _reaper.done() and not _reaper.get_loop().is_closed():
+        return
+    _reaper = asyncio.get_running_loop().create_task(_reap_forever(), name="turn reaper")
+
+
+async def reap_once() -> int:
+    """One round: end every abandoned turn and tell its session. Returns how many."""
+    freed = await db(turns_reap, keep=live_turns())
+    for session_id, events in freed:
+        logger.warning("ended turn %s: its server stopped", events[-1].turn if events else "?")
+        # The events are stored; a socket that misses this send reads them on resume.
+        with contextlib.suppress(Exception):
+            await notify_events(session_id, events)
+    return len(freed)
+
+
+async def _reap_forever() -> None:
+    while True:
+        try:
+            await reap_once()
+        except Exception:
+            # The database may be restarting: the next round tries again.
+            logger.warning("the turn reaper's round failed", exc_info=True)
+        await asyncio.sleep(reap_seconds())
