@@ -150,7 +150,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Tests get a file too, as the product has: Django's default in-memory test database
     # is shared-cache, where a write beside a read fails at once ("table is locked")
     # instead of waiting, and turns write from several threads (their heartbeat).
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
+    # One per test run, so two runs on one checkout do not share it.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -208,6 +209,11 @@ if REDIS_URL:
     # kombu's Redis transport, fixed so that a worker survives a Redis restart while it
     # runs a task (toolhub.broker).
     CELERY_BROKER_TRANSPORT = "toolhub.broker:Transport"
+    if REDIS_URL.startswith("rediss://"):
+        # kombu turns TLS on from the URL's scheme only for its own transport name.
+        import ssl
+
+        CELERY_BROKER_USE_SSL = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
     CELERY_RESULT_BACKEND = REDIS_URL
     CELERY_TASK_ALWAYS_EAGER = False
 else:

@@ -126,8 +126,6 @@ async def turn_start(
         started=started,
     )
     spawn(runner)
-    # Outside a server (tests, commands) the loop that runs turns also ends dead ones.
-    reaper_start()
     return turn_id
 
 

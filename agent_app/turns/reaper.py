@@ -6,22 +6,24 @@ process, ends each such turn (``lost`` results for its open calls, ``turn_failed
 code ``lost``, the session released) and sends those events to the session's group, so a
 page on any server shows the turn ended without a manual Stop (docs/faults.md).
 
-There is one reaper per process. It starts with the server (``toolhub.serve`` starts it
-as the server's loop starts, before any request), on the first request otherwise, and on
-whatever loop spawns a turn outside a server; a reaper whose loop closed is started again
-on the next of these. It never takes this process's own live turns: a loop that stalled
-past its lease is slow, not gone (another process may still take them; the owner then
-stops at its next write, ``LostClaim``).
+There is one reaper per server process. It starts with the server (``toolhub.serve``
+starts it as the server's loop starts, before any request), or on the first request. It
+never takes this process's own live turns: a loop that stalled past its lease is slow,
+not gone. Another process may still take them (as may a new claim on the session); the
+owner's heartbeat then finds the lease gone and cancels the turn, whose next write finds
+the claim lost and writes nothing (``LostClaim``). After a round that failed (the
+database away), the next waits a whole lease: every owner's heartbeat failed too, and
+must get a chance to renew before their leases are taken for dead. Leases are stamped
+with each server's clock: servers are assumed to keep time (NTP), within a few seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from agent_app.turns.loop import db, live_turns
-from agent_app.turns.state import reap_seconds, turns_reap
+from agent_app.turns.state import lease, reap_seconds, turns_reap
 from sessions_app.notify import notify_events
 
 logger = logging.getLogger(__name__)
@@ -42,9 +44,11 @@ async def reap_once() -> int:
     freed = await db(turns_reap, keep=live_turns())
     for session_id, events in freed:
         logger.warning("ended turn %s: its server stopped", events[-1].turn if events else "?")
-        # The events are stored; a socket that misses this send reads them on resume.
-        with contextlib.suppress(Exception):
+        try:
             await notify_events(session_id, events)
+        except Exception as exc:
+            # The events are stored; a socket that misses this send reads them on resume.
+            logger.warning("session %s: its ended turn not sent live (%s)", session_id, exc)
     return len(freed)
 
 
@@ -53,6 +57,9 @@ async def _reap_forever() -> None:
         try:
             await reap_once()
         except Exception:
-            # The database may be restarting: the next round tries again.
+            # The database may be restarting. Every owner's heartbeat failed meanwhile too,
+            # so leases ran out with nobody dead: the next round waits a whole lease, time
+            # for the live owners to renew once the database is back.
             logger.warning("the turn reaper's round failed", exc_info=True)
+            await asyncio.sleep(lease().total_seconds())
         await asyncio.sleep(reap_seconds())

@@ -633,8 +633,18 @@ class TurnRunner:
     async def _heartbeat(self) -> None:
         while True:
             await asyncio.sleep(heartbeat_seconds())
-            with contextlib.suppress(Exception):
-                await db(renew, session_id=self.session_id, turn_id=self.turn_id)
+            try:
+                held = await db(renew, session_id=self.session_id, turn_id=self.turn_id)
+            except Exception as exc:
+                # The database may be restarting: the next beat tries again.
+                logger.warning("turn %s: lease not renewed (%s)", self.turn_id, type(exc).__name__)
+                continue
+            if not held:
+                # Taken over (this lease ran out): what runs for this turn stops now, not
+                # at its next write (which then finds the claim lost and writes nothing).
+                logger.warning("turn %s lost its claim; stopping its tools", self.turn_id)
+                self.cancel.cancel()
+                return
 
     async def _sleep_or_cancel(self, seconds: float) -> bool:
         with contextlib.suppress(TimeoutError):

@@ -186,7 +186,8 @@ def _apply_async(*, run: ToolRun) -> bool:
             type(exc).__name__,
         )
         return False
-    ToolRun.objects.filter(pk=run.pk).update(task_id=sent.id)
+    # The first send's id is kept: a re-sent copy finds the run claimed or cancelled.
+    ToolRun.objects.filter(pk=run.pk, task_id="").update(task_id=sent.id)
     return True
 
 
@@ -336,11 +337,17 @@ def run_check(*, run_id: Any) -> ToolRun:
 
 
 def runs_cancel_for_turn(*, session_id: Any, turn: str) -> None:
-    """Ask every live run of a turn that ended without them to stop."""
+    """Stop every live run of a turn that ended without them: a queued one ends cancelled
+    here (no worker will start it), a running one is asked to stop."""
     for run_id in ToolRun.objects.filter(
         session_id=session_id, turn=turn, status__in=LIVE
     ).values_list("pk", flat=True):
         _cancel_flag(run_id=run_id)
+        _run_cancelled(
+            run_id=run_id,
+            content="Cancelled before a worker started it: its turn ended.",
+            only_from=(Status.QUEUED,),
+        )
 
 
 def runs_reap() -> int:
@@ -577,7 +584,11 @@ async def run_execute(
 
 def _claim(*, run_id: Any) -> ToolRun | None:
     now = timezone.now()
-    claimed = ToolRun.objects.filter(pk=run_id, status=Status.QUEUED).update(
+    # A run asked to stop before it started (its turn ended) is never started, whichever
+    # copy of its message arrives.
+    claimed = ToolRun.objects.filter(
+        pk=run_id, status=Status.QUEUED, cancel_requested=False
+    ).update(
         status=Status.RUNNING,
         started=now,
         heartbeat=now,

@@ -12,11 +12,12 @@ call, the loaded-set checkpoint and the release in one transaction.
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -31,6 +32,8 @@ from sessions_app.services import events_append, rows_insert
 # after LEASE_SHARE of the bound, and a reaper round comes within REAP_SHARE more: the
 # turn ends by 0.8 of the bound, the rest is slack for the reaper's own queries. The
 # heartbeat renews three times per lease, so two missed beats (a busy loop) lose nothing.
+logger = logging.getLogger(__name__)
+
 LEASE_SHARE = 0.6
 REAP_SHARE = 0.2
 
@@ -168,7 +171,8 @@ def _close_abandoned(*, session_id: Any, turn_id: str) -> list[SessionEvent]:
 def turns_reap(*, keep: frozenset[str] = frozenset()) -> list[tuple[Any, list[SessionEvent]]]:
     """End every turn whose lease ran out, except those in ``keep`` (the caller's own live
     turns: a process never takes its own turn for dead). Returns each freed session with
-    the events that ended its turn, for the caller to send to the session's group."""
+    the events that ended its turn, for the caller to send to the session's group. A row
+    that cannot be closed is logged and skipped: it never holds up the others."""
     now = timezone.now()
     # The partial index on turn_lease covers exactly the claimed rows.
     stale = list(
@@ -179,22 +183,34 @@ def turns_reap(*, keep: frozenset[str] = frozenset()) -> list[tuple[Any, list[Se
     )
     freed = []
     for session_id in stale:
-        with transaction.atomic():
-            row = (
-                ChatSession.objects.select_for_update()
-                .filter(pk=session_id)
-                .values("turn_id", "turn_lease")
-                .first()
-            )
-            # Claimed again, renewed or released since the scan: not this round's.
-            if row is None or not row["turn_id"]:
-                continue
-            if row["turn_lease"] is not None and row["turn_lease"] >= timezone.now():
-                continue
-            events = _close_abandoned(session_id=session_id, turn_id=row["turn_id"])
-            release(session_id=session_id, turn_id=row["turn_id"])
-        freed.append((session_id, events))
+        try:
+            events = _reap_one(session_id)
+        except (InterfaceError, OperationalError):
+            raise
+        except Exception:
+            logger.exception("session %s: its abandoned turn could not be closed", session_id)
+            continue
+        if events is not None:
+            freed.append((session_id, events))
     return freed
+
+
+def _reap_one(session_id: Any) -> list[SessionEvent] | None:
+    with transaction.atomic():
+        row = (
+            ChatSession.objects.select_for_update()
+            .filter(pk=session_id)
+            .values("turn_id", "turn_lease")
+            .first()
+        )
+        # Claimed again, renewed or released since the scan: not this round's.
+        if row is None or not row["turn_id"]:
+            return None
+        if row["turn_lease"] is not None and row["turn_lease"] >= timezone.now():
+            return None
+        events = _close_abandoned(session_id=session_id, turn_id=row["turn_id"])
+        release(session_id=session_id, turn_id=row["turn_id"])
+    return events
 
 
 def release(*, session_id: Any, turn_id: str) -> None:
@@ -203,9 +219,12 @@ def release(*, session_id: Any, turn_id: str) -> None:
     )
 
 
-def renew(*, session_id: Any, turn_id: str) -> None:
-    ChatSession.objects.filter(pk=session_id, turn_id=turn_id).update(
-        turn_lease=timezone.now() + lease()
+def renew(*, session_id: Any, turn_id: str) -> bool:
+    """Extend the turn's lease; False when the session is no longer this turn's."""
+    return bool(
+        ChatSession.objects.filter(pk=session_id, turn_id=turn_id).update(
+            turn_lease=timezone.now() + lease()
+        )
     )
 
 

@@ -426,13 +426,16 @@ async def test_a_socket_that_resumes_while_a_worker_tool_runs_gets_its_current_t
     await late.disconnect()
 
 
-def _live_run(owner, turn, **fields):
+def _live_run(owner, turn, *, session=None, call_id="toolu_x", **fields):
     from agent_app.models import ToolRun
     from sessions_app.services import session_create
 
-    session = session_create(user=owner)
     return ToolRun.objects.create(
-        session=session, turn=turn, call_id="toolu_x", tool="sleeper", **fields
+        session=session or session_create(user=owner),
+        turn=turn,
+        call_id=call_id,
+        tool="sleeper",
+        **fields,
     )
 
 
@@ -455,17 +458,25 @@ def test_a_run_given_up_as_lost_is_told_to_stop(owner, tools):
     assert _cancel_asked(run_id=run.pk)
 
 
-def test_the_runs_of_a_turn_whose_server_died_are_told_to_stop(owner, tools):
-    from agent_app.turns.runs import _cancel_asked
+def test_the_runs_of_a_turn_whose_server_died_are_stopped_and_a_late_copy_starts_none(owner, tools):
+    from agent_app.turns.runs import _cancel_asked, _claim
     from agent_app.turns.state import _close_abandoned
 
-    run = _live_run(owner, "dead-turn", status="queued")
+    queued = _live_run(owner, "dead-turn", status="queued")
+    running = _live_run(
+        owner, "dead-turn", session=queued.session, status="running", call_id="toolu_2"
+    )
 
-    _close_abandoned(session_id=run.session_id, turn_id="dead-turn")
+    _close_abandoned(session_id=queued.session_id, turn_id="dead-turn")
 
-    run.refresh_from_db()
-    assert run.cancel_requested
-    assert _cancel_asked(run_id=run.pk)
+    queued.refresh_from_db()
+    running.refresh_from_db()
+    # The queued one will never start, whichever copy of its message a worker gets.
+    assert queued.status == "cancelled"
+    assert _claim(run_id=queued.pk) is None
+    # The running one is told to stop.
+    assert running.cancel_requested
+    assert _cancel_asked(run_id=running.pk)
 
 
 async def test_bash_output_with_nul_bytes_reaches_the_chat_and_the_run_with_markers(

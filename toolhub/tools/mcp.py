@@ -119,7 +119,7 @@ class McpServerConfig:
         if self.timeout <= 0:
             raise ValueError("timeout must be positive")
         for key, value in self.headers:
-            if not HEADER_NAME.match(key):
+            if not HEADER_NAME.fullmatch(key):
                 raise ValueError(f"header name {key[:60]!r} is not a valid HTTP header name")
             if value != value.strip() or CONTROL_CHARS.search(value):
                 # Checked here, not by the HTTP client, whose error would quote the value.
@@ -127,7 +127,7 @@ class McpServerConfig:
                     f"the value of header {key} has surrounding spaces or control characters"
                 )
         for key, _value in self.env:
-            if not ENV_NAME.match(key):
+            if not ENV_NAME.fullmatch(key):
                 raise ValueError(f"environment name {key[:60]!r} is not a valid variable name")
 
     def redact(self, text: str) -> str:
