@@ -187,13 +187,29 @@ class ProfileExportView(APIView):
 
 class ProfileImportView(APIView):
     @extend_schema(
-        request=inline_serializer("ProfileImport", {"profiles": ProfilesImportField()}),
+        request=inline_serializer(
+            "ProfileImport",
+            {
+                "profiles": ProfilesImportField(),
+                "active": serializers.CharField(
+                    required=False,
+                    help_text="functions_meta.json: the profile new chats start with",
+                ),
+            },
+        ),
         responses={
             201: inline_serializer(
                 "ProfileImportReport",
                 {
                     "created": serializers.ListField(child=serializers.CharField()),
                     "unknown_tools": serializers.DictField(),
+                    "mapped": serializers.DictField(
+                        child=serializers.CharField(),
+                        help_text="Names of the file not imported as they stood, and why",
+                    ),
+                    "active": serializers.CharField(
+                        help_text="What the file's 'active' did to new chats ('' without one)"
+                    ),
                 },
             ),
             **error_responses(409),
@@ -202,7 +218,13 @@ class ProfileImportView(APIView):
     def post(self, request: Request) -> Response:
         report = services.profile_import(user=request.user, data=json_object(request))
         return Response(
-            {"created": list(report.created), "unknown_tools": report.unknown_tools}, status=201
+            {
+                "created": list(report.created),
+                "unknown_tools": report.unknown_tools,
+                "mapped": report.mapped,
+                "active": report.active,
+            },
+            status=201,
         )
 
 

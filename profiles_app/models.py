@@ -123,3 +123,36 @@ class DisablesGeneration(models.Model):
 
     def __str__(self) -> str:
         return f"global disables generation {self.token}"
+
+
+class NewChatDefault(models.Model):
+    """The toolset a person's new chats start with (unless the chat's agent names its own):
+    one of their profiles or a shared one (``profile``, so a rename follows it and a delete
+    clears it), or a preset by name. Neither: the built-in ``default``."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        primary_key=True,
+        on_delete=models.CASCADE,
+        related_name="new_chat_default",
+    )
+    profile = models.ForeignKey(
+        ToolProfile, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    preset = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(profile__isnull=True) | models.Q(preset=""),
+                name="new_chat_default_one_choice",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"new chats of {self.user_id}: {self.toolset or 'default'}"
+
+    @property
+    def toolset(self) -> str:
+        """The toolset name, or "" for the built-in default."""
+        return self.profile.name if self.profile_id else self.preset

@@ -14,6 +14,7 @@ urlpatterns = [
     path("programs/new/", views.program_new, name="program_new"),
     path("programs/export/", views.programs_export, name="programs_export"),
     path("programs/import/", views.programs_import, name="programs_import"),
+    path("programs/new-chats/", views.programs_new_chats, name="programs_new_chats"),
     path(profile, views.program, name="program"),
     path(f"{profile}rename/", views.program_rename, name="program_rename"),
     path(f"{profile}mode/", views.program_mode, name="program_mode"),

@@ -24,6 +24,8 @@ from profiles_app.api import catalog_context
 from profiles_app.models import ToolProfile
 from profiles_app.services import (
     global_disable_audit,
+    new_chat_default_set,
+    new_chat_toolset,
     profile_create,
     profile_delete,
     profile_export,
@@ -152,6 +154,7 @@ def _programs(
     context = {
         "profiles": profiles,
         "chosen": chosen,
+        "new_chats": new_chat_toolset(user=user) or DEFAULT_TOOLSET,
         "editable": chosen.id is not None and not chosen.readonly,
         "offered": [entry for entry in catalog if offers(entry["name"])],
         "left_out": [entry for entry in catalog if not offers(entry["name"])],
@@ -172,6 +175,25 @@ def programs(request: HttpRequest, preset: str = DEFAULT_TOOLSET) -> HttpRespons
 @login_required
 def program(request: HttpRequest, profile_id: int) -> HttpResponse:
     return _programs(request, profile_id=profile_id)
+
+
+@require_POST
+@login_required
+def programs_new_chats(request: HttpRequest) -> HttpResponse:
+    """Make a profile (or a preset, or ``default``) what the person's new chats start with."""
+    toolset = request.POST.get("toolset", "")
+    try:
+        profile_id = int(request.POST.get("profile") or 0) or None
+    except ValueError:
+        profile_id = None
+    try:
+        new_chat_default_set(user=request.user, toolset=toolset)
+    except ServiceError as exc:
+        return _programs(request, failed=exc.message, status=exc.status)
+    messages.success(request, f"New chats start with {toolset.strip() or DEFAULT_TOOLSET}.")
+    if profile_id is not None:
+        return redirect("program", profile_id=profile_id)
+    return redirect("programs_preset", preset=toolset.strip() or DEFAULT_TOOLSET)
 
 
 def _version(request: HttpRequest) -> int:
@@ -302,4 +324,8 @@ def programs_import(request: HttpRequest) -> HttpResponse:
         unknown = sorted({name for names in report.unknown_tools.values() for name in names})
         summary += f"; not registered here (kept, shown as missing): {', '.join(unknown)}"
     messages.success(request, summary + ".")
+    for name, how in report.mapped.items():
+        messages.info(request, f"'{name}' {how}.")
+    if report.active:
+        messages.info(request, f"{report.active[0].upper()}{report.active[1:]}.")
     return redirect("programs")

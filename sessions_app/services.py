@@ -12,6 +12,7 @@ import os
 import threading
 import uuid
 from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,12 @@ from django.utils import timezone
 
 from agent_app.models import Agent
 from agent_app.services import AgentsAdapter, NotesAdapter, agents_visible_to, default_agent
-from profiles_app.services import global_disables, profile_lookup_for, toolset_check_exists
+from profiles_app.services import (
+    global_disables,
+    new_chat_toolset,
+    profile_lookup_for,
+    toolset_check_exists,
+)
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
 from toolhub.errors import Conflict, Invalid, NotFound, Stale
 from toolhub.storable import storable_text
@@ -92,13 +98,32 @@ def session_create(
 ) -> ChatSession:
     if not isinstance(plan_mode, bool):
         raise Invalid("plan_mode must be true or false", fields={"plan_mode": ["bool"]})
+    chosen = _clean_agent(user, agent)
     return ChatSession.objects.create(
         owner=user,
         title=_clean_title(title),
-        agent=_clean_agent(user, agent),
-        tool_intent=_clean_intent(intent, user),
+        agent=chosen,
+        tool_intent=_clean_intent(_new_chat_intent(intent, user, chosen), user),
         plan_mode=plan_mode,
     )
+
+
+def _new_chat_intent(intent: Any, user: Any, agent: Agent) -> Any:
+    """A new chat starts with the person's chosen toolset (``new_chat_toolset``) unless the
+    request names a toolset (``null`` included: "follow the agent") or the agent has one."""
+    if intent is not None and not isinstance(intent, Mapping):
+        return intent  # refused by _clean_intent
+    if "toolset" in (intent or {}) or (agent.tool_intent or {}).get("toolset"):
+        return intent
+    preferred = new_chat_toolset(user=user)
+    if not preferred:
+        return intent
+    try:
+        toolset_check_exists(user=user, name=preferred, field="intent")
+    except Invalid:
+        # A preset that left the code since: the chat follows the agent instead.
+        return intent
+    return {**(intent or {}), "toolset": preferred}
 
 
 def session_update(*, user: Any, session: ChatSession, version: int, **fields: Any) -> ChatSession:

@@ -189,7 +189,12 @@ def test_import_and_export_endpoints(api, owner):
     exported = client.get("/api/profiles/export/")
 
     assert imported.status_code == 201
-    assert _body(imported) == {"created": ["Focus"], "unknown_tools": {"Focus": ["nope"]}}
+    assert _body(imported) == {
+        "created": ["Focus"],
+        "unknown_tools": {"Focus": ["nope"]},
+        "mapped": {},
+        "active": "'Focus' is now what your new chats start with",
+    }
     assert clash.status_code == 409
     assert _body(exported)["profiles"] == [
         {"name": "Focus", "mode": "only", "tools": ["read", "nope"]}

@@ -74,6 +74,18 @@ def test_new_rename_and_delete_a_chat(client, owner):
     assert not ChatSession.objects.filter(pk=session.pk).exists()
 
 
+def test_a_new_chat_opens_with_the_profile_the_person_chose_for_new_chats(client, owner):
+    from profiles_app.services import new_chat_default_set, profile_create
+
+    profile_create(user=owner, name="focus")
+    new_chat_default_set(user=owner, toolset="focus")
+    client.force_login(owner)
+
+    page = client.post(reverse("chat_new"), follow=True).content.decode()
+
+    assert '<option value="focus" selected>focus</option>' in page
+
+
 def test_a_visitor_who_is_not_signed_in_is_sent_to_sign_in(client):
     response = client.get(reverse("chat"))
 

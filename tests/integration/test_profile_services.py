@@ -121,6 +121,71 @@ def test_import_accepts_functions_meta_and_reports_unknown_tools(owner):
     assert (focus.mode, focus.tools) == ("only", ["read", "grep", "gone_tool"])
 
 
+def test_the_seeds_functions_meta_imports_with_default_presets_and_all_tools_mapped(owner):
+    from toolhub.tools import registry
+    from toolhub.tools.presets import default_tools
+
+    every_tool = list(default_tools(registry))
+    services.profile_create(user=owner, name="research copy")
+    data = {
+        "profiles": {
+            "default": every_tool,
+            "research": ["web_fetch", "read"],
+            "safe": ["read", "grep"],
+            "Everything": [*reversed(every_tool), "not_here"],
+            "Picked": ["read"],
+        },
+        "active": "default",
+    }
+
+    report = services.profile_import(user=owner, data=data)
+
+    assert report.created == ("research copy 2", "safe copy", "Everything", "Picked")
+    assert set(report.mapped) == {"default", "research", "safe", "Everything"}
+    assert "built-in default" in report.mapped["default"]
+    assert "'research copy 2'" in report.mapped["research"]
+    stored = {p.name: (p.mode, p.tools) for p in ToolProfile.objects.filter(owner=owner)}
+    assert stored["research copy 2"] == ("only", ["web_fetch", "read"])
+    assert stored["Everything"] == ("all_except", [])
+    assert stored["Picked"] == ("only", ["read"])
+    assert "default" not in stored
+    # "All tools" removes nothing, so the name not registered here is not kept either.
+    assert report.unknown_tools == {}
+
+
+def test_the_active_profile_of_functions_meta_is_what_new_chats_start_with(owner):
+    from agent_app.models import Agent
+    from sessions_app.services import session_create
+
+    report = services.profile_import(
+        user=owner, data={"profiles": {"research": ["web_fetch"]}, "active": "research"}
+    )
+
+    assert report.active == "'research copy' is now what your new chats start with"
+    assert services.new_chat_toolset(user=owner) == "research copy"
+    assert session_create(user=owner).tool_intent["toolset"] == "research copy"
+    # The request's own choice, and an agent that names its toolset, come first.
+    assert session_create(user=owner, intent={"toolset": None}).tool_intent["toolset"] is None
+    agent = Agent.objects.create(name="Reader", tool_intent={"toolset": "safe"})
+    assert session_create(user=owner, agent=agent.pk).tool_intent["toolset"] is None
+    # Deleting the profile sends new chats back to the built-in default.
+    ToolProfile.objects.get(owner=owner, name="research copy").delete()
+    assert services.new_chat_toolset(user=owner) == ""
+    assert session_create(user=owner).tool_intent["toolset"] is None
+
+
+def test_new_chats_start_only_with_a_toolset_the_person_can_see(owner, other_user):
+    theirs = services.profile_create(user=other_user, name="Theirs")
+
+    with pytest.raises(Invalid):
+        services.new_chat_default_set(user=owner, toolset=theirs.name)
+    with pytest.raises(Invalid):
+        services.new_chat_default_set(user=owner, toolset=["safe"])
+    assert services.new_chat_default_set(user=owner, toolset=" safe ") == "safe"
+    assert services.new_chat_default_set(user=owner, toolset="default") == ""
+    assert services.new_chat_toolset(user=owner) == ""
+
+
 def test_import_is_all_or_nothing_on_a_clash_or_a_bad_entry(owner):
     services.profile_create(user=owner, name="Taken")
 

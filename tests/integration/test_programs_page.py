@@ -182,6 +182,42 @@ def test_export_then_import_brings_the_profiles_back(client, owner, other_user):
     assert imported.tools == ["bash"]
 
 
+def test_importing_the_seeds_functions_meta_says_what_was_mapped_and_how(client, owner):
+    client.force_login(owner)
+    data = {"profiles": {"default": ["read"], "safe": ["read"]}, "active": "safe"}
+    upload = SimpleUploadedFile("functions_meta.json", json.dumps(data).encode())
+
+    page = client.post(reverse("programs_import"), {"file": upload}, follow=True)
+
+    text = page.content.decode()
+    assert "Imported 1 profile." in text
+    assert "&#x27;default&#x27; is toolhub&#x27;s built-in default" in text
+    assert "imported as &#x27;safe copy&#x27;" in text
+    assert "&#x27;safe copy&#x27; is now what your new chats start with." in text
+
+
+def test_a_profile_is_made_what_new_chats_start_with_from_its_page(client, owner):
+    profile = _profile(owner, "focus")
+    client.force_login(owner)
+    before = client.get(reverse("program", args=[profile.pk])).content.decode()
+
+    response = client.post(
+        reverse("programs_new_chats"), {"toolset": "focus", "profile": profile.pk}
+    )
+    after = client.get(reverse("program", args=[profile.pk])).content.decode()
+    refused = client.post(reverse("programs_new_chats"), {"toolset": "nobody's"})
+
+    assert "Start new chats with this profile" in before
+    assert response.status_code == 302
+    assert "Your new chats start with this profile" in after
+    assert "Start new chats with this profile" not in after
+    assert after.count('class="tag new-chats"') == 1
+    assert refused.status_code == 400
+    from profiles_app.services import new_chat_toolset
+
+    assert new_chat_toolset(user=owner) == "focus"
+
+
 def test_an_import_that_is_not_json_is_refused_and_creates_nothing(client, owner):
     from profiles_app.models import ToolProfile
 
