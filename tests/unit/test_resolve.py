@@ -14,9 +14,11 @@ from tests.conftest import ROOT
 from tests.unit.conftest import synthetic_tools
 from toolhub.tools import ToolContext, ToolRegistry, function, get
 from toolhub.tools.resolve import (
+    CALL_TOOL,
     CATALOG_HEADER,
     ProfileSpec,
     TierPlan,
+    array_frame_tokens,
     listed_line,
     price,
     resolve,
@@ -159,11 +161,19 @@ def test_an_unchanged_turn_is_served_from_the_memo(reg):
 
 def test_the_budget_demotes_the_least_used_first_ties_by_name():
     reg = ToolRegistry()
+    # Each tool about as big as the two meta tools together, so not all five fit.
+    body = "Same size description.\n" + "It does the same sized thing. " * 30
     for name in ("e_tool", "d_tool", "c_tool", "b_tool", "a_tool"):
-        _add(reg, name, "Same size description.")
+        _add(reg, name, body)
     reg.register(get("tool_search"))
-    # Room for two tools and tool_search, which joins as soon as anything is deferred.
-    budget = tool_tokens(reg.get("a_tool")) * 2 + tool_tokens(reg.get("tool_search"))
+    # Room for the array's frame, two tools, and tool_search and call_tool, which join as soon
+    # as anything is deferred.
+    budget = (
+        array_frame_tokens()
+        + tool_tokens(reg.get("a_tool")) * 2
+        + tool_tokens(reg.get("tool_search"))
+        + tool_tokens(CALL_TOOL)
+    )
 
     resolved = resolve(
         reg, usage={"d_tool": 5, "c_tool": 1}, budget_tokens=budget, ctx=ToolContext()
@@ -178,6 +188,19 @@ def test_the_budget_demotes_the_least_used_first_ties_by_name():
         "tool_search": "core",
     }
     assert "- a_tool: Same size description.\n" in resolved.catalog
+
+
+@pytest.mark.parametrize("strategy", ["call_tool", "promote"])
+def test_the_array_sent_never_costs_more_than_the_budget_meta_tools_included(strategy):
+    registry = _synthetic_registry()
+    for budget in range(500, 4_000, 53):
+        resolved = resolve(
+            registry, strategy=strategy, budget_tokens=budget, ctx=ToolContext(), usage={}
+        )
+        assert resolved.deferred
+
+        # What the provider is sent, counted exactly, call_tool and tool_search included.
+        assert price(resolved).resident <= budget, (budget, resolved.array_names)
 
 
 def test_the_tier_plan_is_stable_and_a_later_tool_starts_deferred(reg):

@@ -24,7 +24,7 @@ import functools
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,6 +171,12 @@ def price(resolved: ResolvedToolset) -> ToolsetPrice:
     resident = count_cached(resolved.array_pieces[0]) + sum(tokens for _, tokens in per_tool)
     catalog = sum(count_cached(piece) for piece in resolved.catalog_pieces)
     return ToolsetPrice(resident=resident, catalog=catalog, per_tool=per_tool)
+
+
+def array_frame_tokens() -> int:
+    """What an array costs beyond its tools' pieces: the head, and what the last tool's
+    closing costs over a separator (every tool's JSON ends in "}", so it is the same)."""
+    return count_cached(ARRAY_HEAD) + count_cached("}\n]") - count_cached("},\n")
 
 
 def tool_tokens(tool: Tool) -> int:
@@ -331,8 +337,11 @@ def _selection_inputs(
 
 
 def _build_tiers(
-    candidates: list[Tool], usage: Mapping[str, int], budget: int, search_tool: Tool | None
+    candidates: list[Tool], usage: Mapping[str, int], budget: int, meta: Sequence[Tool]
 ) -> dict[str, str]:
+    """Tiers within ``budget``: the whole array counts, its brackets and the ``meta`` tools
+    that join it once anything is deferred (tool_search, and call_tool under that
+    strategy) included, so the array priced afterwards stays within the budget."""
     tiers: dict[str, str] = {}
     cost = {tool.name: tool_tokens(tool) for tool in candidates}
     core: list[Tool] = []
@@ -341,10 +350,10 @@ def _build_tiers(
             tiers[tool.name] = "deferred"
         else:
             core.append(tool)
-    spent = sum(cost[tool.name] for tool in core)
-    if (spent > budget or tiers) and search_tool is not None:
-        # Anything deferred brings tool_search into the array; it counts against the budget.
-        spent += tool_tokens(search_tool)
+    spent = array_frame_tokens() + sum(cost[tool.name] for tool in core)
+    if meta and (spent > budget or tiers):
+        # Anything deferred brings the meta tools into the array: they count too.
+        spent += sum(tool_tokens(tool) for tool in meta)
     if spent > budget:
         # Over budget, the least-used go first; ties by name, so the plan is reproducible.
         for _, name in sorted((usage.get(tool.name, 0), tool.name) for tool in core):
@@ -391,7 +400,10 @@ def _resolve(
     ).hexdigest()[:32]
     search_tool = registry.get(TOOL_SEARCH)
     if plan is None or plan.key != plan_key:
-        tiers = _build_tiers(candidates, usage or {}, budget, search_tool)
+        meta = [search_tool] if search_tool is not None else []
+        if strategy == "call_tool" and meta:
+            meta.append(CALL_TOOL)
+        tiers = _build_tiers(candidates, usage or {}, budget, meta)
     else:
         kept = dict(plan.tiers)
         # A tool registered after the plan was made starts deferred: the array of a
