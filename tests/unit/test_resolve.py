@@ -332,10 +332,31 @@ def test_promote_adds_a_found_tool_to_the_next_request_of_the_turn(reg):
     after = [tool["name"] for tool in turn.provider_tools()]
 
     assert "mcp_stocks" not in before
-    assert refused.error == "mcp_stocks is not loaded: find it with tool_search first"
+    assert refused.error.startswith("mcp_stocks is not loaded: find it with tool_search first")
     assert hits[0].tool.name == "mcp_stocks"
     assert after == [*before, "mcp_stocks"]
     assert turn.resolve_call("mcp_stocks", {}).tool.name == "mcp_stocks"
+
+
+@pytest.mark.parametrize("called", ["through call_tool", "by its own name"])
+def test_a_deferred_tool_runs_only_once_tool_search_loaded_it(reg, called):
+    turn = _turn(reg, "call_tool")
+
+    def call(name: str):
+        if called == "by its own name":
+            return turn.resolve_call(name, {"query": "x"})
+        return turn.resolve_call("call_tool", {"name": name, "arguments": {"query": "x"}})
+
+    before = call("mcp_weather")
+    turn.index.select(["mcp_weather"])
+    after = call("mcp_weather")
+
+    assert before.tool is None
+    assert "tool_search first" in before.error
+    assert after.error is None
+    assert after.tool.name == "mcp_weather"
+    # Loading one tool loads only that one.
+    assert call("mcp_stocks").tool is None
 
 
 def test_native_sends_every_tool_with_deferred_ones_flagged(reg):

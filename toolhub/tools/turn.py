@@ -8,7 +8,8 @@ sends:
   ``tool_search`` joins from the next request of the same turn;
 - which real tool a tool call means (``resolve_call``): ``call_tool {name, arguments}`` is
   unwrapped so approval, hooks and vetoes see the real tool; a name outside the contract
-  is refused and never runs;
+  is refused and never runs, and so is a deferred tool ``tool_search`` has not loaded
+  (by ``call_tool`` or by its own name: once loaded, either way runs it);
 - which deferred tools are loaded (``loaded``), exported for the session's checkpoint and
   restored only after checking every name against this turn's contract.
 
@@ -91,15 +92,15 @@ class TurnTools:
         tool = self._by_name.get(name)
         if tool is None:
             return CallTarget(name, arguments, via=via, error=f"{name} is not available here")
-        if name in self._deferred and self.strategy != "native":
-            if via is None and self.strategy == "call_tool":
-                return CallTarget(
-                    name, arguments, error=f"{name} is deferred: call it through call_tool"
-                )
-            if via is None and name not in self._loaded:
-                return CallTarget(
-                    name, arguments, error=f"{name} is not loaded: find it with tool_search first"
-                )
+        # A deferred tool runs once tool_search loaded it, whichever way it is called
+        # (call_tool, or its own name): the loaded set is what the model was shown.
+        if name in self._deferred and self.strategy != "native" and name not in self._loaded:
+            return CallTarget(
+                name,
+                arguments,
+                via=via,
+                error=f"{name} is not loaded: find it with tool_search first, then call it",
+            )
         return CallTarget(name, arguments, tool=tool, via=via)
 
     def veto_now(self, tool: Tool, ctx: ToolContext, disabled_now: Mapping[str, str]) -> str | None:
