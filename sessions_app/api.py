@@ -105,6 +105,36 @@ class SessionDetailView(APIView):
         return Response(status=204)
 
 
+class SessionResultView(APIView):
+    """A tool's whole output where the chat got it cut (``persist_full`` tools)."""
+
+    @extend_schema(
+        responses=inline_serializer(
+            "FullResult",
+            {
+                "id": serializers.UUIDField(),
+                "tool": serializers.CharField(),
+                "chars": serializers.IntegerField(help_text="length of the whole output"),
+                "created": serializers.DateTimeField(),
+                "text": serializers.CharField(),
+            },
+        )
+    )
+    def get(self, request: Request, session_id: Any, result_id: Any) -> Response:
+        found = services.full_result_get(
+            user=request.user, session_id=session_id, result_id=result_id
+        )
+        return Response(
+            {
+                "id": str(found.pk),
+                "tool": found.tool,
+                "chars": found.chars,
+                "created": found.created.isoformat(),
+                "text": found.text,
+            }
+        )
+
+
 class SessionEventsView(APIView):
     @extend_schema(
         parameters=[

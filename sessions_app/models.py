@@ -99,3 +99,25 @@ class ProviderCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model} {self.fingerprint[:8]}"
+
+
+class FullResult(models.Model):
+    """A tool's whole output where the chat got it cut (the runtime's full-result store,
+    for tools declared ``persist_full``): the cut result names it, and the session's owner
+    reads it back at ``/api/sessions/<session>/results/<id>/``. Bounded per session and
+    in size (sessions_app.services.PersonalResultStore)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="results")
+    tool = models.CharField(max_length=128)
+    text = models.TextField()
+    # The output's length before any cut of the stored copy.
+    chars = models.PositiveBigIntegerField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created"]
+        indexes = [models.Index(fields=["session", "-created"])]
+
+    def __str__(self) -> str:
+        return f"{self.tool} result {str(self.id)[:8]}"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import connection, models, transaction
 from django.db.models import Count, F
 from django.utils import timezone
@@ -29,7 +30,7 @@ from profiles_app.services import (
     profile_lookup_for,
     toolset_check_exists,
 )
-from sessions_app.models import ChatSession, ProviderCall, SessionEvent
+from sessions_app.models import ChatSession, FullResult, ProviderCall, SessionEvent
 from toolhub.errors import Conflict, Invalid, NotFound, Stale
 from toolhub.storable import storable_text
 from toolhub.tools import (
@@ -418,6 +419,57 @@ def chat_services(*, attended: bool = True) -> ToolServices:
     )
 
 
+class PersonalResultCache:
+    """The runtime's result cache (tools declared ``cache=True``: web_fetch, web_search)
+    on Django's cache, in a namespace of its own per person: what one person's call
+    fetched is never served to another. Shared across processes (Redis) when configured,
+    so a worker and the web server hit the same entries."""
+
+    def __init__(self, user_id: str) -> None:
+        self._suffix = f":person:{user_id}"
+
+    def get(self, key: str) -> str | None:
+        value = cache.get(key + self._suffix)
+        return value if isinstance(value, str) else None
+
+    def set(self, key: str, value: str, ttl: float) -> None:
+        cache.set(key + self._suffix, value, timeout=ttl)
+
+
+class PersonalResultStore:
+    """The runtime's full-result store on the database: a cut result's whole text, kept
+    with its session (so only the session's owner can read it back) and bounded: at most
+    ``TOOLHUB_FULL_RESULTS_PER_SESSION`` per session (the oldest go) and
+    ``TOOLHUB_FULL_RESULT_MAX_CHARS`` each (the rest is cut, and said)."""
+
+    def __init__(self, session_id: Any) -> None:
+        self._session_id = session_id
+
+    def put(self, *, tool: str, text: str, ctx: ToolContext) -> str:
+        limit = settings.TOOLHUB_FULL_RESULT_MAX_CHARS
+        kept = text if len(text) <= limit else text[:limit] + f"\n[… cut at {limit:,} characters]"
+        with transaction.atomic():
+            row = FullResult.objects.create(
+                session_id=self._session_id, tool=tool, text=storable_text(kept), chars=len(text)
+            )
+            keep = settings.TOOLHUB_FULL_RESULTS_PER_SESSION
+            old = FullResult.objects.filter(session_id=self._session_id).values_list(
+                "pk", flat=True
+            )[keep:]
+            FullResult.objects.filter(pk__in=list(old)).delete()
+        return f"/api/sessions/{self._session_id}/results/{row.pk}/"
+
+
+def full_result_get(*, user: Any, session_id: Any, result_id: Any) -> FullResult:
+    """A stored full result of one of ``user``'s sessions; ``NotFound`` otherwise."""
+    found = FullResult.objects.filter(
+        pk=result_id, session_id=session_id, session__owner=user
+    ).first()
+    if found is None:
+        raise NotFound("no such result")
+    return found
+
+
 def session_context(
     *, session: ChatSession, attended: bool = True, channel: str | None = None
 ) -> ToolContext:
@@ -432,6 +484,8 @@ def session_context(
         env=os.environ,
         services=chat_services(attended=attended),
         settings=RuntimeSettings(allow_private_fetch=settings.TOOLHUB_FETCH_ALLOW_PRIVATE),
+        cache=PersonalResultCache(str(session.owner_id)),
+        store=PersonalResultStore(session.pk),
     )
 
 

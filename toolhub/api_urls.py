@@ -26,6 +26,10 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/events/", sessions.SessionEventsView.as_view()),
     path("sessions/<uuid:session_id>/toolset/", sessions.SessionToolsetView.as_view()),
     path("sessions/<uuid:session_id>/messages/", sessions.SessionMessagesView.as_view()),
+    path(
+        "sessions/<uuid:session_id>/results/<uuid:result_id>/",
+        sessions.SessionResultView.as_view(),
+    ),
     path("agents/", agents.AgentListView.as_view()),
     path("agents/<int:agent_id>/", agents.AgentDetailView.as_view()),
     path("mcp-servers/", agents.McpServerListView.as_view()),

@@ -301,6 +301,10 @@ TOOLHUB_WORKSPACE_ROOT = VAR_DIR / "workspaces"
 
 # web_fetch refuses private, loopback and link-local addresses unless this is on.
 TOOLHUB_FETCH_ALLOW_PRIVATE = _env_bool("TOOLHUB_FETCH_ALLOW_PRIVATE", False)
+# A tool result cut for the model (a tool declared persist_full: web_fetch) is kept whole
+# for its session's owner, up to this many characters, this many per session.
+TOOLHUB_FULL_RESULT_MAX_CHARS = _env_int("TOOLHUB_FULL_RESULT_MAX_CHARS", 5_000_000)
+TOOLHUB_FULL_RESULTS_PER_SESSION = _env_int("TOOLHUB_FULL_RESULTS_PER_SESSION", 50)
 
 # bash runs every command in a bubblewrap box (toolhub/tools/sandbox.py); without a working
 # bwrap here bash is unavailable, with the reason shown. Started as root, boxes run as

@@ -494,6 +494,9 @@ class TurnRunner:
             result["reason"] = reason
         if len(outcome) > 3 and outcome[3]:
             result["references"] = outcome[3]
+        if len(outcome) > 4 and outcome[4]:
+            # Served from the person's result cache: it did not run again.
+            result["cached"] = True
         result["elapsed_ms"] = int((time.monotonic() - started) * 1000)
         self._emit("tool_result", result)
         self._unanswered.pop(call["call_id"], None)
@@ -556,7 +559,7 @@ class TurnRunner:
             # person cancelled it.
             status = "cancelled"
         reason = "the turn was cancelled" if status == "cancelled" else ""
-        return (status, outcome.content, reason, references)
+        return (status, outcome.content, reason, references, outcome.cached)
 
     async def _on_worker(self, tool: Any, call: dict[str, Any], ctx: ToolContext) -> ToolResult:
         done = self._runs_done[call["call_id"]] = asyncio.Event()

@@ -135,8 +135,11 @@ function draw(frame) {
       const entry = cards.get(data.call_id);
       if (!entry) break;
       entry.card.dataset.status = data.status;
+      const cached = data.cached ? " · cached" : "";
       entry.status.textContent =
-        data.elapsed_ms !== undefined ? `${data.status} · ${data.elapsed_ms} ms` : data.status;
+        data.elapsed_ms !== undefined
+          ? `${data.status}${cached} · ${data.elapsed_ms} ms`
+          : `${data.status}${cached}`;
       entry.result.hidden = false;
       entry.result.textContent = data.content;
       for (const box of entry.card.querySelectorAll(".approval")) box.remove();

@@ -128,3 +128,22 @@ def test_every_provider_call_is_recorded_with_our_estimate_beside_the_reported_u
     assert call.fingerprint == usage["fingerprint"]
     assert call.input_tokens + call.cache_creation_input_tokens > 0
     assert call.estimated_input_tokens > call.resident_tokens > 0
+
+
+@pytest.mark.django_db
+def test_full_results_are_bounded_per_session_and_in_size(owner, settings):
+    from sessions_app.models import FullResult
+    from sessions_app.services import PersonalResultStore, session_create
+
+    settings.TOOLHUB_FULL_RESULTS_PER_SESSION = 2
+    settings.TOOLHUB_FULL_RESULT_MAX_CHARS = 10
+    session = session_create(user=owner)
+    store = PersonalResultStore(session.pk)
+
+    refs = [store.put(tool="web_fetch", text=f"page {n} " * 5, ctx=None) for n in range(3)]
+
+    kept = list(FullResult.objects.filter(session=session).order_by("created"))
+    assert [str(row.pk) in ref for row, ref in zip(kept, refs[1:], strict=True)] == [True, True]
+    assert kept[-1].text.startswith("page 2 pag")
+    assert "cut at 10 characters" in kept[-1].text
+    assert kept[-1].chars == len("page 2 " * 5)

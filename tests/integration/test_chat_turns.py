@@ -1064,3 +1064,66 @@ async def test_a_flush_after_the_claim_was_lost_stores_no_events_no_call_and_no_
 
     assert stored == {"last_seq": 0, "turn_id": "the-new-turn", "loaded_tools": []}
     assert (events_stored, calls_stored) == (0, 0)
+
+
+async def test_a_cached_tool_runs_once_per_person_for_the_same_call(
+    owner, other_user, model, settings, local_http
+):
+    settings.TOOLHUB_FETCH_ALLOW_PRIVATE = True
+    local_http["/news"] = (200, "text/plain; charset=utf-8", b"today's news", {})
+    url = f"{local_http.base}/news"
+
+    async def fetch(user, turns: int) -> list[str]:
+        contents = []
+        session = await new_session(user)
+        socket = await open_socket(session.pk, user)
+        for n in range(turns):
+            model.replies.extend(
+                [Reply(tool_calls=[(f"toolu_{n}", "web_fetch", {"url": url})]), Reply(text="ok")]
+            )
+            frames = await chat(socket, "what's new?")
+            result = events(frames, "tool_result")[0]["data"]
+            contents.append(result["content"] + (" (cached)" if result.get("cached") else ""))
+        await socket.disconnect()
+        return contents
+
+    mine = await fetch(owner, 2)
+    after_mine = len(local_http.requests)
+    theirs = await fetch(other_user, 1)
+
+    assert all("today's news" in content for content in mine + theirs)
+    assert [content.endswith("(cached)") for content in mine + theirs] == [False, True, False]
+    # The second call of the same person came from the cache; another person's did not.
+    assert after_mine == 1
+    assert len(local_http.requests) == 2
+
+
+async def test_a_page_cut_for_the_model_is_kept_whole_for_its_owner_only(
+    owner, other_user, model, settings, local_http, api
+):
+    import re
+
+    settings.TOOLHUB_FETCH_ALLOW_PRIVATE = True
+    page = "".join(f"line {n}: {'words ' * 10}\n" for n in range(2_000)).encode()
+    local_http["/long"] = (200, "text/plain; charset=utf-8", page, {})
+    model.replies.extend(
+        [
+            Reply(tool_calls=[("toolu_l", "web_fetch", {"url": f"{local_http.base}/long"})]),
+            Reply(text="read it"),
+        ]
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "read the long page")
+    await socket.disconnect()
+
+    content = events(frames, "tool_result")[0]["data"]["content"]
+    assert len(content) < len(page)
+    ref = re.search(r"full output: (/api/sessions/\S+/results/\S+/)", content).group(1)
+    mine = await database_sync_to_async(lambda: api(owner).get(ref))()
+    theirs = await database_sync_to_async(lambda: api(other_user).get(ref))()
+    assert mine.status_code == 200
+    assert "line 1999:" in mine.json()["text"]
+    assert mine.json()["tool"] == "web_fetch"
+    assert theirs.status_code == 404

@@ -181,7 +181,14 @@ def html_to_text(html: str) -> tuple[str, str]:
     return " ".join(parser.title.split()), text
 
 
-@function(cache=True, cache_ttl=300, label="Fetch web page", max_result_chars=40_000)
+# A page longer than the model gets is kept whole for the person (persist_full).
+@function(
+    cache=True,
+    cache_ttl=300,
+    label="Fetch web page",
+    max_result_chars=40_000,
+    persist_full=True,
+)
 async def web_fetch(url: str, ctx: ToolContext | None = None) -> str:
     """Fetch a web page over HTTP(S) and return its readable text.
 
