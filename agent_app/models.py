@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import models
 
 from profiles_app.models import OwnedNamed
+from toolhub.intent_field import IntentField
 
 DEFAULT_AGENT = "default"
 
@@ -38,7 +39,7 @@ class Agent(OwnedNamed):
     provider = models.CharField(max_length=16, choices=Provider.choices, blank=True)
     model = models.CharField(max_length=100, blank=True)
     context_window = models.PositiveIntegerField(default=200_000)
-    tool_intent = models.JSONField(default=dict, blank=True)
+    tool_intent = IntentField(default=dict, blank=True)
     strategy = models.CharField(max_length=16, choices=Strategy.choices, default=Strategy.CALL_TOOL)
     tier_budget = models.PositiveIntegerField(
         null=True, blank=True, help_text="Resident tool tokens; empty: 5% of the window."

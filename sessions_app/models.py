@@ -16,6 +16,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from toolhub.intent_field import IntentField
+
 
 class ChatSession(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -24,7 +26,7 @@ class ChatSession(models.Model):
     )
     agent = models.ForeignKey("agent_app.Agent", on_delete=models.PROTECT, related_name="sessions")
     title = models.CharField(max_length=200, blank=True)
-    tool_intent = models.JSONField(default=dict, blank=True)
+    tool_intent = IntentField(default=dict, blank=True)
     plan_mode = models.BooleanField(default=False)
     channel = models.CharField(max_length=16, default="web")
     tier_plan = models.JSONField(null=True, blank=True)

@@ -36,6 +36,52 @@ def test_adding_a_global_disable_in_the_admin_writes_one_audit_entry(client, dja
     assert profile_services.global_disables()["bash"].endswith("leaks secrets")
 
 
+@pytest.mark.parametrize("model", ["agent_app/agent", "sessions_app/chatsession"])
+def test_the_admin_refuses_an_intent_that_is_not_one_and_stores_a_valid_one_canonical(
+    client, django_user_model, owner, model
+):
+    from django.forms.models import model_to_dict
+
+    admin = django_user_model.objects.create_superuser("root", "root@example.com", "pw-123-xyz")
+    client.force_login(admin)
+    row = (
+        Agent.objects.create(name="Helper", owner=owner)
+        if model == "agent_app/agent"
+        else session_services.session_create(user=owner)
+    )
+    url = f"/admin/{model}/{row.pk}/change/"
+    fields = {
+        key: value
+        for key, value in model_to_dict(row).items()
+        if value is not None and key not in ("id", "version", "last_seq")
+    }
+
+    def post(intent: str):
+        return client.post(url, {**fields, "tool_intent": intent})
+
+    bogus = post('{"bogus": 1}')
+    row.refresh_from_db()
+    assert bogus.status_code == 200
+    assert "unknown intent field(s): bogus" in bogus.content.decode()
+    assert "bogus" not in row.tool_intent
+
+    picked = post('["read", "read", "grep"]')
+    row.refresh_from_db()
+    assert picked.status_code == 302, picked.content.decode()[-2000:]
+    assert row.tool_intent["picked"] == ["read", "grep"]
+
+
+def test_a_write_that_bypasses_the_forms_cannot_store_a_malformed_intent(owner):
+    session = session_services.session_create(user=owner)
+
+    from django.db import transaction
+
+    with pytest.raises(ValueError, match="bogus"), transaction.atomic():
+        ChatSession.objects.filter(pk=session.pk).update(tool_intent={"bogus": 1})
+    session.refresh_from_db()
+    assert "bogus" not in session.tool_intent
+
+
 def test_deleting_a_global_disable_in_the_admin_is_audited(client, django_user_model, staff):
     admin = django_user_model.objects.create_superuser("root", "root@example.com", "pw-123-xyz")
     disable = profile_services.tool_disable_globally(user=staff, tool="bash", reason="x")
