@@ -113,7 +113,9 @@ def _new_chat_intent(intent: Any, user: Any, agent: Agent) -> Any:
     """A new chat starts with the person's chosen toolset (``new_chat_toolset``) unless the
     request names a toolset (``null`` included: "follow the agent") or the agent has one."""
     if intent is not None and not isinstance(intent, Mapping):
-        return intent  # refused by _clean_intent
+        # A list of picked tools or true/false says all the chat needs (anything else is
+        # refused by _clean_intent).
+        return intent
     if "toolset" in (intent or {}) or (agent.tool_intent or {}).get("toolset"):
         return intent
     preferred = new_chat_toolset(user=user)
