@@ -873,35 +873,9 @@ async def test_a_turn_whose_process_died_is_ended_by_the_reaper_without_a_new_me
     await socket.disconnect()
 
 
-async def test_the_reaper_never_ends_a_turn_of_its_own_process_whose_lease_lapsed(
-    owner, model, lab
-):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from agent_app.turns import reap_once
-    from sessions_app.models import ChatSession
-
-    hold = threading.Event()
-    model.replies.append(Reply(text="slow but alive", hold=hold))
-    session = await new_session(owner)
-    socket = await open_socket(session.pk, owner)
-    await send(socket, {"type": "chat", "text": "first"})
-    await until(socket, ("text_delta",))
-    # A loop that stalled past its lease: slow, not dead.
-    await database_sync_to_async(ChatSession.objects.filter(pk=session.pk).update)(
-        turn_lease=timezone.now() - timedelta(seconds=1)
-    )
-
-    assert await reap_once() == 0
-    hold.set()
-    frames = await until(socket, ("turn_finished",))
-    assert events(frames)[-1]["data"]["reason"] == "end_turn"
-    await socket.disconnect()
-
-
-async def test_a_runner_that_lost_its_claim_stops_writing(owner, model, lab):
+async def _turn_whose_lease_lapsed(owner, model):
+    """A turn of this process, held mid-reply, whose lease ran out (a stalled loop: slow,
+    not dead). Returns its socket, its session and the event that lets the reply end."""
     from datetime import timedelta
 
     from django.utils import timezone
@@ -914,11 +888,30 @@ async def test_a_runner_that_lost_its_claim_stops_writing(owner, model, lab):
     socket = await open_socket(session.pk, owner)
     await send(socket, {"type": "chat", "text": "first"})
     await until(socket, ("text_delta",))
-
-    # Its lease ran out (a stalled process) and another turn took the session over.
     await database_sync_to_async(ChatSession.objects.filter(pk=session.pk).update)(
         turn_lease=timezone.now() - timedelta(seconds=1)
     )
+    return socket, session, hold
+
+
+async def test_the_reaper_never_ends_a_turn_of_its_own_process_whose_lease_lapsed(
+    owner, model, lab
+):
+    from agent_app.turns import reap_once
+
+    socket, _, hold = await _turn_whose_lease_lapsed(owner, model)
+
+    assert await reap_once() == 0
+    hold.set()
+    frames = await until(socket, ("turn_finished",))
+    assert events(frames)[-1]["data"]["reason"] == "end_turn"
+    await socket.disconnect()
+
+
+async def test_a_runner_that_lost_its_claim_stops_writing(owner, model, lab):
+    socket, session, hold = await _turn_whose_lease_lapsed(owner, model)
+
+    # Another turn takes the session over.
     await send(socket, {"type": "chat", "text": "second"})
     closed = await until(socket, ("turn_failed",))
     await until(socket, ("turn_started",))
