@@ -63,6 +63,7 @@ class McpServerForm(forms.ModelForm):
             "defer",
             "timeout",
             "allowlist",
+            "approve_destructive",
         ]
 
     def clean(self) -> dict:
@@ -103,8 +104,8 @@ class McpServerForm(forms.ModelForm):
 @admin.register(McpServer)
 class McpServerAdmin(admin.ModelAdmin):
     form = McpServerForm
-    list_display = ["name", "transport", "enabled", "defer", "state"]
-    list_filter = ["transport", "enabled"]
+    list_display = ["name", "transport", "enabled", "defer", "approve_destructive", "state"]
+    list_filter = ["transport", "enabled", "approve_destructive"]
     search_fields = ["name", "command", "url"]
     readonly_fields = ["stored_secrets", "state", "created_by", "created", "updated"]
 

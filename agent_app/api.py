@@ -171,6 +171,7 @@ class McpServerSerializer(serializers.Serializer):
         allow_null=True,
         max_length=1_000,
     )
+    approve_destructive = serializers.BooleanField(required=False)
     state = serializers.CharField(read_only=True)
     error = serializers.CharField(read_only=True)
     tools = serializers.IntegerField(read_only=True)

@@ -72,6 +72,7 @@ def mcp_config(server: McpServer) -> McpServerConfig:
         timeout=server.timeout,
         # An empty list means "no allowlist" (the admin's empty box), not "no tools".
         allowlist=tuple(allowlist) if allowlist else None,
+        approve_destructive=server.approve_destructive,
     )
 
 
@@ -156,6 +157,7 @@ def server_json(server: McpServer) -> dict[str, Any]:
         "defer": server.defer,
         "timeout": server.timeout,
         "allowlist": server.allowlist,
+        "approve_destructive": server.approve_destructive,
         "state": state,
         "error": status.error if status is not None else "",
         "tools": status.tools if status is not None else 0,
@@ -176,6 +178,7 @@ FIELDS = (
     "defer",
     "timeout",
     "allowlist",
+    "approve_destructive",
 )
 
 

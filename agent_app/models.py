@@ -151,6 +151,13 @@ class McpServer(models.Model):
     allowlist = models.JSONField(
         null=True, blank=True, help_text="Only these of its tool names (empty: all of them)."
     )
+    approve_destructive = models.BooleanField(
+        default=True,
+        help_text=(
+            "Ask the person before running a tool this server marks destructive (its MCP "
+            "annotations). Off: such tools run without asking."
+        ),
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )

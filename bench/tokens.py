@@ -1,14 +1,17 @@
-"""What the tools array costs: the built-in pack resident, 240 corpus tools deferred.
+"""What the tools array costs, out of the box and with 240 MCP tools deferred.
 
-Registers the built-in pack (every tool available: a workspace and every interface
-present) and the 240 corpus tools as deferred MCP-style tools, resolves for a
-200,000-token window, and prints resident tokens, catalog tokens, their sum, and the
-all-resident figure (the same tools, nothing deferred) for comparison. Targets: resident
-<= 5% of the window, and at least an 85% cut against all-resident.
+First the default install: the built-in pack as shipped (every tool available: a
+workspace and every interface present), the rarely used built-ins deferred, under the
+default ``call_tool`` strategy; printed beside the same pack with nothing deferred.
+Then the built-in pack with the 240 corpus tools as deferred MCP-style tools. Each for a
+200,000-token window: resident tokens, catalog tokens, their sum, the all-resident figure
+(the same tools, nothing deferred) and the cut against it. Targets: resident <= 5% of the
+window, and at least an 85% cut against all-resident with the corpus.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import tempfile
 from pathlib import Path
@@ -31,10 +34,16 @@ class _Everything:
         raise AttributeError(name)
 
 
-def _registry(*, defer: bool) -> ToolRegistry:
-    combined = ToolRegistry()
+def _builtins(*, defer: bool) -> ToolRegistry:
+    """The pack as shipped, or (``defer=False``) with nothing deferred."""
+    pack = ToolRegistry()
     for tool in registry.all_tools():
-        combined.register(tool)
+        pack.register(tool if defer else dataclasses.replace(tool, defer=False))
+    return pack
+
+
+def _registry(*, defer: bool) -> ToolRegistry:
+    combined = _builtins(defer=True)
     for item in corpus():
 
         def body(**kwargs):
@@ -69,23 +78,29 @@ def main() -> None:
         services=services,
         env={"BRAVE_API_KEY": "k"},
     )
+    shipped = resolve(_builtins(defer=True), ctx=ctx, context_window_tokens=WINDOW)
+    undeferred = resolve(_builtins(defer=False), ctx=ctx, context_window_tokens=WINDOW)
+    _report("tokens-bench default_install", shipped, price(undeferred).resident)
+
     deferred = resolve(_registry(defer=True), ctx=ctx, context_window_tokens=WINDOW)
-    figures = price(deferred)
     all_resident = resolve(
         _registry(defer=False), ctx=ctx, context_window_tokens=WINDOW, budget_tokens=10**9
     )
-    everything_resident = price(all_resident).resident
+    _report("tokens-bench", deferred, price(all_resident).resident)
+
+
+def _report(label: str, resolved, everything_resident: int) -> None:
+    figures = price(resolved)
     share = figures.resident / WINDOW * 100
     cut = (1 - (figures.resident + figures.catalog) / everything_resident) * 100
     print(
-        f"tokens-bench resident_tools={len(deferred.resident)} "
-        f"deferred_tools={len(deferred.deferred)}"
+        f"{label} resident_tools={len(resolved.resident)} deferred_tools={len(resolved.deferred)}"
     )
-    print(f"tokens-bench resident_tokens {figures.resident} ({share:.2f}% of {WINDOW:,})")
-    print(f"tokens-bench catalog_tokens {figures.catalog}")
-    print(f"tokens-bench total_tokens {figures.resident + figures.catalog}")
-    print(f"tokens-bench all_resident_tokens {everything_resident}")
-    print(f"tokens-bench cut_vs_all_resident {cut:.1f}%")
+    print(f"{label} resident_tokens {figures.resident} ({share:.2f}% of {WINDOW:,})")
+    print(f"{label} catalog_tokens {figures.catalog}")
+    print(f"{label} total_tokens {figures.resident + figures.catalog}")
+    print(f"{label} all_resident_tokens {everything_resident}")
+    print(f"{label} cut_vs_all_resident {cut:.1f}%")
 
 
 if __name__ == "__main__":

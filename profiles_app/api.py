@@ -8,8 +8,9 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.admin.models import LogEntry
-from drf_spectacular.utils import extend_schema, inline_serializer
-from rest_framework import serializers
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import exceptions, serializers
 from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -45,6 +46,49 @@ class ProfileSerializer(serializers.Serializer):
     missing = serializers.ListField(child=serializers.CharField())
     readonly = serializers.BooleanField()
     version = serializers.IntegerField(allow_null=True)
+
+
+class ModeSwitchSerializer(serializers.Serializer):
+    """What a change of mode did, or with ``?preview=true`` would do."""
+
+    applied = serializers.BooleanField(help_text="false for ?preview=true: nothing was written")
+    mode = serializers.ChoiceField(["all_except", "only"], help_text="The mode switched to")
+    pinned = serializers.IntegerField(
+        help_text="Switched to only: the tools it now picks (tools added later stay out)"
+    )
+    removed = serializers.IntegerField(
+        help_text="Switched to all_except: the tools listed as removed (tools added later join)"
+    )
+    message = serializers.CharField(
+        help_text="What it does, as the Programs page says it: "
+        "'18 tools will be pinned; tools added later will stay out.' (preview), "
+        "'Switched to only: 18 tools pinned.' (applied)"
+    )
+    previous = inline_serializer(
+        "ModeSwitchPrevious",
+        {
+            "mode": serializers.ChoiceField(["all_except", "only"]),
+            "tools": serializers.ListField(child=serializers.CharField()),
+        },
+        help_text="The mode and list before. To undo, PATCH them back with If-Match set to "
+        "the ETag of this answer; if the profile changed since, that is a 412.",
+    )
+
+
+class ProfileChangeSerializer(ProfileSerializer):
+    switch = ModeSwitchSerializer(
+        allow_null=True, help_text="Set when the mode changed (or would change); else null"
+    )
+
+
+PREVIEW = OpenApiParameter(
+    "preview",
+    OpenApiTypes.BOOL,
+    OpenApiParameter.QUERY,
+    description="true: a dry run. The change is checked exactly as for real and the answer "
+    "is the profile as it would be (with its `switch`), but nothing is written; `version` "
+    "and the ETag stay those of the profile now, ready for the real PATCH.",
+)
 
 
 class ProfileWriteSerializer(serializers.Serializer):
@@ -91,6 +135,28 @@ def _profile_json(view: services.ProfileView) -> dict[str, Any]:
 def _stored_json(profile: ToolProfile, user: Any) -> dict[str, Any]:
     view = next(view for view in services.profiles_for_user(user=user) if view.id == profile.pk)
     return _profile_json(view)
+
+
+def _change_json(change: services.ProfileChange) -> dict[str, Any]:
+    data, switch = _profile_json(change.view), change.switch
+    if switch is None:
+        return {**data, "switch": None}
+    data["switch"] = {
+        "applied": change.applied,
+        "mode": switch.mode,
+        "pinned": switch.pinned,
+        "removed": switch.removed,
+        "message": switch.done if change.applied else switch.preview,
+        "previous": {"mode": switch.previous_mode, "tools": list(switch.previous_tools)},
+    }
+    return data
+
+
+def _preview(request: Request) -> bool:
+    value = request.query_params.get("preview", "false")
+    if value not in {"true", "false"}:
+        raise exceptions.ValidationError({"preview": ["must be true or false"]})
+    return value == "true"
 
 
 def _with_etag(data: dict[str, Any], version: int | None, status_code: int = 200) -> Response:
@@ -148,21 +214,29 @@ class ProfileDetailView(APIView):
 
     @extend_schema(
         request=ProfileWriteSerializer,
-        parameters=[IF_MATCH],
-        responses={200: ProfileSerializer, **error_responses(409, 412, 428)},
+        parameters=[IF_MATCH, PREVIEW],
+        responses={200: ProfileChangeSerializer, **error_responses(409, 412, 428)},
+        description="Change the fields given. A new `mode` without `tools` switches between "
+        "all_except and only keeping what the profile offers today: to only, every tool "
+        "offered now is pinned (tools added later stay out); to all_except, every tool not "
+        "offered now is listed as removed (tools added later join). The answer's `switch` "
+        "says what was pinned or removed and what was there before, to undo it. "
+        "With `?preview=true` nothing is written.",
     )
     def patch(self, request: Request, profile_id: int) -> Response:
         profile = services.profile_get_for_user(user=request.user, profile_id=profile_id)
+        preview = _preview(request)
         data = validated_body(request, ProfileWriteSerializer, partial=True)
-        profile = services.profile_update(
+        change = services.profile_change(
             user=request.user,
             profile=profile,
             version=read_version(request),
             name=data.get("name"),
             mode=data.get("mode"),
             tools=data.get("tools"),
+            preview=preview,
         )
-        return _with_etag(_stored_json(profile, request.user), profile.version)
+        return _with_etag(_change_json(change), change.view.version)
 
     @extend_schema(parameters=[IF_MATCH], responses={204: None, **error_responses(409, 412, 428)})
     def delete(self, request: Request, profile_id: int) -> Response:

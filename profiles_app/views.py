@@ -5,16 +5,24 @@ Every action is a POST through the same service the API uses and redirects back,
 reload never repeats it; a refused one re-renders the page with the reason. Edits name the
 version they were made on, so an edit made in another tab meanwhile is refused, not
 overwritten. Another person's profile is a 404; so is the ops page for anyone but staff.
+
+Switching a profile between "all except" and "only" rewrites its list, so it takes two
+steps: the first POST only says what the switch will do and asks; the confirmed one makes
+it and offers to undo it. With htmx the profile's section is swapped in place (the same
+partial the page renders); without JavaScript each step is a plain form and a page.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from agent_app.mcp import mcp_server_save, server_json
@@ -23,7 +31,9 @@ from agent_app.services import default_agent
 from profiles_app.api import catalog_context
 from profiles_app.models import ToolProfile
 from profiles_app.services import (
+    ModeSwitch,
     global_disable_audit,
+    mode_name,
     new_chat_default_set,
     new_chat_toolset,
     profile_create,
@@ -32,6 +42,8 @@ from profiles_app.services import (
     profile_get_for_user,
     profile_import,
     profile_mode_switch,
+    profile_mode_switch_preview,
+    profile_mode_switch_undo,
     profile_offers,
     profile_price,
     profile_rename,
@@ -43,12 +55,17 @@ from profiles_app.services import (
     tool_enable_globally,
     tools_for_ops,
 )
-from toolhub.errors import Invalid, NotFound, ServiceError
+from toolhub.errors import Invalid, NotFound, ServiceError, Stale
 from toolhub.storable import json_loads_bounded
 from toolhub.tools.layers import META_TOOLS
 from toolhub.tools.presets import DEFAULT_TOOLSET
 
 IMPORT_MAX_BYTES = 256 * 1024
+# The last mode switch of this browser session, kept so that its notice and Undo button
+# survive the redirect after the switch and a reload: for a while, and only as long as
+# nothing changed the profile since.
+SWITCH_UNDO_KEY = "programs_switch_undo"
+SWITCH_UNDO_SECONDS = 15 * 60
 
 
 def _check_staff(request: HttpRequest) -> None:
@@ -129,6 +146,7 @@ def _programs(
     preset: str = DEFAULT_TOOLSET,
     failed: str = "",
     status: int = 200,
+    confirm: ModeSwitch | None = None,
 ) -> HttpResponse:
     user = request.user
     profiles = profiles_for_user(user=user)
@@ -156,13 +174,41 @@ def _programs(
         "chosen": chosen,
         "new_chats": new_chat_toolset(user=user) or DEFAULT_TOOLSET,
         "editable": chosen.id is not None and not chosen.readonly,
-        "offered": [entry for entry in catalog if offers(entry["name"])],
-        "left_out": [entry for entry in catalog if not offers(entry["name"])],
+        # A meta tool is in every profile, whatever its list says (it is offered whenever
+        # something is deferred): an "only" list never names it, and a switch keeps it.
+        "offered": [entry for entry in catalog if entry["meta"] or offers(entry["name"])],
+        "left_out": [entry for entry in catalog if not (entry["meta"] or offers(entry["name"]))],
         "price": priced,
         "failed": failed,
         "modes": ToolProfile.Mode.choices,
+        "confirm": confirm,
+        "undo": _switch_undo(request, chosen.id, chosen.version),
     }
-    return render(request, "profiles_app/programs.html", context, status=status)
+    if request.htmx:
+        # htmx swaps in only a 2xx answer: a refusal comes as 200, its reason in the section.
+        response = render(request, "profiles_app/programs.html#profile", context)
+    else:
+        response = render(request, "profiles_app/programs.html", context, status=status)
+    patch_vary_headers(response, ("HX-Request",))
+    return response
+
+
+def _switch_undo(
+    request: HttpRequest, profile_id: int | None, version: int | None
+) -> dict[str, Any] | None:
+    """The undo of the last switch, while the profile is still as that switch left it."""
+    undo = request.session.get(SWITCH_UNDO_KEY)
+    if not undo or (undo["profile"], undo["version"]) != (profile_id, version):
+        return None
+    return undo if time.time() - undo["at"] < SWITCH_UNDO_SECONDS else None
+
+
+def _edited(request: HttpRequest, profile_id: int) -> HttpResponse:
+    """The answer to an edit made: htmx gets the profile's section at once; a plain form a
+    redirect, so that a reload never repeats the edit."""
+    if request.htmx:
+        return _programs(request, profile_id=profile_id)
+    return redirect("program", profile_id=profile_id)
 
 
 @require_safe
@@ -253,15 +299,64 @@ def program_rename(request: HttpRequest, profile_id: int) -> HttpResponse:
 @require_POST
 @login_required
 def program_mode(request: HttpRequest, profile_id: int) -> HttpResponse:
+    """Switch between "all except" and "only": without ``confirm`` this only says what the
+    switch will pin or list as removed and asks; with it, it switches and offers Undo."""
+    profile = _profile_or_404(request, profile_id)
+    mode, version = request.POST.get("mode", ""), _version(request)
+    confirmed = request.POST.get("confirm") == "1"
+    try:
+        if confirmed:
+            switched = profile_mode_switch(
+                user=request.user, profile=profile, version=version, mode=mode
+            )
+            switch = switched.switch
+        else:
+            switch = profile_mode_switch_preview(
+                user=request.user, profile=profile, version=version, mode=mode
+            )
+    except ServiceError as exc:
+        return _programs(request, profile_id=profile_id, failed=exc.message, status=exc.status)
+    if not switch.changes:
+        messages.info(request, switch.done)
+    elif not confirmed:
+        return _programs(request, profile_id=profile_id, confirm=switch)
+    else:
+        request.session[SWITCH_UNDO_KEY] = {
+            "profile": profile_id,
+            "version": switched.profile.version,
+            "at": time.time(),
+            "done": switch.done,
+            "mode": switch.previous_mode,
+            "tools": list(switch.previous_tools),
+        }
+    return _edited(request, profile_id)
+
+
+@require_POST
+@login_required
+def program_mode_undo(request: HttpRequest, profile_id: int) -> HttpResponse:
+    """Undo a switch: put back the mode and list it replaced, if nothing changed since."""
+    profile = _profile_or_404(request, profile_id)
     mode = request.POST.get("mode", "")
-    return _change(
-        request,
-        profile_id,
-        lambda profile: profile_mode_switch(
-            user=request.user, profile=profile, version=_version(request), mode=mode
-        ),
-        "Switched; it offers the same tools as before.",
-    )
+    try:
+        profile_mode_switch_undo(
+            user=request.user,
+            profile=profile,
+            version=_version(request),
+            mode=mode,
+            tools=request.POST.getlist("tools"),
+        )
+    except Stale:
+        failed = (
+            "Not undone: this profile changed after the switch (in another tab?), and "
+            "undoing now would overwrite that change. It is shown below as it is now."
+        )
+        return _programs(request, profile_id=profile_id, failed=failed, status=409)
+    except ServiceError as exc:
+        return _programs(request, profile_id=profile_id, failed=exc.message, status=exc.status)
+    request.session.pop(SWITCH_UNDO_KEY, None)
+    messages.success(request, f"Undone: back to {mode_name(mode)}, as it was.")
+    return _edited(request, profile_id)
 
 
 @require_POST

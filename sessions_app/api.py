@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent_app.turns import TEXT_LIMIT, turn_start_sync
+from agent_app.turns.preview import session_toolset
 from sessions_app import services
 from sessions_app.models import ChatSession
 from toolhub.api import IF_MATCH, error, error_responses, etag, read_version, validated_body
@@ -209,24 +210,57 @@ class SessionMessagesView(APIView):
         return Response({"turn": turn, "session": str(session.pk)}, status=202)
 
 
+PREVIEW_CHANNELS = ("web", "api")
+ToolsetSerializer = inline_serializer(
+    "Toolset",
+    {
+        "fingerprint": serializers.CharField(),
+        "strategy": serializers.CharField(),
+        "provider": serializers.CharField(),
+        "resident": serializers.ListField(child=serializers.DictField()),
+        "catalog": serializers.ListField(child=serializers.DictField()),
+        "tokens": serializers.DictField(child=serializers.IntegerField()),
+        "hidden": serializers.ListField(child=serializers.DictField()),
+    },
+)
+
+
 class SessionToolsetView(APIView):
     @extend_schema(
-        responses={
-            200: inline_serializer(
-                "Toolset",
-                {
-                    "fingerprint": serializers.CharField(),
-                    "strategy": serializers.CharField(),
-                    "resident": serializers.ListField(child=serializers.DictField()),
-                    "catalog": serializers.ListField(child=serializers.DictField()),
-                    "tokens": serializers.DictField(child=serializers.IntegerField()),
-                    "hidden": serializers.ListField(child=serializers.DictField()),
-                },
-            ),
-            **error_responses(409),
-        },
-        description="409 when the session's toolset names a profile that is gone.",
+        parameters=[
+            OpenApiParameter(
+                "channel",
+                str,
+                enum=list(PREVIEW_CHANNELS),
+                description="The turn to preview: web (the chat page, default) or api (a "
+                "REST message, unattended).",
+            )
+        ],
+        responses={200: ToolsetSerializer, **error_responses(400, 409)},
+        description="What the next turn's first provider request will carry, as the "
+        "provider receives it: the fingerprint and token counts are of its wire form. "
+        "409 when the session's toolset names a profile that is gone.",
     )
     def get(self, request: Request, session_id: Any) -> Response:
         session = services.session_get_for_user(user=request.user, session_id=session_id)
-        return Response(services.session_toolset(session=session))
+        channel = request.query_params.get("channel", "web")
+        if channel not in PREVIEW_CHANNELS:
+            return error(
+                "invalid", "channel must be web or api", 400, fields={"channel": ["choice"]}
+            )
+        return Response(session_toolset(session=session, channel=channel))
+
+
+class SessionToolsetResetView(APIView):
+    @extend_schema(
+        request=None,
+        responses={200: ToolsetSerializer, **error_responses(409)},
+        description="Rebuild the session's tier plan (which tools are resident, listed or "
+        "deferred) from the person's usage counts, and keep it; answers with the toolset "
+        "the next turn will send. 409 when the session's toolset names a profile that is "
+        "gone.",
+    )
+    def post(self, request: Request, session_id: Any) -> Response:
+        session = services.session_get_for_user(user=request.user, session_id=session_id)
+        session = services.session_plan_reset(user=request.user, session=session)
+        return Response(session_toolset(session=session))

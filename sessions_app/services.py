@@ -8,11 +8,13 @@ concurrent writers (several processes) never share or skip a number.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ from sessions_app.models import ChatSession, FullResult, ProviderCall, SessionEv
 from toolhub.errors import Conflict, Invalid, NotFound, Stale
 from toolhub.storable import storable_text
 from toolhub.tools import (
+    DEFAULT_TOOLSET,
     IntentError,
     ResolvedToolset,
     RuntimeSettings,
@@ -42,7 +45,6 @@ from toolhub.tools import (
     ToolIntent,
     ToolServices,
     UnknownToolsetError,
-    price,
     resolve,
 )
 
@@ -497,22 +499,57 @@ def session_resolve(
     attended: bool = True,
     channel: str | None = None,
     strategy: str | None = None,
+    rebuild_plan: bool = False,
 ) -> ResolvedToolset:
-    """What the next turn of ``session`` would send, from the live registry."""
+    """What the next turn of ``session`` would send, from the live registry.
+
+    The session's stored tier plan is kept while its key (the intents, toolset, budget
+    and strategy) holds; a changed key, or ``rebuild_plan``, rebuilds it with the
+    person's usage counts. The turn stores the returned ``plan`` (DESIGN.md section 5).
+    """
     agent = session.agent
-    plan = TierPlan.from_json(session.tier_plan)
-    return resolve(
-        intent=session.tool_intent,
-        agent_intent=agent.tool_intent,
-        profile_lookup=profile_lookup_for(session.owner_id),
-        disabled=global_disables(),
-        ctx=session_context(session=session, attended=attended, channel=channel),
-        strategy=strategy or agent.strategy,
-        plan=plan,
-        usage=_usage(session) if plan is None else None,
-        context_window_tokens=agent.context_window,
-        budget_tokens=agent.tier_budget,
-    )
+    stored = None if rebuild_plan else TierPlan.from_json(session.tier_plan)
+
+    def resolved_with(plan: TierPlan | None, usage: Mapping[str, int] | None) -> ResolvedToolset:
+        return resolve(
+            intent=session.tool_intent,
+            agent_intent=agent.tool_intent,
+            profile_lookup=profile_lookup_for(session.owner_id),
+            disabled=global_disables(),
+            ctx=session_context(session=session, attended=attended, channel=channel),
+            strategy=strategy or agent.strategy,
+            plan=plan,
+            usage=usage,
+            context_window_tokens=agent.context_window,
+            budget_tokens=agent.tier_budget,
+        )
+
+    if stored is not None:
+        resolved = resolved_with(stored, None)
+        if resolved.plan.key == stored.key:
+            return resolved
+    # A (re)built plan: counting usage costs a query, so only here.
+    return resolved_with(None, _usage(session))
+
+
+def session_plan_store(*, session: ChatSession, resolved: ResolvedToolset) -> None:
+    """Keep the tier plan ``resolved`` was made with, if it is not the stored one."""
+    plan = resolved.plan.to_json()
+    if session.tier_plan != plan:
+        ChatSession.objects.filter(pk=session.pk).update(tier_plan=plan)
+        session.tier_plan = plan
+
+
+def session_plan_reset(*, user: Any, session: ChatSession) -> ChatSession:
+    """Rebuild the session's tier plan from today's usage counts (the inspector's reset):
+    the next turn's array is decided again, once, and kept."""
+    session = sessions_of(user).select_related("agent").get(pk=session.pk)
+    try:
+        resolved = session_resolve(session=session, rebuild_plan=True)
+    except UnknownToolsetError as exc:
+        raise Conflict(f"{exc.args[0]}; pick another toolset for this session") from None
+    session_plan_store(session=session, resolved=resolved)
+    return session
 
 
 INSPECTOR_CALLS = 5
@@ -541,26 +578,98 @@ def session_recent_calls(*, session: ChatSession) -> list[dict[str, Any]]:
     ]
 
 
-def session_toolset(*, session: ChatSession) -> dict[str, Any]:
-    """The inspector: resident tools with their tokens, the catalog, both halves' token
-    counts, the fingerprint, and every hidden tool with its layer and reason."""
-    try:
-        resolved = session_resolve(session=session)
-    except UnknownToolsetError as exc:
-        # The profile this session names was deleted since: say so, do not guess.
-        raise Conflict(f"{exc.args[0]}; pick another toolset for this session") from None
-    priced = price(resolved)
-    tokens = dict(priced.per_tool)
-    return {
-        "fingerprint": resolved.fingerprint,
-        "strategy": resolved.strategy,
-        "resident": [{"name": name, "tokens": tokens[name]} for name in resolved.array_names],
-        "catalog": [
-            {"name": tool.name, "tier": resolved.tiers[tool.name]} for tool in resolved.deferred
-        ],
-        "tokens": {"resident": priced.resident, "catalog": priced.catalog},
-        "hidden": [
-            {"name": hidden.name, "layer": hidden.layer, "reason": hidden.reason}
-            for hidden in resolved.hidden
-        ],
+# --- the composer's three-state controls ---------------------------------------------
+
+WEB_SEARCH = "web_search"
+
+
+def composer_state(flag: bool | None) -> str:
+    """A stored override as the composer's three-state control shows it."""
+    return "follow" if flag is None else "on" if flag else "off"
+
+
+@dataclass(frozen=True, slots=True)
+class Follow:
+    """What "follow" comes to for one composer control: on or off, and why, in words."""
+
+    on: bool
+    hint: str
+    # Why web search cannot be offered whatever the control says ("" when it can).
+    unavailable: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ComposerFollow:
+    """What each of the composer's "follow" choices resolves to, per toolset of its
+    Profile select, so the page can say it without a round trip."""
+
+    tools: Follow
+    web_search: dict[str, Follow]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tools": asdict(self.tools),
+            "web_search": {k: asdict(v) for k, v in self.web_search.items()},
+        }
+
+
+def _tools_follow(session: ChatSession) -> Follow:
+    # DESIGN.md 4: a chat's `enabled: null` follows the agent, then the default (on).
+    agent = session.agent
+    enabled = ToolIntent.parse(agent.tool_intent).enabled
+    if enabled is None:
+        return Follow(on=True, hint="Follow: on (the default).")
+    word = "on" if enabled else "off"
+    return Follow(on=enabled, hint=f"Follow: {word} (the agent “{agent.name}” has tools {word}).")
+
+
+def session_composer_follow(*, session: ChatSession, toolsets: list[str]) -> ComposerFollow:
+    """Resolve, for every toolset the composer offers, whether web_search would be offered
+    with the chat's web search override cleared ("follow") and with it on, through the
+    real resolver (memoized, so a page load of an unchanged chat recomputes nothing).
+
+    Tools are taken as on here: tools off offers nothing, and the page combines the two
+    controls itself. The toolset is what the composer would send for that choice
+    (``default`` is sent as null: follow the agent's toolset)."""
+    agent = session.agent
+    intent = ToolIntent.parse(session.tool_intent)
+    agent_intent = ToolIntent.parse(agent.tool_intent)
+    inputs = {
+        "agent_intent": agent_intent,
+        # One query per profile name, however many resolutions ask for it.
+        "profile_lookup": functools.cache(profile_lookup_for(session.owner_id)),
+        "disabled": global_disables(),
+        "ctx": session_context(session=session),
+        "strategy": agent.strategy,
     }
+
+    def offered(patch: dict[str, Any]) -> tuple[bool, str]:
+        try:
+            resolved = resolve(intent=intent.merge(patch), **inputs)
+        except UnknownToolsetError as exc:
+            return False, exc.args[0]
+        if WEB_SEARCH in resolved.names:
+            return True, ""
+        hidden = resolved.reason_for(WEB_SEARCH)
+        return False, hidden.reason if hidden else "web search is not installed"
+
+    web: dict[str, Follow] = {}
+    for name in toolsets:
+        toolset = None if name == DEFAULT_TOOLSET else name
+        follow_on, why = offered({"toolset": toolset, "enabled": True, "web_search": None})
+        on_works, blocked = offered({"toolset": toolset, "enabled": True, "web_search": True})
+        if follow_on:
+            if agent_intent.web_search:
+                why = f"the agent “{agent.name}” has it on"
+            elif intent.picked is not None or agent_intent.picked is not None:
+                why = "it is among the picked tools"
+            else:
+                why = f"the {toolset or agent_intent.toolset or DEFAULT_TOOLSET} profile has it"
+        elif agent_intent.web_search is False and on_works:
+            why = f"the agent “{agent.name}” has it off"
+        web[name] = Follow(
+            on=follow_on,
+            hint=f"Follow: {'on' if follow_on else 'off'} ({why}).",
+            unavailable="" if on_works else blocked,
+        )
+    return ComposerFollow(tools=_tools_follow(session), web_search=web)

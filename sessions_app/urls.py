@@ -11,6 +11,7 @@ urlpatterns = [
     path("chat/new/", views.chat_new, name="chat_new"),
     path("chat/<uuid:session_id>/", views.chat_session, name="chat_session"),
     path("chat/<uuid:session_id>/inspector/", views.chat_inspector, name="chat_inspector"),
+    path("chat/<uuid:session_id>/inspector/reset/", views.chat_plan_reset, name="chat_plan_reset"),
     path("chat/<uuid:session_id>/plan/", views.chat_plan_mode, name="chat_plan_mode"),
     path("chat/<uuid:session_id>/rename/", views.chat_rename, name="chat_rename"),
     path("chat/<uuid:session_id>/delete/", views.chat_delete, name="chat_delete"),

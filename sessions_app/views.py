@@ -16,18 +16,23 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
+from agent_app.turns.preview import session_toolset
 from profiles_app.services import profiles_for_user
 from sessions_app.models import ChatSession
 from sessions_app.services import (
+    Follow,
+    composer_state,
+    session_composer_follow,
     session_create,
     session_delete,
     session_get_for_user,
+    session_plan_reset,
     session_recent_calls,
-    session_toolset,
     session_update,
     sessions_of,
 )
 from toolhub.errors import NotFound, ServiceError
+from toolhub.tools import DEFAULT_TOOLSET, ToolIntent
 
 SESSIONS_SHOWN = 100
 
@@ -52,14 +57,27 @@ def chat(request: HttpRequest) -> HttpResponse:
 @login_required
 def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
     session = _session_or_404(request, session_id)
-    intent = session.tool_intent or {}
+    intent = ToolIntent.parse(session.tool_intent)
+    toolsets = [view.name for view in profiles_for_user(user=request.user)]
+    toolset = intent.toolset or DEFAULT_TOOLSET
+    follow = session_composer_follow(session=session, toolsets=toolsets)
+    tools_state, web_state = composer_state(intent.enabled), composer_state(intent.web_search)
+    web = follow.web_search.get(toolset) or Follow(on=False, hint="", unavailable="")
+    tools_on = follow.tools.on if tools_state == "follow" else tools_state == "on"
+    # Which hint each control shows first; chat.js applies the same rule on every change.
+    web_hint = "unavailable" if web.unavailable else web_state if tools_on else "no_tools"
     context = {
         "session": session,
         "sessions": sessions_of(request.user).order_by("-updated")[:SESSIONS_SHOWN],
-        "toolsets": [view.name for view in profiles_for_user(user=request.user)],
-        "toolset": intent.get("toolset") or "default",
-        "tools_on": intent.get("enabled") is not False,
-        "web_search": bool(intent.get("web_search")),
+        "toolsets": toolsets,
+        "toolset": toolset,
+        "tools_state": tools_state,
+        "web_state": web_state,
+        "follow": follow.to_json(),
+        "tools_follow": follow.tools,
+        "web_follow": web,
+        "web_follow_on": web.on and tools_on,
+        "web_hint": web_hint,
         "plan_mode": session.plan_mode,
     }
     return render(request, "sessions_app/chat.html", context)
@@ -74,13 +92,40 @@ def chat_inspector(request: HttpRequest, session_id: Any) -> HttpResponse:
         toolset, problem = session_toolset(session=session), ""
     except ServiceError as exc:
         toolset, problem = None, exc.message
+    return _inspector(request, session, toolset, problem)
+
+
+def _inspector(
+    request: HttpRequest,
+    session: ChatSession,
+    toolset: dict[str, Any] | None,
+    problem: str,
+    **extra: Any,
+) -> HttpResponse:
     context = {
         "session": session,
         "toolset": toolset,
         "problem": problem,
         "calls": session_recent_calls(session=session),
+        **extra,
     }
     return render(request, "sessions_app/chat.html#inspector", context)
+
+
+@require_POST
+@login_required
+def chat_plan_reset(request: HttpRequest, session_id: Any) -> HttpResponse:
+    """The inspector's "Rebuild tiers": a new tier plan from today's usage, kept."""
+    session = _session_or_404(request, session_id)
+    try:
+        session = session_plan_reset(user=request.user, session=session)
+        toolset, problem = session_toolset(session=session), ""
+    except ServiceError as exc:
+        toolset, problem = None, exc.message
+    if not request.htmx:
+        # Without JavaScript the form posts the page itself: back to the chat.
+        return redirect("chat_session", session_id=session.pk)
+    return _inspector(request, session, toolset, problem, plan_reset=not problem)
 
 
 @require_POST

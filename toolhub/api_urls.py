@@ -25,6 +25,7 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/", sessions.SessionDetailView.as_view()),
     path("sessions/<uuid:session_id>/events/", sessions.SessionEventsView.as_view()),
     path("sessions/<uuid:session_id>/toolset/", sessions.SessionToolsetView.as_view()),
+    path("sessions/<uuid:session_id>/toolset/reset/", sessions.SessionToolsetResetView.as_view()),
     path("sessions/<uuid:session_id>/messages/", sessions.SessionMessagesView.as_view()),
     path(
         "sessions/<uuid:session_id>/results/<uuid:result_id>/",

@@ -7,6 +7,10 @@ it out; only ``cache_control`` is added, so the bytes are the same on every turn
 same intent. Under the ``native`` strategy deferred tools travel with ``defer_loading``
 and our ``tool_search`` answers with ``tool_reference`` blocks (the history does that).
 
+The body is serialized here, once (``payload``), and handed to the SDK as bytes: the SDK
+would serialize the array again in its own layout, and the tokens counted would no longer
+be those of the bytes sent (docs/accounting.md).
+
 The SDK's own retries are off: the turn runner retries, in one place, and only before a
 stream has produced anything.
 """
@@ -14,11 +18,13 @@ stream has produced anything.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anthropic
+from anthropic.types import Message, RawMessageStreamEvent
 
 from agent_app.providers.base import (
     PerLoop,
@@ -29,9 +35,13 @@ from agent_app.providers.base import (
     TextDelta,
     ToolUse,
     Usage,
+    WireTools,
+    json_body,
+    split_array,
     status_error,
     tool_input,
 )
+from toolhub.tools.schema import canonical_json
 
 CACHE = {"type": "ephemeral"}
 
@@ -53,39 +63,53 @@ class AnthropicProvider:
             )
         )
 
-    def payload(self, request: ProviderRequest) -> dict[str, Any]:
+    def wire_tools(self, tools_json: str, deferred: frozenset[str]) -> WireTools:
+        return _wire_tools(tools_json, deferred)
+
+    def payload(self, request: ProviderRequest) -> bytes:
         """The request body, with the cache breakpoints in place."""
-        tools = json.loads(request.tools_json)
-        resident = [tool for tool in tools if tool["name"] not in request.deferred]
-        if resident:
-            resident[-1]["cache_control"] = CACHE
         system = [
             {"type": "text", "text": text} for text in (request.system, request.catalog) if text
         ]
         if system:
             system[-1]["cache_control"] = CACHE
-        messages = _with_last_breakpoint(request.messages)
-        body: dict[str, Any] = {
+        fields: dict[str, Any] = {
             "model": request.model or self.default_model,
             "max_tokens": request.max_tokens,
-            "messages": messages,
+            "messages": _with_last_breakpoint(request.messages),
+            "stream": True,
         }
         if system:
-            body["system"] = system
-        if tools:
-            body["tools"] = tools
-        return body
+            fields["system"] = system
+        return json_body(fields, self.wire_tools(request.tools_json, request.deferred))
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         with _mapped_errors():
-            response = await self._clients.get().messages.create(
-                **self.payload(request), stream=True
+            response = await self._clients.get().post(
+                "/v1/messages",
+                cast_to=Message,
+                content=self.payload(request),
+                options={"headers": {"Content-Type": "application/json"}},
+                stream=True,
+                stream_cls=anthropic.AsyncStream[RawMessageStreamEvent],
             )
         try:
             async for event in _events(response):
                 yield event
         finally:
             await response.close()
+
+
+@functools.lru_cache(maxsize=256)
+def _wire_tools(tools_json: str, deferred: frozenset[str]) -> WireTools:
+    """The array with ``cache_control`` on its last resident tool; the rest as laid out."""
+    texts = split_array(tools_json)
+    names = tuple(json.loads(text)["name"] for text in texts)
+    resident = [index for index, name in enumerate(names) if name not in deferred]
+    if resident:
+        last = resident[-1]
+        texts[last] = canonical_json({**json.loads(texts[last]), "cache_control": CACHE})
+    return WireTools(names=names, texts=tuple(texts), deferred=deferred & frozenset(names))
 
 
 async def _events(response: Any) -> AsyncIterator[ProviderEvent]:

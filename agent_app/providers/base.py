@@ -9,17 +9,26 @@ decided in one place.
 Messages use one neutral shape, the Anthropic content-block form (``text``, ``tool_use``,
 ``tool_result`` blocks in ``user``/``assistant`` messages), rebuilt from stored events for
 every turn; providers with another wire form convert from it.
+
+What is counted is what is sent (docs/accounting.md): a provider's ``wire_tools`` gives its
+tools array as the exact text its request body carries (its wrapper, its cache marker), the
+body embeds that very text (``json_body``), and the turn runner and the inspector count it.
+``wire_tools`` is a pure function of the request's array, so both sides get the same text.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from toolhub.storable import json_loads_bounded
+from toolhub.tools.resolve import layout_array
+from toolhub.tools.tokens import count_cached
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +42,71 @@ class ProviderRequest:
     # Names of tools in ``tools_json`` that carry ``defer_loading`` (native strategy).
     deferred: frozenset[str] = field(default_factory=frozenset)
     max_tokens: int = 4096
+
+
+@dataclass(frozen=True)
+class WireTools:
+    """A tools array exactly as a provider's request body carries it.
+
+    ``texts`` are the tools' JSON as sent, in array order; the array is laid out as
+    resolution lays it out (``[\\n``, ``,\\n`` between tools, ``\\n]``), so every
+    tool's text ends on a tokenizer boundary. ``deferred`` names the entries sent with
+    ``defer_loading``, which the provider does not bill until the model loads them."""
+
+    names: tuple[str, ...]
+    texts: tuple[str, ...]
+    deferred: frozenset[str] = frozenset()
+
+    @functools.cached_property
+    def pieces(self) -> tuple[str, ...]:
+        return layout_array(list(self.texts))
+
+    @functools.cached_property
+    def text(self) -> str:
+        """The bytes after ``"tools":`` in the body, decoded."""
+        return "".join(self.pieces)
+
+    def billed(self, loaded: Iterable[str] = ()) -> tuple[str, ...]:
+        """The pieces of the array the provider bills: all of it, but for the deferred
+        entries the model has not loaded (they cost nothing until then)."""
+        if not self.deferred:
+            return self.pieces
+        unloaded = self.deferred - frozenset(loaded)
+        pairs = zip(self.names, self.texts, strict=True)
+        return layout_array([text for name, text in pairs if name not in unloaded])
+
+    def tokens(self, loaded: Iterable[str] = ()) -> int:
+        """Tokens of the billed array: each piece ends on a tokenizer boundary, so the
+        sum of the pieces' cached counts is the count of the whole text."""
+        return sum(count_cached(piece) for piece in self.billed(loaded))
+
+
+def split_array(tools_json: str) -> list[str]:
+    """The tools' texts of an array laid out by ``layout_array`` (JSON text holds no raw
+    newline, so each tool is one line)."""
+    if tools_json == "[]":
+        return []
+    if not tools_json.startswith("[\n") or not tools_json.endswith("\n]"):
+        raise ValueError("the tools array is not laid out by layout_array")
+    return [line.removesuffix(",") for line in tools_json[2:-2].split("\n")]
+
+
+def json_body(fields: dict[str, Any], tools: WireTools | None) -> bytes:
+    """A request body: ``fields`` as compact JSON, then ``"tools"`` holding ``tools.text``
+    verbatim, so the bytes counted are the bytes sent."""
+    head = json.dumps(fields, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    if tools is None or not tools.texts:
+        return head.encode()
+    joint = "," if fields else ""
+    return f'{head[:-1]}{joint}"tools":{tools.text}}}'.encode()
+
+
+@functools.lru_cache(maxsize=256)
+def plain_wire_tools(tools_json: str, deferred: frozenset[str] = frozenset()) -> WireTools:
+    """The array as resolution laid it out, each tool's text unchanged."""
+    texts = split_array(tools_json)
+    names = tuple(json.loads(text)["name"] for text in texts)
+    return WireTools(names=names, texts=tuple(texts), deferred=deferred & frozenset(names))
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +187,11 @@ class Provider(Protocol):
     supports_native: bool
     # Shown in the UI: the demo model is labelled as such.
     is_demo: bool
+
+    def wire_tools(self, tools_json: str, deferred: frozenset[str]) -> WireTools:
+        """A request's tools array (``ProviderRequest.tools_json``, ``deferred``) as this
+        provider's body carries it."""
+        ...
 
     def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]: ...
 

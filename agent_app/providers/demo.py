@@ -16,7 +16,16 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agent_app.providers.base import ProviderEvent, ProviderRequest, Stop, TextDelta, ToolUse, Usage
+from agent_app.providers.base import (
+    ProviderEvent,
+    ProviderRequest,
+    Stop,
+    TextDelta,
+    ToolUse,
+    Usage,
+    WireTools,
+    plain_wire_tools,
+)
 
 USE = re.compile(r"\buse\s+`?([A-Za-z0-9_\-]+)`?(?:\s*:\s*(.+))?", re.IGNORECASE | re.DOTALL)
 CATALOG_LINE = re.compile(r"^- ([A-Za-z0-9_\-]+)", re.MULTILINE)
@@ -36,6 +45,10 @@ class DemoProvider:
 
     def __init__(self, *, delay: float = 0.01) -> None:
         self.delay = delay
+
+    def wire_tools(self, tools_json: str, deferred: frozenset[str]) -> WireTools:
+        # Nothing goes over a wire: the demo reads the array as resolution laid it out.
+        return plain_wire_tools(tools_json, deferred)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         text, call = _decide(request)

@@ -5,10 +5,15 @@ blocks become the assistant's ``tool_calls``, tool_result blocks become ``tool``
 in the same order, so every call stays paired with its result. Streaming follows the
 server-sent-events form of ``/chat/completions``; tool-call fragments are joined by
 ``index`` and handed on only when complete.
+
+Each tool travels in the function wrapper (``{"type": "function", "function": {name,
+description, parameters}}``); the body is serialized once (``payload``) and sent as those
+bytes, so what is counted is what the server receives (docs/accounting.md).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -24,9 +29,13 @@ from agent_app.providers.base import (
     TextDelta,
     ToolUse,
     Usage,
+    WireTools,
+    json_body,
+    split_array,
     status_error,
     tool_input,
 )
+from toolhub.tools.schema import canonical_json
 
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
 
@@ -44,37 +53,30 @@ class OpenAIProvider:
             lambda: httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0, read=120.0))
         )
 
-    def payload(self, request: ProviderRequest) -> dict[str, Any]:
+    def wire_tools(self, tools_json: str, deferred: frozenset[str]) -> WireTools:
+        return _wire_tools(tools_json)
+
+    def payload(self, request: ProviderRequest) -> bytes:
         system = "\n\n".join(text for text in (request.system, request.catalog) if text)
         messages = [{"role": "system", "content": system}] if system else []
         messages += to_chat_messages(request.messages)
-        body: dict[str, Any] = {
+        fields: dict[str, Any] = {
             "model": request.model,
             "messages": messages,
             "max_tokens": request.max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        tools = [
-            {
-                "type": "function",
-                "function": {
-                    "name": tool["name"],
-                    "description": tool["description"],
-                    "parameters": tool["input_schema"],
-                },
-            }
-            for tool in json.loads(request.tools_json)
-        ]
-        if tools:
-            body["tools"] = tools
-        return body
+        return json_body(fields, self.wire_tools(request.tools_json, request.deferred))
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         client = self._clients.get()
         try:
             async with client.stream(
-                "POST", self._url, json=self.payload(request), headers=self._headers
+                "POST",
+                self._url,
+                content=self.payload(request),
+                headers={**self._headers, "Content-Type": "application/json"},
             ) as response:
                 if response.status_code >= 400:
                     body = (await response.aread()).decode(errors="replace")
@@ -130,6 +132,22 @@ async def _events(response: httpx.Response) -> AsyncIterator[ProviderEvent]:
         yield ToolUse(call["id"] or f"call_{index}", call["name"], tool_input(call["args"]))
     yield usage
     yield Stop(stop)
+
+
+@functools.lru_cache(maxsize=256)
+def _wire_tools(tools_json: str) -> WireTools:
+    """Each tool in the function wrapper, in the array's order and layout."""
+    names, texts = [], []
+    for text in split_array(tools_json):
+        tool = json.loads(text)
+        names.append(tool["name"])
+        function = {
+            "name": tool["name"],
+            "description": tool["description"],
+            "parameters": tool["input_schema"],
+        }
+        texts.append(canonical_json({"type": "function", "function": function}))
+    return WireTools(names=tuple(names), texts=tuple(texts))
 
 
 def _error_message(body: str) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import time
 from dataclasses import dataclass, field, replace
@@ -36,10 +35,10 @@ from agent_app.providers import (
     TextDelta,
     ToolUse,
     Usage,
-    provider_for,
 )
 from agent_app.turns.control import listen
 from agent_app.turns.loop import db
+from agent_app.turns.preview import RequestTools, next_turn, request_tools
 from agent_app.turns.runs import run_on_worker
 from agent_app.turns.state import (
     LostClaim,
@@ -58,7 +57,7 @@ from sessions_app.services import (
     session_context,
     session_history,
     session_intent_merge,
-    session_resolve,
+    session_plan_store,
 )
 from toolhub.markdown import render_markdown
 from toolhub.outage import REDIS_ERRORS
@@ -68,9 +67,7 @@ from toolhub.tools import (
     ResolvedToolset,
     ToolContext,
     ToolResult,
-    ToolsetPrice,
     UnknownToolsetError,
-    price,
 )
 from toolhub.tools.schema import canonical_json
 from toolhub.tools.tokens import count_cached
@@ -87,7 +84,9 @@ QUESTION_TOOL = "ask_user_question"
 class _Prepared:
     session: ChatSession
     resolved: ResolvedToolset
-    priced: ToolsetPrice
+    turn: TurnTools
+    # The first request's tools, as the provider sends them (what turn_started says).
+    tools: RequestTools
     ctx: ToolContext
     messages: list[dict[str, Any]]
     provider: Provider
@@ -110,31 +109,24 @@ def _prepare(*, session: ChatSession, attended: bool, channel: str, history_seq:
     """Resolve and freeze what the turn sends; ``history_seq`` is the session's last seq
     before this turn's own events."""
     agent = session.agent
-    provider = provider_for(agent.provider)
-    strategy = agent.strategy
-    if strategy == "native" and not provider.supports_native:
-        strategy = "call_tool"
-    resolved = session_resolve(
-        session=session, attended=attended, channel=channel, strategy=strategy
-    )
-    if session.tier_plan is None:
-        # Kept with the session so the array does not churn (DESIGN.md section 5).
-        plan = resolved.plan.to_json()
-        ChatSession.objects.filter(pk=session.pk).update(tier_plan=plan)
-        session.tier_plan = plan
+    upcoming = next_turn(session=session, attended=attended, channel=channel)
+    resolved = upcoming.resolved
+    # Kept with the session so the array does not churn (DESIGN.md section 5).
+    session_plan_store(session=session, resolved=resolved)
     messages = messages_from_events(
         session_history(session_id=session.pk, last_seq=history_seq),
-        native=strategy == "native",
+        native=resolved.strategy == "native",
         loadable=frozenset(tool.name for tool in resolved.deferred),
     )
     return _Prepared(
         session=session,
         resolved=resolved,
-        priced=price(resolved),
+        turn=upcoming.turn,
+        tools=upcoming.tools,
         ctx=session_context(session=session, attended=attended, channel=channel),
         messages=messages,
-        provider=provider,
-        model=agent.model or settings.TOOLHUB_MODEL or provider.default_model,
+        provider=upcoming.provider,
+        model=agent.model or settings.TOOLHUB_MODEL or upcoming.provider.default_model,
         system=agent.system_prompt,
     )
 
@@ -183,9 +175,9 @@ def begin_turn(
         else:
             resolved = prep.resolved
             started = {
-                "fingerprint": resolved.fingerprint,
+                "fingerprint": prep.tools.fingerprint,
                 "strategy": resolved.strategy,
-                "resident": list(resolved.array_names),
+                "resident": list(prep.tools.wire.names),
                 "deferred": len(resolved.deferred),
                 "provider": prep.provider.name,
                 "model": prep.model,
@@ -274,7 +266,7 @@ class TurnRunner:
         prep = self._prep
         # Sent while the provider call starts: nothing waits for it but the next send.
         self._send(self._started)
-        turn = TurnTools(prep.resolved, loaded=prep.session.loaded_tools)
+        turn = prep.turn
         self._checkpoint = turn.loaded
         services = replace(
             prep.ctx.services,
@@ -319,21 +311,18 @@ class TurnRunner:
         self, prep: _Prepared, turn: TurnTools, messages: list[dict[str, Any]]
     ) -> _StepOutcome | None:
         """One provider round trip, stored; ``None`` when it failed (the turn is over)."""
-        tools_json = turn.tools_json()
-        fingerprint = (
-            prep.resolved.fingerprint
-            if tools_json is prep.resolved.tools_json
-            else hashlib.sha256(tools_json.encode()).hexdigest()
+        tools = (
+            prep.tools
+            if turn.tools_json() == prep.tools.tools_json and turn.loaded == list(prep.tools.loaded)
+            else request_tools(provider=prep.provider, resolved=prep.resolved, turn=turn)
         )
         request = ProviderRequest(
             model=prep.model,
             system=prep.system,
             catalog=prep.resolved.catalog,
             messages=messages,
-            tools_json=tools_json,
-            deferred=frozenset(tool.name for tool in prep.resolved.deferred)
-            if turn.strategy == "native"
-            else frozenset(),
+            tools_json=tools.tools_json,
+            deferred=tools.wire.deferred,
             max_tokens=MAX_TOKENS,
         )
         outcome = await self._stream_with_retries(prep.provider, request)
@@ -343,19 +332,14 @@ class TurnRunner:
             self._emit(
                 "assistant_message", {"text": outcome.text, "html": render_markdown(outcome.text)}
             )
-        tools_tokens = (
-            prep.priced.resident
-            if tools_json is prep.resolved.tools_json
-            else count_cached(tools_json)
-        )
         usage = {
             "input_tokens": outcome.usage.input_tokens,
             "output_tokens": outcome.usage.output_tokens,
             "cache_read_input_tokens": outcome.usage.cache_read_input_tokens,
             "cache_creation_input_tokens": outcome.usage.cache_creation_input_tokens,
-            "resident_tokens": tools_tokens,
-            "catalog_tokens": prep.priced.catalog,
-            "fingerprint": fingerprint,
+            "resident_tokens": tools.resident_tokens,
+            "catalog_tokens": tools.catalog_tokens,
+            "fingerprint": tools.fingerprint,
         }
         # Announced before any of them runs, so a person sees each call start.
         outcome.calls = [self._call_event(turn, use) for use in outcome.uses]

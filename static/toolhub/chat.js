@@ -210,6 +210,49 @@ function connect() {
   });
 }
 
+// The Tools and Web search controls have three states: "follow" sends null (the chat
+// keeps no override; the agent and the profile decide), "on" and "off" override. What
+// follow comes to was resolved on the server for every toolset of the Profile select.
+const OVERRIDE = { follow: null, on: true, off: false };
+const follow = JSON.parse(document.getElementById("composer-follow").textContent);
+
+function showHint(fieldset, key) {
+  for (const hint of fieldset.querySelectorAll("[data-hint]")) {
+    hint.hidden = hint.dataset.hint !== key;
+  }
+}
+
+function updateControls() {
+  const toolsBox = form.querySelector('[data-tristate="tools"]');
+  const webBox = form.querySelector('[data-tristate="web_search"]');
+  const toolsState = form.elements.tools.value;
+  const toolsOn = toolsState === "follow" ? follow.tools.on : toolsState === "on";
+  toolsBox.querySelector("[data-resolved]").textContent = `· ${follow.tools.on ? "on" : "off"}`;
+  showHint(toolsBox, toolsState);
+
+  const web = follow.web_search[form.elements.toolset.value] ?? {
+    on: false,
+    hint: "",
+    unavailable: "",
+  };
+  const webOn = form.querySelector("#web-search-on");
+  // "On" cannot take effect when web search is unavailable (not installed, no key, or
+  // disabled by an operator): it is not offered, and the hint says why.
+  webOn.disabled = Boolean(web.unavailable);
+  webBox.querySelector("[data-resolved]").textContent = `· ${web.on && toolsOn ? "on" : "off"}`;
+  webBox.querySelector('[data-hint="follow"]').textContent = web.hint;
+  webBox.querySelector('[data-hint="unavailable"]').textContent = `Unavailable: ${web.unavailable}.`;
+  // The same rule as the server's first render (sessions_app.views.chat_session).
+  const webState = form.elements.web_search.value;
+  showHint(webBox, web.unavailable ? "unavailable" : toolsOn ? webState : "no_tools");
+}
+
+form.elements.toolset.addEventListener("change", updateControls);
+for (const radio of form.querySelectorAll(".tristate input[type=radio]")) {
+  radio.addEventListener("change", updateControls);
+}
+updateControls();
+
 form.addEventListener("submit", (submitted) => {
   submitted.preventDefault();
   const text = input.value.trim();
@@ -220,8 +263,8 @@ form.addEventListener("submit", (submitted) => {
   if (!running) {
     frame.intent = {
       toolset: form.elements.toolset.value === "default" ? null : form.elements.toolset.value,
-      enabled: form.elements.tools.checked,
-      web_search: form.elements.web_search.checked,
+      enabled: OVERRIDE[form.elements.tools.value],
+      web_search: OVERRIDE[form.elements.web_search.value],
     };
   }
   send(frame);

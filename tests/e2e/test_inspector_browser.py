@@ -1,5 +1,7 @@
 """The context inspector beside a chat answers "why can't my agent see tool X?" in a
-real browser: a profile picked in the composer, Tools switched off, a global disable."""
+real browser: a profile picked in the composer, Tools switched off, a global disable; and
+the README's deferred-tool demo as shipped (a deferred built-in loaded with tool_search,
+then called), with the inspector's "Rebuild tiers"."""
 
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ def test_a_profile_picked_in_the_composer_shows_its_removed_tool_hidden(product,
 def test_with_tools_off_the_next_turn_sends_no_tools(product, page):
     open_new_chat(page, *product)
 
-    page.get_by_label("Tools").uncheck()
+    page.get_by_role("group", name="Tools").get_by_role("radio", name="Off", exact=True).check()
     _say(page, "no tools please")
 
     inspector = page.get_by_role("complementary", name="Next turn")
@@ -71,4 +73,32 @@ def test_plan_mode_from_the_composer_hides_tools_unsafe_in_plan(product, page):
     expect(page.locator("#hidden-bash")).to_contain_text("plan", timeout=10_000)
     page.reload()
     expect(page.get_by_label("Plan mode")).to_be_checked()
+    assert page.console_errors == []
+
+
+def test_a_deferred_built_in_is_loaded_with_tool_search_then_called(product, page):
+    open_new_chat(page, *product)
+    inspector = page.get_by_role("complementary", name="Next turn")
+    catalog = inspector.locator("details", has_text="Deferred catalog")
+    expect(catalog.locator("summary")).to_contain_text("Deferred catalog (6)", timeout=10_000)
+    expect(inspector.locator("li", has_text="tool_search")).to_be_visible()
+
+    page.get_by_label("Message").fill("use calculate: 6 * 7")
+    page.get_by_label("Message").press("Enter")
+
+    cards = page.locator(".tool-card")
+    expect(cards).to_have_count(2, timeout=20_000)
+    expect(cards.nth(0).locator("summary")).to_contain_text("tool_search")
+    expect(cards.nth(1)).to_have_attribute("data-status", "ok", timeout=20_000)
+    expect(cards.nth(1).locator("summary")).to_contain_text("calculate")
+    cards.nth(1).locator("summary").press("Enter")
+    expect(cards.nth(1).locator("pre.result")).to_contain_text("42")
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden(timeout=20_000)
+    # The turn's end reloads the inspector; press the button on the reloaded one.
+    expect(inspector.locator("table tbody tr")).to_have_count(3, timeout=10_000)
+    page.wait_for_load_state("networkidle")
+
+    inspector.get_by_role("button", name="Rebuild tiers").click()
+    expect(inspector.get_by_role("status")).to_contain_text("Tiers rebuilt", timeout=10_000)
+    expect(catalog.locator("summary")).to_contain_text("Deferred catalog (6)")
     assert page.console_errors == []

@@ -10,8 +10,9 @@ the API sends it), `message_delta`, `message_stop`; errors are
 required, in `x-api-key` or, as SDK 2.x sends `api_key`, in `Authorization: Bearer`.
 
 Token counts are estimates (a quarter of the canonical JSON length of tools, system and
-messages) but prompt caching is simulated with the real API's rules, because that is what
-tests of a caching strategy need:
+messages; a tool sent with `defer_loading` counts only once a `tool_reference` block loads
+it, where that block is, as the API bills it) but prompt caching is simulated with the
+real API's rules, because that is what tests of a caching strategy need:
 
 - The prompt is a sequence of blocks in the order tools, system, messages. A block that
   carries `cache_control` is a breakpoint; a top-level `cache_control` makes the last block
@@ -190,8 +191,13 @@ def _tokens(size: int) -> int:
 
 def _prompt(body: dict[str, Any]) -> _Prompt:
     blocks: list[tuple[Any, Any]] = []
-    for tool in body.get("tools") or []:
-        blocks.append((["tool"], tool))
+    tools = [tool for tool in body.get("tools") or [] if isinstance(tool, dict)]
+    by_name = {tool.get("name"): tool for tool in tools}
+    for tool in tools:
+        # As the API: a tool sent with `defer_loading` costs nothing until a
+        # `tool_reference` loads it, and then it counts where it is referenced.
+        if tool.get("defer_loading") is not True:
+            blocks.append((["tool"], tool))
     system = body.get("system")
     if isinstance(system, str):
         blocks.append((["system"], {"type": "text", "text": system}))
@@ -204,6 +210,9 @@ def _prompt(body: dict[str, Any]) -> _Prompt:
             content = [{"type": "text", "text": content}]
         for block in content if isinstance(content, list) else [content]:
             blocks.append((["message", number, role], block))
+            for name in _references(block):
+                if isinstance(by_name.get(name), dict):
+                    blocks.append((["reference", number, name], by_name[name]))
 
     keys, sizes, breakpoints = [], [], []
     running, size = sha256(), 0
@@ -222,6 +231,19 @@ def _prompt(body: dict[str, Any]) -> _Prompt:
         if not breakpoints or breakpoints[-1] != last:
             breakpoints.append(last)
     return _Prompt(keys=keys, sizes=sizes, breakpoints=breakpoints)
+
+
+def _references(block: Any) -> list[str]:
+    """The tools a `tool_result` block loads with `tool_reference` items."""
+    if not isinstance(block, dict) or block.get("type") != "tool_result":
+        return []
+    content = block.get("content")
+    items = content if isinstance(content, list) else []
+    return [
+        str(item.get("tool_name"))
+        for item in items
+        if isinstance(item, dict) and item.get("type") == "tool_reference"
+    ]
 
 
 def _usage_start(usage: _InputUsage) -> dict[str, Any]:

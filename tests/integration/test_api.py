@@ -412,3 +412,124 @@ def test_the_catalog_shows_tools_that_never_registered_and_broken_plugins(
         "plugin failed to load: ImportError: no module named acme"
     )
     assert tools["acme_tools"]["available"] is False
+
+
+def _offered_now(*removed: str) -> list[str]:
+    from toolhub.tools import registry
+    from toolhub.tools.layers import META_TOOLS
+
+    return [
+        tool.name
+        for tool in registry.all_tools()
+        if tool.name not in removed and tool.name not in META_TOOLS
+    ]
+
+
+def test_a_mode_change_says_what_it_pinned_and_what_was_there_before(api, owner):
+    profile = profile_services.profile_create(user=owner, name="Mine", tools=["bash"])
+    pinned = _offered_now("bash")
+
+    response = api(owner).patch(
+        f"/api/profiles/{profile.pk}/", {"mode": "only"}, format="json", HTTP_IF_MATCH='"1"'
+    )
+
+    body = _body(response)
+    assert (response.status_code, response["ETag"]) == (200, '"2"')
+    assert (body["mode"], body["tools"], body["version"]) == ("only", pinned, 2)
+    assert body["switch"] == {
+        "applied": True,
+        "mode": "only",
+        "pinned": len(pinned),
+        "removed": 0,
+        "message": f"Switched to only: {len(pinned)} tools pinned.",
+        "previous": {"mode": "all_except", "tools": ["bash"]},
+    }
+
+
+def test_a_preview_patch_answers_the_profile_as_it_would_be_and_writes_nothing(api, owner):
+    profile = profile_services.profile_create(user=owner, name="Mine", mode="only", tools=["read"])
+    removed = _offered_now("read")
+
+    response = api(owner).patch(
+        f"/api/profiles/{profile.pk}/?preview=true",
+        {"mode": "all_except"},
+        format="json",
+        HTTP_IF_MATCH='"1"',
+    )
+
+    body = _body(response)
+    assert (response.status_code, response["ETag"]) == (200, '"1"')
+    assert (body["mode"], body["tools"], body["version"]) == ("all_except", removed, 1)
+    assert body["switch"]["applied"] is False
+    assert body["switch"]["removed"] == len(removed)
+    assert body["switch"]["message"] == (
+        f"{len(removed)} tools will be listed as removed; tools added later will join."
+    )
+    profile.refresh_from_db()
+    assert (profile.mode, profile.tools, profile.version) == ("only", ["read"], 1)
+
+
+def test_a_switch_is_undone_by_patching_its_previous_state_back_and_a_stale_undo_is_412(api, owner):
+    client = api(owner)
+    profile = profile_services.profile_create(user=owner, name="Mine", tools=["bash", "gone"])
+    url = f"/api/profiles/{profile.pk}/"
+    switched = client.patch(url, {"mode": "only"}, format="json", HTTP_IF_MATCH='"1"')
+    previous = _body(switched)["switch"]["previous"]
+
+    undone = client.patch(url, previous, format="json", HTTP_IF_MATCH=switched["ETag"])
+    stale = client.patch(url, previous, format="json", HTTP_IF_MATCH=switched["ETag"])
+
+    assert (
+        _body(undone)["switch"]["message"] == "Switched to all except: 2 tools listed as removed."
+    )
+    assert (_body(undone)["mode"], _body(undone)["tools"]) == ("all_except", ["bash", "gone"])
+    assert (stale.status_code, _body(stale)["code"]) == (412, "conflict")
+    assert "changed since you read it" in _body(stale)["message"]
+    profile.refresh_from_db()
+    assert (profile.mode, profile.tools, profile.version) == ("all_except", ["bash", "gone"], 3)
+
+
+def test_a_patch_that_keeps_the_mode_has_no_switch(api, owner):
+    profile = profile_services.profile_create(user=owner, name="Mine")
+
+    response = api(owner).patch(
+        f"/api/profiles/{profile.pk}/", {"name": "Other"}, format="json", HTTP_IF_MATCH='"1"'
+    )
+
+    assert (_body(response)["name"], _body(response)["switch"]) == ("Other", None)
+
+
+def test_preview_is_true_or_false_and_another_users_profile_is_404(api, owner, other_user):
+    mine = profile_services.profile_create(user=owner, name="Mine")
+    theirs = profile_services.profile_create(user=other_user, name="Theirs")
+    client = api(owner)
+
+    wrong = client.patch(
+        f"/api/profiles/{mine.pk}/?preview=yes",
+        {"mode": "only"},
+        format="json",
+        HTTP_IF_MATCH='"1"',
+    )
+    foreign = client.patch(
+        f"/api/profiles/{theirs.pk}/?preview=true",
+        {"mode": "only"},
+        format="json",
+        HTTP_IF_MATCH='"1"',
+    )
+
+    assert (wrong.status_code, _body(wrong)["fields"]) == (
+        400,
+        {"preview": ["must be true or false"]},
+    )
+    assert (foreign.status_code, _body(foreign)["code"]) == (404, "not_found")
+    assert ToolProfile.objects.get(pk=mine.pk).version == 1
+
+
+def test_the_schema_documents_the_switch_and_the_preview(api, owner):
+    schema = api(owner).get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    operation = _body(schema)["paths"]["/api/profiles/{profile_id}/"]["patch"]
+
+    assert "preview" in {parameter["name"] for parameter in operation["parameters"]}
+    assert operation["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ProfileChange"
+    }

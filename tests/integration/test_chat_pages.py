@@ -34,7 +34,7 @@ def test_the_chat_page_opens_the_latest_chat_with_its_socket_and_intent(client, 
     assert response.redirect_chain[-1][0] == reverse("chat_session", args=[session.pk])
     assert f'data-ws="/ws/sessions/{session.pk}/"' in page
     assert '<option value="safe" selected>' in page
-    assert 'name="tools" checked' not in page
+    assert 'id="tools-off" name="tools" value="off" checked' in page
 
 
 def test_another_persons_chat_is_a_404_for_the_page_and_its_actions(client, owner, other_user):
@@ -146,3 +146,101 @@ def test_plan_mode_is_switched_from_the_composer_at_once(client, owner, other_us
     assert client.post(url, {"plan_mode": "on"}).status_code == 404
     session.refresh_from_db()
     assert session.plan_mode is False
+
+
+def _checked(page: str, name: str) -> list[str]:
+    import re
+
+    return re.findall(rf'name="{name}" value="(\w+)" checked', page)
+
+
+@pytest.mark.parametrize(
+    ("stored", "shown"),
+    [(None, "follow"), (True, "on"), (False, "off")],
+)
+def test_the_composer_opens_on_the_stored_override_of_tools_and_web_search(
+    client, owner, stored, shown
+):
+    session = _session(owner, intent={"enabled": stored, "web_search": stored})
+    client.force_login(owner)
+
+    page = client.get(reverse("chat_session", args=[session.pk])).content.decode()
+
+    assert _checked(page, "tools") == [shown]
+    assert _checked(page, "web_search") == [shown]
+    assert 'id="composer-follow" type="application/json"' in page
+
+
+def _follow_data(page: str) -> dict:
+    import json
+    import re
+
+    found = re.search(r'<script id="composer-follow" type="application/json">(.*?)</script>', page)
+    return json.loads(found.group(1))
+
+
+def test_web_search_on_follow_says_what_each_profile_gives(client, owner, monkeypatch):
+    monkeypatch.setenv("BRAVE_API_KEY", "test-key")
+    session = _session(owner, intent={"toolset": "research"})
+    client.force_login(owner)
+
+    page = client.get(reverse("chat_session", args=[session.pk])).content.decode()
+
+    web = _follow_data(page)["web_search"]
+    assert web["research"] == {
+        "on": True,
+        "hint": "Follow: on (the research profile has it).",
+        "unavailable": "",
+    }
+    assert web["default"]["hint"] == "Follow: on (the default profile has it)."
+    assert web["files"] == {
+        "on": False,
+        "hint": "Follow: off (not in the 'files' toolset).",
+        "unavailable": "",
+    }
+    # The first render already shows the chat's own profile (research), before any script.
+    assert "Follow: on (the research profile has it)." in page
+    assert 'id="web-search-on" name="web_search" value="on" disabled' not in page
+
+
+def test_tools_on_follow_say_when_the_agent_turns_them_off(client, owner, monkeypatch):
+    from agent_app.models import Agent
+
+    monkeypatch.setenv("BRAVE_API_KEY", "test-key")
+
+    agent = Agent.objects.create(owner=owner, name="quiet", tool_intent={"enabled": False})
+    session = _session(owner, agent=agent.pk)
+    client.force_login(owner)
+
+    page = client.get(reverse("chat_session", args=[session.pk])).content.decode()
+
+    assert _follow_data(page)["tools"] == {
+        "on": False,
+        "hint": "Follow: off (the agent \u201cquiet\u201d has tools off).",
+        "unavailable": "",
+    }
+    assert _checked(page, "tools") == ["follow"]
+    # Tools off on follow: web search follows them off, and the page says so first.
+    assert '<p data-hint="no_tools">Tools are off, so web search is too.</p>' in page
+
+
+def test_web_search_that_cannot_run_says_why_and_cannot_be_switched_on(
+    client, owner, staff, monkeypatch
+):
+    from profiles_app.services import tool_disable_globally
+
+    monkeypatch.delenv("BRAVE_API_KEY", raising=False)
+    session = _session(owner)
+    client.force_login(owner)
+
+    page = client.get(reverse("chat_session", args=[session.pk])).content.decode()
+
+    assert _follow_data(page)["web_search"]["research"]["unavailable"] == "needs BRAVE_API_KEY"
+    assert 'id="web-search-on" name="web_search" value="on" disabled' in page
+    assert "Unavailable: needs BRAVE_API_KEY." in page
+
+    monkeypatch.setenv("BRAVE_API_KEY", "test-key")
+    tool_disable_globally(user=staff, tool="web_search", reason="quota spent")
+    page = client.get(reverse("chat_session", args=[session.pk])).content.decode()
+
+    assert "Unavailable: disabled globally by ops: quota spent." in page

@@ -930,7 +930,9 @@ async def test_a_runner_that_lost_its_claim_stops_writing(owner, model, lab):
 
 
 def _system_text(seen) -> str:
-    return " ".join(block["text"] for block in seen.body.get("system", []))
+    """The agent's own prompt: the first system block (the catalog, when something is
+    deferred, is the second)."""
+    return seen.body["system"][0]["text"]
 
 
 async def test_an_edited_agent_reaches_the_very_next_turn(owner, model):

@@ -11,7 +11,7 @@ from django.db import connection
 from profiles_app import services
 from profiles_app.models import GlobalDisable, ToolProfile
 from tests.conftest import need
-from toolhub.errors import Conflict, Forbidden, Invalid
+from toolhub.errors import Conflict, Forbidden, Invalid, MetaToolRefused, NotFound, Stale
 from toolhub.tools import ToolContext, function, resolve
 
 pytestmark = pytest.mark.django_db
@@ -241,7 +241,7 @@ def test_enabling_again_is_audited_and_takes_effect_at_once(staff):
 
 def test_a_tool_registered_after_a_profile_reaches_all_except_but_not_only(owner, registry_state):
     all_except = services.profile_create(user=owner, name="Everything")
-    only = services.profile_create(user=owner, name="Picked", mode="only", tools=["calculate"])
+    only = services.profile_create(user=owner, name="Picked", mode="only", tools=["current_time"])
     lookup = services.profile_lookup_for(owner)
 
     @function
@@ -259,7 +259,7 @@ def test_a_tool_registered_after_a_profile_reaches_all_except_but_not_only(owner
     )
 
     assert "brand_new_tool" in everything.names
-    assert picked.names == ("calculate",)
+    assert picked.names == ("current_time",)
 
 
 def test_the_profile_lookup_prefers_the_own_profile_over_a_shared_one(owner, staff):
@@ -291,3 +291,223 @@ def test_a_shared_agent_may_name_only_shared_profiles_or_presets(staff):
         agent_create(user=staff, shared=True, name="Ops", tool_intent={"toolset": "Personal"})
     assert agent_create(user=staff, shared=True, name="Ops", tool_intent={"toolset": "Team"})
     assert agent_create(user=staff, name="Mine", tool_intent={"toolset": "Personal"})
+
+
+# --- switching between "all except" and "only" ----------------------------------------------
+
+
+def _offered_now(*removed: str) -> tuple[str, ...]:
+    from toolhub.tools import registry
+    from toolhub.tools.layers import META_TOOLS
+
+    return tuple(
+        tool.name
+        for tool in registry.all_tools()
+        if tool.name not in removed and tool.name not in META_TOOLS
+    )
+
+
+def test_a_switch_preview_says_what_the_list_becomes_and_writes_nothing(owner):
+    profile = services.profile_create(user=owner, name="A", tools=["bash", "web_fetch"])
+    pinned = _offered_now("bash", "web_fetch")
+
+    switch = services.profile_mode_switch_preview(
+        user=owner, profile=profile, version=1, mode="only"
+    )
+
+    assert switch.tools == pinned
+    assert (switch.pinned, switch.removed) == (len(pinned), 0)
+    assert switch.preview == f"{len(pinned)} tools will be pinned; tools added later will stay out."
+    profile.refresh_from_db()
+    assert (profile.mode, profile.tools, profile.version) == (
+        "all_except",
+        ["bash", "web_fetch"],
+        1,
+    )
+
+
+def test_a_switch_to_all_except_lists_the_rest_as_removed(owner):
+    kept = _offered_now()[:-5]
+    profile = services.profile_create(user=owner, name="A", mode="only", tools=list(kept))
+
+    switched = services.profile_mode_switch(
+        user=owner, profile=profile, version=1, mode="all_except"
+    )
+
+    assert switched.switch.removed == 5
+    assert switched.switch.preview == (
+        "5 tools will be listed as removed; tools added later will join."
+    )
+    assert switched.switch.done == "Switched to all except: 5 tools listed as removed."
+    assert (switched.profile.mode, switched.profile.version) == ("all_except", 2)
+    assert tuple(switched.profile.tools) == _offered_now()[-5:]
+
+
+@pytest.mark.parametrize(
+    ("mode", "tools", "after"),
+    [
+        ("all_except", ["bash", "gone_tool", "web_fetch"], "only"),
+        ("only", ["read", "gone_tool", "grep"], "all_except"),
+    ],
+)
+def test_undo_restores_the_previous_mode_and_list_exactly(owner, mode, tools, after):
+    profile = services.profile_create(user=owner, name="A", mode=mode, tools=tools)
+
+    switched = services.profile_mode_switch(user=owner, profile=profile, version=1, mode=after)
+    switched_to = ToolProfile.objects.get(pk=profile.pk).mode
+    undone = services.profile_mode_switch_undo(
+        user=owner,
+        profile=switched.profile,
+        version=switched.profile.version,
+        mode=switched.switch.previous_mode,
+        tools=switched.switch.previous_tools,
+    )
+
+    assert switched_to == after
+    stored = ToolProfile.objects.get(pk=profile.pk)
+    assert (stored.mode, stored.tools, stored.version) == (mode, tools, 3)
+    assert undone.tools == tools
+
+
+def test_a_stale_undo_is_refused_and_changes_nothing(owner):
+    profile = services.profile_create(user=owner, name="A", tools=["bash"])
+    switched = services.profile_mode_switch(user=owner, profile=profile, version=1, mode="only")
+    services.profile_tool_remove(user=owner, profile=switched.profile, version=2, tool="grep")
+
+    with pytest.raises(Stale, match="changed since you read it"):
+        services.profile_mode_switch_undo(
+            user=owner,
+            profile=ToolProfile.objects.get(pk=profile.pk),
+            version=2,
+            mode=switched.switch.previous_mode,
+            tools=switched.switch.previous_tools,
+        )
+    stored = ToolProfile.objects.get(pk=profile.pk)
+    assert (stored.mode, stored.version) == ("only", 3)
+    assert "grep" not in stored.tools
+
+
+def test_an_undo_goes_through_the_same_checks_as_any_write(owner):
+    profile = services.profile_create(user=owner, name="A", mode="only", tools=["read"])
+    switched = services.profile_mode_switch(
+        user=owner, profile=profile, version=1, mode="all_except"
+    )
+
+    with pytest.raises(MetaToolRefused):
+        services.profile_mode_switch_undo(
+            user=owner,
+            profile=switched.profile,
+            version=2,
+            mode="all_except",
+            tools=["tool_search"],
+        )
+    assert ToolProfile.objects.get(pk=profile.pk).version == 2
+
+
+def test_a_stale_preview_is_refused_so_the_sentence_is_never_about_an_old_list(owner):
+    profile = services.profile_create(user=owner, name="A")
+    services.profile_tool_remove(
+        user=owner, profile=ToolProfile.objects.get(pk=profile.pk), version=1, tool="bash"
+    )
+
+    with pytest.raises(Stale):
+        services.profile_mode_switch_preview(
+            user=owner, profile=ToolProfile.objects.get(pk=profile.pk), version=1, mode="only"
+        )
+
+
+def test_another_users_profile_cannot_be_previewed_switched_or_undone(owner, other_user):
+    profile = services.profile_create(user=other_user, name="Theirs", tools=["bash"])
+    calls = [
+        lambda: services.profile_mode_switch_preview(
+            user=owner, profile=profile, version=1, mode="only"
+        ),
+        lambda: services.profile_mode_switch(user=owner, profile=profile, version=1, mode="only"),
+        lambda: services.profile_mode_switch_undo(
+            user=owner, profile=profile, version=1, mode="only", tools=[]
+        ),
+    ]
+
+    for call in calls:
+        with pytest.raises(NotFound):
+            call()
+    stored = ToolProfile.objects.get(pk=profile.pk)
+    assert (stored.mode, stored.tools, stored.version) == ("all_except", ["bash"], 1)
+
+
+def test_switching_to_the_mode_it_has_writes_nothing_and_says_so(owner):
+    profile = services.profile_create(user=owner, name="A", tools=["bash"])
+
+    switched = services.profile_mode_switch(
+        user=owner, profile=profile, version=1, mode="all_except"
+    )
+
+    assert not switched.switch.changes
+    assert switched.switch.done == (
+        "Nothing switched: it already chooses tools this way (all except)."
+    )
+    assert ToolProfile.objects.get(pk=profile.pk).version == 1
+
+
+@pytest.mark.parametrize(
+    ("mode", "tools", "preview", "done"),
+    [
+        (
+            "only",
+            ("read",),
+            "1 tool will be pinned; tools added later will stay out.",
+            "Switched to only: 1 tool pinned.",
+        ),
+        (
+            "only",
+            (),
+            "No tool will be pinned; tools added later will stay out.",
+            "Switched to only: no tool pinned.",
+        ),
+        (
+            "all_except",
+            (),
+            "No tool will be listed as removed; tools added later will join.",
+            "Switched to all except: no tool listed as removed.",
+        ),
+    ],
+)
+def test_the_switch_sentences_count_one_and_none_as_a_person_says_them(mode, tools, preview, done):
+    other = "all_except" if mode == "only" else "only"
+    switch = services.ModeSwitch(mode, tools, other, ())
+
+    assert (switch.preview, switch.done) == (preview, done)
+
+
+def test_a_switch_that_would_pin_more_names_than_a_list_holds_is_refused_before_it_is_made(
+    owner, registry_state
+):
+    from toolhub.tools.intent import MAX_NAMES
+
+    for number in range(MAX_NAMES):
+        function(lambda: "", name=f"many_{number}", description="One of many.")
+    profile = services.profile_create(user=owner, name="A")
+
+    with pytest.raises(Invalid, match=f"at most {MAX_NAMES} names"):
+        services.profile_mode_switch_preview(user=owner, profile=profile, version=1, mode="only")
+    assert ToolProfile.objects.get(pk=profile.pk).mode == "all_except"
+
+
+def test_a_previewed_change_is_checked_like_the_write_but_stores_and_audits_nothing(staff):
+    shared = services.profile_create(user=staff, name="Team", shared=True, tools=["bash"])
+    audited = LogEntry.objects.count()
+
+    change = services.profile_change(
+        user=staff, profile=shared, version=1, mode="only", preview=True
+    )
+
+    assert not change.applied
+    assert (change.view.mode, change.view.version) == ("only", 1)
+    assert change.view.tools == _offered_now("bash")
+    assert change.switch.previous_mode == "all_except"
+    assert change.switch.previous_tools == ("bash",)
+    stored = ToolProfile.objects.get(pk=shared.pk)
+    assert (stored.mode, stored.tools, stored.version) == ("all_except", ["bash"], 1)
+    assert LogEntry.objects.count() == audited
+    with pytest.raises(Conflict):
+        services.profile_change(user=staff, profile=stored, version=1, name="default", preview=True)

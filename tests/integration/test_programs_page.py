@@ -7,6 +7,7 @@ page, the status codes, and what the profile offers afterwards.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -101,7 +102,8 @@ def test_switching_semantics_keeps_what_the_profile_offers(client, owner):
     client.force_login(owner)
 
     client.post(
-        reverse("program_mode", args=[profile.pk]), {"mode": "only", "version": profile.version}
+        reverse("program_mode", args=[profile.pk]),
+        {"mode": "only", "version": profile.version, "confirm": "1"},
     )
 
     profile = _reload(profile)
@@ -109,6 +111,236 @@ def test_switching_semantics_keeps_what_the_profile_offers(client, owner):
     assert profile.mode == "only"
     # tool_search is offered whenever something is deferred, so it is never pinned.
     assert set(profile.tools) == everything - {"web_fetch", "bash", "tool_search"}
+
+
+def _pinnable(*removed):
+    from toolhub.tools import registry
+    from toolhub.tools.layers import META_TOOLS
+
+    return [
+        tool.name
+        for tool in registry.all_tools()
+        if tool.name not in removed and tool.name not in META_TOOLS
+    ]
+
+
+def test_choosing_only_first_says_how_many_tools_will_be_pinned_and_writes_nothing(client, owner):
+    profile = _profile(owner, tools=["web_fetch", "bash"])
+    client.force_login(owner)
+    pinned = len(_pinnable("web_fetch", "bash"))
+
+    response = client.post(
+        reverse("program_mode", args=[profile.pk]), {"mode": "only", "version": profile.version}
+    )
+
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert f"{pinned} tools will be pinned; tools added later will stay out." in page
+    assert 'role="alert">' in page
+    assert (
+        '<button type="submit" aria-describedby="switch-sentence" autofocus>Switch</button>' in page
+    )
+    assert ">Cancel</a>" in page
+    assert f'href="{reverse("program", args=[profile.pk])}"' in page
+    stored = _reload(profile)
+    assert (stored.mode, stored.tools, stored.version) == ("all_except", ["web_fetch", "bash"], 1)
+
+
+def test_choosing_all_except_first_says_how_many_tools_will_be_listed_as_removed(client, owner):
+    kept = _pinnable()[:-5]
+    profile = _profile(owner, mode="only", tools=kept)
+    client.force_login(owner)
+
+    page = client.post(
+        reverse("program_mode", args=[profile.pk]),
+        {"mode": "all_except", "version": profile.version},
+    ).content.decode()
+
+    assert "5 tools will be listed as removed; tools added later will join." in page
+    assert (_reload(profile).mode, _reload(profile).version) == ("only", 1)
+
+
+def test_confirming_switches_and_the_page_says_so_with_an_undo_button(client, owner):
+    profile = _profile(owner, tools=["web_fetch", "bash"])
+    client.force_login(owner)
+    pinned = len(_pinnable("web_fetch", "bash"))
+
+    response = client.post(
+        reverse("program_mode", args=[profile.pk]),
+        {"mode": "only", "version": profile.version, "confirm": "1"},
+        follow=True,
+    )
+
+    page = response.content.decode()
+    assert response.redirect_chain == [(reverse("program", args=[profile.pk]), 302)]
+    assert f'<p role="status" id="switch-done">Switched to only: {pinned} tools pinned.</p>' in page
+    assert ">Undo</button>" in page
+    assert _reload(profile).mode == "only"
+
+
+def test_undo_restores_the_mode_and_the_list_exactly(client, owner):
+    profile = _profile(owner, tools=["web_fetch", "gone_tool", "bash"])
+    client.force_login(owner)
+    client.post(
+        reverse("program_mode", args=[profile.pk]),
+        {"mode": "only", "version": profile.version, "confirm": "1"},
+    )
+    switched_mode = _reload(profile).mode
+
+    response = client.post(
+        reverse("program_mode_undo", args=[profile.pk]),
+        {"mode": "all_except", "tools": ["web_fetch", "gone_tool", "bash"], "version": 2},
+        follow=True,
+    )
+
+    page = response.content.decode()
+    restored = _reload(profile)
+    assert switched_mode == "only"
+    assert (restored.mode, restored.tools, restored.version) == (
+        "all_except",
+        ["web_fetch", "gone_tool", "bash"],
+        3,
+    )
+    assert "Undone: back to all except, as it was." in page
+    assert ">Undo</button>" not in page
+
+
+def test_the_undo_button_carries_the_list_the_switch_replaced(client, owner):
+    profile = _profile(owner, tools=["web_fetch", "bash"])
+    client.force_login(owner)
+    client.post(
+        reverse("program_mode", args=[profile.pk]),
+        {"mode": "only", "version": profile.version, "confirm": "1"},
+    )
+
+    page = client.get(reverse("program", args=[profile.pk])).content.decode()
+    form = page[page.index(reverse("program_mode_undo", args=[profile.pk])) :]
+    form = form[: form.index("</form>")]
+
+    assert '<input type="hidden" name="version" value="2">' in form
+    assert '<input type="hidden" name="mode" value="all_except">' in form
+    assert '<input type="hidden" name="tools" value="web_fetch">' in form
+    assert '<input type="hidden" name="tools" value="bash">' in form
+
+
+def test_an_undo_after_another_edit_is_refused_with_a_clear_message(client, owner):
+    profile = _profile(owner, tools=["bash"])
+    client.force_login(owner)
+    client.post(
+        reverse("program_mode", args=[profile.pk]),
+        {"mode": "only", "version": profile.version, "confirm": "1"},
+    )
+    # Another tab removes a tool from the switched profile meanwhile.
+    client.post(
+        reverse("program_tool", args=[profile.pk, "remove"]), {"tool": "grep", "version": 2}
+    )
+
+    response = client.post(
+        reverse("program_mode_undo", args=[profile.pk]),
+        {"mode": "all_except", "tools": ["bash"], "version": 2},
+    )
+
+    assert response.status_code == 409
+    assert "Not undone: this profile changed after the switch" in response.content.decode()
+    stored = _reload(profile)
+    assert stored.mode == "only"
+    assert "grep" not in stored.tools
+
+
+def test_the_undo_notice_is_gone_once_the_profile_changed_again(client, owner):
+    profile = _profile(owner)
+    client.force_login(owner)
+    client.post(
+        reverse("program_mode", args=[profile.pk]),
+        {"mode": "only", "version": profile.version, "confirm": "1"},
+    )
+    client.post(
+        reverse("program_tool", args=[profile.pk, "remove"]), {"tool": "grep", "version": 2}
+    )
+
+    page = client.get(reverse("program", args=[profile.pk])).content.decode()
+
+    assert "Switched to only" not in page
+    assert ">Undo</button>" not in page
+
+
+def test_a_stale_confirmation_is_refused_and_switches_nothing(client, owner):
+    profile = _profile(owner)
+    client.force_login(owner)
+    client.post(
+        reverse("program_tool", args=[profile.pk, "remove"]), {"tool": "grep", "version": 1}
+    )
+
+    response = client.post(
+        reverse("program_mode", args=[profile.pk]),
+        {"mode": "only", "version": 1, "confirm": "1"},
+    )
+
+    assert response.status_code == 409
+    assert "the profile changed since you read it" in response.content.decode()
+    assert _reload(profile).mode == "all_except"
+
+
+def test_choosing_the_mode_it_already_has_says_nothing_changed(client, owner):
+    profile = _profile(owner)
+    client.force_login(owner)
+
+    response = client.post(
+        reverse("program_mode", args=[profile.pk]),
+        {"mode": "all_except", "version": profile.version},
+        follow=True,
+    )
+
+    assert "Nothing switched: it already chooses tools this way (all except)." in (
+        response.content.decode()
+    )
+    assert _reload(profile).version == 1
+
+
+def test_with_htmx_each_step_answers_with_the_profile_section_alone(client, owner):
+    profile = _profile(owner, tools=["bash"])
+    client.force_login(owner)
+    url = reverse("program_mode", args=[profile.pk])
+    htmx = {"HTTP_HX_REQUEST": "true"}
+    pinned = len(_pinnable("bash"))
+
+    asked = client.post(url, {"mode": "only", "version": 1}, **htmx)
+    switched = client.post(url, {"mode": "only", "version": 1, "confirm": "1"}, **htmx)
+    undone = client.post(
+        reverse("program_mode_undo", args=[profile.pk]),
+        {"mode": "all_except", "tools": ["bash"], "version": 2},
+        **htmx,
+    )
+    stale = client.post(url, {"mode": "only", "version": 1, "confirm": "1"}, **htmx)
+
+    for response in (asked, switched, undone, stale):
+        text = response.content.decode()
+        assert response.status_code == 200
+        assert text.lstrip().startswith('<section class="card profile" id="profile"')
+        assert "HX-Request" in response["Vary"]
+    assert f"{pinned} tools will be pinned" in asked.content.decode()
+    assert f"Switched to only: {pinned} tools pinned." in switched.content.decode()
+    assert "Undone: back to all except, as it was." in undone.content.decode()
+    assert 'role="alert">the profile changed since you read it' in stale.content.decode()
+    assert (_reload(profile).mode, _reload(profile).tools) == ("all_except", ["bash"])
+
+
+def test_another_persons_profile_is_a_404_for_the_switch_and_its_undo(client, owner, other_user):
+    profile = _profile(owner, tools=["bash"])
+    client.force_login(other_user)
+
+    asked = client.post(reverse("program_mode", args=[profile.pk]), {"mode": "only", "version": 1})
+    confirmed = client.post(
+        reverse("program_mode", args=[profile.pk]), {"mode": "only", "version": 1, "confirm": "1"}
+    )
+    undone = client.post(
+        reverse("program_mode_undo", args=[profile.pk]),
+        {"mode": "only", "tools": [], "version": 1},
+    )
+
+    assert [asked.status_code, confirmed.status_code, undone.status_code] == [404, 404, 404]
+    stored = _reload(profile)
+    assert (stored.mode, stored.tools, stored.version) == ("all_except", ["bash"], 1)
 
 
 def test_rename_and_delete_after_confirmation(client, owner):
@@ -280,3 +512,21 @@ def test_tool_search_has_no_remove_button_and_a_crafted_removal_changes_nothing(
     assert crafted.status_code == 400
     assert "tool_search cannot be removed from a profile" in crafted.content.decode()
     assert _reload(profile).tools == []
+
+
+def test_tool_search_stays_in_a_profile_switched_to_only_without_an_add_button(client, owner):
+    profile = _profile(owner, tools=["bash"])
+    client.force_login(owner)
+    before = client.get(reverse("program", args=[profile.pk])).content.decode()
+    client.post(
+        reverse("program_mode", args=[profile.pk]),
+        {"mode": "only", "version": profile.version, "confirm": "1"},
+    )
+
+    after = client.get(reverse("program", args=[profile.pk])).content.decode()
+
+    assert "tool_search" not in _reload(profile).tools
+    assert 'id="remove-tool_search"' in after
+    assert 'aria-label="Add back tool_search"' not in after
+    heading = re.compile(r"In this profile \(\d+\)")
+    assert heading.search(before)[0] == heading.search(after)[0]

@@ -8,7 +8,10 @@ longer than a prompt should carry, and ``--tools N`` generated no-op tools. ``--
 lists the tools in a random order and ``--page-size`` splits the listing into pages
 behind cursors, so the client's ordering and pagination are exercised against a real
 server. ``--counter FILE`` appends a line per executed call, so a test can prove a call
-never reached the server.
+never reached the server. ``--annotated`` adds tools carrying MCP annotations (read-only,
+destructive, additive, and hints left to their defaults); the fixed tools have none. (A
+server whose hints are not booleans on the wire is ``raw_server.py``: this SDK's server
+corrects them before they are sent.)
 """
 
 from __future__ import annotations
@@ -23,7 +26,13 @@ from pathlib import Path
 from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import ImageContent, ListToolsResult, PaginatedRequestParams, TextContent
+from mcp_types import (
+    ImageContent,
+    ListToolsResult,
+    PaginatedRequestParams,
+    TextContent,
+    ToolAnnotations,
+)
 from pydantic import Field
 
 LONG_DESCRIPTION = "Summarise a document. " + "This sentence pads the description. " * 200
@@ -55,7 +64,14 @@ class PagedServer(MCPServer):
         )
 
 
-def build(*, tools: int, page_size: int, shuffle: bool, counter: Path | None) -> MCPServer:
+def build(
+    *,
+    tools: int,
+    page_size: int,
+    shuffle: bool,
+    counter: Path | None,
+    annotated: bool = False,
+) -> MCPServer:
     server = PagedServer("toolhub-test", page_size=page_size, shuffle=shuffle, log_level="ERROR")
 
     def count(name: str) -> None:
@@ -131,7 +147,41 @@ def build(*, tools: int, page_size: int, shuffle: bool, counter: Path | None) ->
             return "ok"
 
         server.add_tool(noop, name=f"noop_{index:03d}", description=f"Do nothing, number {index}.")
+    if annotated:
+        _annotated_tools(server, count)
     return server
+
+
+def _annotated_tools(server: PagedServer, count) -> None:
+    @server.tool(
+        description="Look up a stored value.",
+        annotations=ToolAnnotations(read_only_hint=True),
+    )
+    def look(key: str) -> str:
+        count("look")
+        return f"value of {key}"
+
+    @server.tool(
+        description="Delete every stored value.",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True),
+    )
+    def wipe() -> str:
+        count("wipe")
+        return "wiped"
+
+    @server.tool(
+        description="Append a value; never changes what is there.",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False),
+    )
+    def append(value: str) -> str:
+        count("append")
+        return f"appended {value}"
+
+    # Annotations with a title only: both hints keep the spec's defaults (destructive).
+    @server.tool(description="Tidy the store.", annotations=ToolAnnotations(title="Tidy"))
+    def tidy() -> str:
+        count("tidy")
+        return "tidied"
 
 
 def main() -> None:
@@ -142,12 +192,14 @@ def main() -> None:
     parser.add_argument("--page-size", type=int, default=0)
     parser.add_argument("--shuffle", action="store_true")
     parser.add_argument("--counter", type=Path)
+    parser.add_argument("--annotated", action="store_true")
     options = parser.parse_args()
     server = build(
         tools=options.tools,
         page_size=options.page_size,
         shuffle=options.shuffle,
         counter=options.counter,
+        annotated=options.annotated,
     )
     if options.transport == "stdio":
         server.run("stdio")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -451,3 +452,209 @@ def test_a_server_name_that_could_not_be_split_back_is_refused():
     for bad in ("Bad", "has_underscore", "", "x" * 25, "-lead"):
         with pytest.raises(ValueError, match="MCP server name"):
             McpServerConfig(name=bad, transport="stdio", command="true")
+
+
+# --- annotations: plan mode and approval ---------------------------------------------
+
+RAW_SERVER = Path(__file__).resolve().parents[1] / "mcp" / "raw_server.py"
+
+
+def raw_config(*args: str, **fields) -> McpServerConfig:
+    """The hand-written server (tests/mcp/raw_server.py): hints that are not booleans."""
+    return McpServerConfig(
+        name="raw",
+        transport="stdio",
+        command=sys.executable,
+        args=(str(RAW_SERVER), *args),
+        **fields,
+    )
+
+
+def plan(reg: ToolRegistry):
+    return resolve(reg, ctx=ToolContext(env={}, mode="plan"))
+
+
+def listed(name: str, annotations=None):
+    from mcp_types import Tool as McpTool
+
+    return McpTool(name=name, input_schema={"type": "object"}, annotations=annotations)
+
+
+@pytest.mark.parametrize(
+    ("hints", "kind", "hidden_in_plan", "asks"),
+    [
+        ({"read_only_hint": True}, "read-only", False, False),
+        ({"read_only_hint": True, "destructive_hint": True}, "read-only", False, False),
+        ({"read_only_hint": False, "destructive_hint": True}, "destructive", True, True),
+        ({"read_only_hint": False}, "destructive", True, True),
+        ({"title": "Only a title"}, "destructive", True, True),
+        ({"read_only_hint": False, "destructive_hint": False}, "additive", True, False),
+        ({"destructive_hint": False}, "additive", True, False),
+        (None, "unknown", True, False),
+    ],
+    ids=[
+        "read-only",
+        "read-only-wins-over-destructive",
+        "destructive",
+        "destructive-by-default",
+        "title-only-is-destructive-by-default",
+        "additive",
+        "additive-with-read-only-left-to-its-default",
+        "no-annotations",
+    ],
+)
+def test_annotations_decide_plan_mode_and_approval_as_the_spec_defines_the_hints(
+    hints, kind, hidden_in_plan, asks
+):
+    from mcp_types import ToolAnnotations
+
+    annotations = None if hints is None else ToolAnnotations(**hints)
+    listing = [listed("tool", annotations)]
+
+    (asking,), _ = build_tools(stdio_config("demo"), listing, call=None, check=lambda: True)
+    (silent,), _ = build_tools(
+        stdio_config("demo", approve_destructive=False), listing, call=None, check=lambda: True
+    )
+
+    assert asking.effect.kind == kind
+    assert ("plan" in asking.unsafe_in) is hidden_in_plan
+    assert asking.needs_approval({}, ToolContext(env={})) is asks
+    # The operator's switch turns the approval off and nothing else.
+    assert silent.needs_approval({}, ToolContext(env={})) is False
+    assert silent.unsafe_in == asking.unsafe_in
+
+
+@pytest.mark.parametrize(
+    ("parsed", "wire"),
+    [
+        ({"read_only_hint": True}, {"readOnlyHint": "true"}),
+        ({"read_only_hint": True}, {"readOnlyHint": 1}),
+        ({"read_only_hint": True}, {"readOnlyHint": "yes"}),
+        ({"read_only_hint": False, "destructive_hint": False}, {"destructiveHint": "false"}),
+        ({"read_only_hint": True}, "annotations"),
+        (None, {"readOnlyHint": True}),
+    ],
+    ids=["string", "number", "yes", "string-false", "not-an-object", "parsed-away"],
+)
+def test_a_hint_the_sdk_coerced_from_its_wire_form_makes_the_tool_destructive(parsed, wire):
+    # What the SDK hands over (parsed) next to what the server sent (wire): any hint that
+    # was not already a JSON boolean is doubted, never believed.
+    from mcp_types import ToolAnnotations
+
+    annotations = None if parsed is None else ToolAnnotations(**parsed)
+
+    (tool,), _ = build_tools(
+        stdio_config("demo"),
+        [listed("tool", annotations)],
+        call=None,
+        check=lambda: True,
+        wire={"tool": wire},
+    )
+
+    assert tool.effect.kind == "destructive"
+    assert "plan" in tool.unsafe_in
+    assert tool.needs_approval({}, ToolContext(env={}))
+
+
+def test_a_hint_that_is_not_a_boolean_even_after_parsing_is_never_read_only():
+    from mcp_types import ToolAnnotations
+
+    # A listing built past validation (model_construct), as a plugin or a future SDK might.
+    odd = ToolAnnotations.model_construct(read_only_hint="true")
+
+    (tool,), _ = build_tools(
+        stdio_config("demo"), [listed("tool", odd)], call=None, check=lambda: True
+    )
+
+    assert tool.effect.kind == "destructive"
+    assert "plan" in tool.unsafe_in
+
+
+def test_plan_mode_offers_a_servers_read_only_tool_and_says_why_it_hides_the_rest(manager, reg):
+    connect(manager, stdio_config("demo", "--annotated", defer=False))
+
+    planning = plan(reg)
+    reasons = {
+        hidden.name: (hidden.layer, hidden.reason)
+        for hidden in planning.hidden
+        if hidden.name.startswith("demo__")
+    }
+
+    assert [name for name in planning.array_names if name.startswith("demo__")] == ["demo__look"]
+    assert reasons["demo__wipe"] == ("L3", "hidden in plan mode: the server marks it destructive")
+    assert reasons["demo__tidy"] == (
+        "L3",
+        "hidden in plan mode: the server does not mark it read-only, and by MCP's defaults "
+        "that makes it destructive",
+    )
+    assert reasons["demo__append"] == (
+        "L3",
+        "hidden in plan mode: the server does not mark it read-only (it changes things)",
+    )
+    assert reasons["demo__echo"] == (
+        "L3",
+        "hidden in plan mode: the server does not mark it read-only (it has no annotations)",
+    )
+    # Out of plan mode every one is offered; only the destructive ones ask first.
+    everything = resolve(reg, ctx=ToolContext(env={}))
+    assert {"demo__look", "demo__wipe", "demo__append", "demo__echo"} <= set(everything.array_names)
+    asking = [name for name in reg.names() if reg.get(name).needs_approval({}, ToolContext())]
+    assert asking == ["demo__tidy", "demo__wipe"]
+
+
+def test_hints_that_are_not_booleans_on_the_wire_are_never_believed_read_only(manager, reg):
+    connect(manager, raw_config(defer=False))
+
+    effects = {name: reg.get(name).effect.kind for name in reg.names()}
+    planning = plan(reg)
+
+    assert effects == {
+        "raw__honest_reader": "read-only",
+        "raw__quoted_true": "destructive",
+        "raw__numeric_true": "destructive",
+        "raw__quoted_false": "destructive",
+        "raw__null_hints": "destructive",  # null is absent: MCP's defaults apply
+        "raw__null_annotations": "unknown",
+        "raw__twice": "destructive",  # listed read-only once and destructive once
+    }
+    assert [name for name in planning.array_names if name.startswith("raw__")] == [
+        "raw__honest_reader"
+    ]
+    assert planning.reason_for("raw__quoted_true").reason == (
+        "hidden in plan mode: the server's annotations are not plain booleans, so it counts "
+        "as destructive"
+    )
+    assert "lists it twice" in planning.reason_for("raw__twice").reason
+    assert reg.get("raw__quoted_true").needs_approval({}, ToolContext())
+    assert not reg.get("raw__null_annotations").needs_approval({}, ToolContext())
+
+
+def test_a_hint_no_parser_reads_as_a_boolean_leaves_the_server_without_tools(manager, reg):
+    # The SDK refuses the whole listing: nothing of that server is offered at all.
+    manager.reconcile([raw_config("--unparseable")], wait=10)
+
+    status = wait_for(
+        lambda: manager.statuses()["raw"].state == "disconnected" and manager.statuses()["raw"],
+        what="the listing to be refused",
+    )
+
+    assert "ValidationError" in status.error
+    assert reg.names() == []
+
+
+def test_turning_approval_off_replaces_the_registered_tools_that_asked(manager, reg):
+    connect(manager, stdio_config("demo", "--annotated"))
+    wipe, look = reg.get("demo__wipe"), reg.get("demo__look")
+    assert wipe.needs_approval({}, ToolContext())
+
+    manager.reconcile([stdio_config("demo", "--annotated", approve_destructive=False)], wait=10)
+    wait_for(
+        lambda: (
+            reg.get("demo__wipe") is not None
+            and not reg.get("demo__wipe").needs_approval({}, ToolContext())
+        ),
+        what="the new rule to be registered",
+    )
+
+    assert reg.get("demo__look") is look  # a tool whose rules did not change is kept
+    assert "plan" in reg.get("demo__wipe").unsafe_in

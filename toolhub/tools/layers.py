@@ -11,7 +11,7 @@ registry's memory of them. Layer 6 (deferral) is decided after this, on what it 
 | L1 | ``available_if`` was false at registration |
 | L2 | ``expose=False`` |
 | L2b | it is outside the picked names, or outside the toolset |
-| L3 | the channel or mode is in its ``unsafe_in`` |
+| L3 | the channel or mode is in its ``unsafe_in`` (MCP tools say why: ``unsafe_reason``) |
 | L4 | ``check_fn`` fails, an env variable in ``requires_env`` is unset, ``can_use`` fails |
 | L5 | a person or agent removed it, the agent's allow-list lacks it, ops disabled it |
 |    | globally, or the turn is unattended and it needs a person (``ask_user_question``) |
@@ -83,7 +83,10 @@ def availability(tool: Tool, ctx: ToolContext, *, per_session: bool = True) -> s
 
 def _channel_reason(tool: Tool, ctx: ToolContext) -> str | None:
     if ctx.mode and ctx.mode in tool.unsafe_in:
-        return f"hidden in {ctx.mode} mode"
+        # A tool that knows why it is unsafe says so (an MCP tool: what its server's
+        # annotations said).
+        why = getattr(tool, "unsafe_reason", "")
+        return f"hidden in {ctx.mode} mode: {why}" if why else f"hidden in {ctx.mode} mode"
     if ctx.channel in tool.unsafe_in:
         return f"hidden in the {ctx.channel} channel"
     return None

@@ -16,6 +16,16 @@ Invariants:
   layer 4 ("MCP server X disconnected"), calls to them fail with that message, and the
   connection retries with exponential backoff. Only removing or disabling the server
   unregisters its tools.
+- **Annotations.** A tool's MCP annotations decide plan mode and approval, read as the
+  spec defines them (``readOnlyHint`` defaults to false, ``destructiveHint`` to true and
+  counts only when the tool is not read-only). Only a tool the server marks read-only is
+  offered in plan mode; every other one is ``unsafe_in=("plan",)``, with the reason.
+  A destructive one asks the person first unless its server's ``approve_destructive`` is
+  off. A tool without annotations is unknown: hidden in plan mode, run without asking,
+  as before annotations were read. A hint is believed only as a JSON boolean exactly as
+  it came over the wire: the SDK parses ``"true"`` or ``1`` into ``True``, so the
+  transport's read stream is watched (``_WatchedListing``) and a hint the SDK changed,
+  or any other odd one, makes the tool destructive, never read-only.
 - **Untrusted text.** Names, titles and descriptions from a server are cut to a fixed
   length with control characters removed before they are registered, so nothing a server
   says reaches a prompt or a page unbounded. Input schemas pass through unchanged (they
@@ -37,7 +47,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -66,6 +76,9 @@ CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u2
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,200}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
+PLAN = "plan"
+# The hints that decide plan mode and approval: the SDK's field name, the wire's.
+HINTS = (("read_only_hint", "readOnlyHint"), ("destructive_hint", "destructiveHint"))
 
 
 def clean_text(text: str | None, limit: int) -> str:
@@ -103,6 +116,8 @@ class McpServerConfig:
     defer: bool = True
     timeout: float = 60.0
     allowlist: tuple[str, ...] | None = None
+    # Ask the person before a tool this server marks destructive runs.
+    approve_destructive: bool = True
 
     def __post_init__(self) -> None:
         if not SERVER_NAME.fullmatch(self.name):
@@ -154,15 +169,105 @@ class McpUnavailableError(Exception):
     pass
 
 
+# No wire form was seen for a tool (a listing built in code, not read off a stream).
+NOT_SEEN: Any = object()
+# Two entries of one name whose annotations differ: which one the SDK kept is not known.
+_CONFLICTING: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    """What a tool's annotations say it does to the world, and why that is believed.
+
+    ``kind`` is ``read-only``, ``additive`` (changes things, never destroys),
+    ``destructive`` or ``unknown`` (the server said nothing). ``reason`` completes
+    "hidden in plan mode: …" for every kind but ``read-only``."""
+
+    kind: str
+    reason: str = ""
+
+    @property
+    def read_only(self) -> bool:
+        return self.kind == "read-only"
+
+    @property
+    def destructive(self) -> bool:
+        return self.kind == "destructive"
+
+
+READ_ONLY = Effect("read-only")
+UNANNOTATED = Effect("unknown", "the server does not mark it read-only (it has no annotations)")
+ADDITIVE = Effect("additive", "the server does not mark it read-only (it changes things)")
+DESTRUCTIVE = Effect("destructive", "the server marks it destructive")
+DESTRUCTIVE_BY_DEFAULT = Effect(
+    "destructive",
+    "the server does not mark it read-only, and by MCP's defaults that makes it destructive",
+)
+MALFORMED = Effect(
+    "destructive", "the server's annotations are not plain booleans, so it counts as destructive"
+)
+CONFLICTING = Effect(
+    "destructive",
+    "the server lists it twice with different annotations, so it counts as destructive",
+)
+
+
+def tool_effect(annotations: Any, wire: Any = NOT_SEEN) -> Effect:
+    """The effect of a tool from its parsed annotations (an ``mcp_types.ToolAnnotations``
+    or ``None``) and, when the listing was read off the wire, the ``annotations`` value
+    exactly as it arrived (``None`` when absent). Any doubt lands on destructive: a hint
+    that is not a boolean, or that the SDK's parsing changed, never makes a tool
+    read-only."""
+    if wire is _CONFLICTING:
+        return CONFLICTING
+    if annotations is None:
+        if wire is NOT_SEEN or wire is None:
+            return UNANNOTATED
+        return MALFORMED
+    parsed = [getattr(annotations, attribute, None) for attribute, _key in HINTS]
+    if any(value is not None and not isinstance(value, bool) for value in parsed):
+        return MALFORMED
+    if wire is not NOT_SEEN:
+        if not isinstance(wire, Mapping):
+            return MALFORMED
+        # ``is``: the JSON values true, false and null are the only ones believed as such.
+        if any(
+            wire.get(key) is not value
+            for (_attribute, key), value in zip(HINTS, parsed, strict=True)
+        ):
+            return MALFORMED
+    read_only, destructive = parsed
+    if read_only is True:
+        return READ_ONLY
+    if destructive is False:
+        return ADDITIVE
+    return DESTRUCTIVE if destructive is True else DESTRUCTIVE_BY_DEFAULT
+
+
+@dataclass(frozen=True, eq=False)
+class McpTool(Tool):
+    """A server's tool: a ``Tool`` that also carries what its annotations said."""
+
+    effect: Effect = UNANNOTATED
+
+    @property
+    def unsafe_reason(self) -> str:
+        """Why plan mode hides it (read by layer 3 after "hidden in plan mode: ")."""
+        return self.effect.reason
+
+
 def build_tools(
     config: McpServerConfig,
     listing: Iterable[Any],
     *,
     call: Callable[..., Any],
     check: Callable[[], bool],
+    wire: Mapping[str, Any] | None = None,
 ) -> tuple[list[Tool], list[Skipped]]:
     """``Tool``s for a server's listing (``mcp_types.Tool`` items), sorted by name, after
-    the allowlist; tools that cannot be offered safely are skipped with a reason."""
+    the allowlist; tools that cannot be offered safely are skipped with a reason. ``wire``
+    maps a remote name to its ``annotations`` as they came over the wire (``None`` when
+    absent); without it the parsed annotations are all there is to go by."""
     origin = f"mcp:{config.name}"
     allowed = frozenset(config.allowlist) if config.allowlist is not None else None
     tools: dict[str, Tool] = {}
@@ -183,7 +288,8 @@ def build_tools(
         title = remote.title or (annotations.title if annotations is not None else None)
         meta = remote.meta or {}
         defer = meta.get(DEFER_META_KEY)
-        tools[name] = Tool(
+        effect = tool_effect(annotations, NOT_SEEN if wire is None else wire.get(remote.name, None))
+        tools[name] = McpTool(
             name=name,
             description=clean_text(remote.description, MAX_DESCRIPTION_CHARS),
             parameters=dict(remote.input_schema),
@@ -194,8 +300,21 @@ def build_tools(
             check_fn=check,
             defer=defer if isinstance(defer, bool) else config.defer,
             source="mcp",
+            unsafe_in=() if effect.read_only else (PLAN,),
+            requires_approval=effect.destructive and config.approve_destructive,
+            effect=effect,
         )
     return list(tools.values()), skipped
+
+
+def _same_safety(old: Tool, new: Tool) -> bool:
+    """Whether ``old`` (registered) and ``new`` agree on plan mode and approval: the
+    registry keeps a tool whose wire form is unchanged, and these are not in it."""
+    return (
+        old.unsafe_in == new.unsafe_in
+        and old.requires_approval == new.requires_approval
+        and getattr(old, "effect", None) == getattr(new, "effect", None)
+    )
 
 
 def _schema_problem(schema: Any) -> str | None:
@@ -269,6 +388,60 @@ def _describe(exc: BaseException) -> str:
     return clean_text(f"{type(exc).__name__}: {text}" if text else type(exc).__name__, 300)
 
 
+class _WatchedListing:
+    """A transport's read stream, passed through untouched, that notes the ``annotations``
+    of every tool a result lists exactly as they arrived, before the SDK parses (and
+    coerces) them. Only ever used to doubt a parsed hint, never to trust one: a note from
+    a result that was not a listing can make a tool stricter, not looser."""
+
+    def __init__(self, stream: Any, notes: dict[str, Any]) -> None:
+        self._stream = stream
+        self._notes = notes
+
+    def __getattr__(self, name: str) -> Any:
+        # ``last_context`` and whatever else the SDK looks for on its own streams.
+        return getattr(self._stream, name)
+
+    async def __aenter__(self) -> _WatchedListing:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        return await self._stream.__aexit__(*exc_info)
+
+    def __aiter__(self) -> _WatchedListing:
+        return self
+
+    async def __anext__(self) -> Any:
+        item = await self._stream.__anext__()
+        self._note(item)
+        return item
+
+    async def receive(self) -> Any:
+        item = await self._stream.receive()
+        self._note(item)
+        return item
+
+    def _note(self, item: Any) -> None:
+        result = getattr(getattr(item, "message", None), "result", None)
+        listed = result.get("tools") if isinstance(result, dict) else None
+        if not isinstance(listed, list):
+            return
+        for entry in listed:
+            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                continue
+            name, annotations = entry["name"], entry.get("annotations")
+            if name in self._notes and self._notes[name] != annotations:
+                annotations = _CONFLICTING
+            self._notes[name] = annotations
+
+
+@contextlib.asynccontextmanager
+async def _watched(transport: Any, notes: dict[str, Any]) -> AsyncIterator[tuple[Any, Any]]:
+    async with transport as (read_stream, write_stream):
+        yield _WatchedListing(read_stream, notes), write_stream
+
+
 class _Connection:
     """One server: a supervising task on the manager's loop that connects, lists, keeps
     the listing fresh, notices the server going away, and reconnects with backoff."""
@@ -286,6 +459,8 @@ class _Connection:
         self.offered: frozenset[str] = frozenset()
         self.closing = False
         self.stopping = asyncio.Event()
+        # Remote name -> its annotations as the wire carried them (``_WatchedListing``).
+        self.wire_annotations: dict[str, Any] = {}
         self.task = asyncio.get_running_loop().create_task(self._supervise())
 
     async def _supervise(self) -> None:
@@ -317,8 +492,9 @@ class _Connection:
             # A command that never speaks MCP must not leave the server "connecting"
             # forever: the handshake has the listing's time limit.
             async with asyncio.timeout(self.manager.list_timeout):
+                transport = _watched(self._transport(), self.wire_annotations)
                 client = await stack.enter_async_context(
-                    Client(self._transport(), mode="auto", client_info=_client_info())
+                    Client(transport, mode="auto", client_info=_client_info())
                 )
             await self._relist(client)
             self.client = client
@@ -335,6 +511,7 @@ class _Connection:
     async def _relist(self, client: Any) -> None:
         listing: list[Any] = []
         cursor = None
+        self.wire_annotations.clear()
         async with asyncio.timeout(self.manager.list_timeout):
             for _ in range(self.manager.max_pages):
                 page = await client.list_tools(cursor=cursor, cache_mode="refresh")
@@ -343,8 +520,22 @@ class _Connection:
                 if not cursor:
                     break
         check = functools.partial(self.manager.check, self.config.name)
-        tools, skipped = build_tools(self.config, listing, call=self.manager.call, check=check)
-        skipped += self.manager.registry.sync_origin(f"mcp:{self.config.name}", tools)
+        tools, skipped = build_tools(
+            self.config,
+            listing,
+            call=self.manager.call,
+            check=check,
+            wire=dict(self.wire_annotations),
+        )
+        registry = self.manager.registry
+        for tool in tools:
+            existing = registry.get(tool.name)
+            # sync_origin would keep a tool whose wire form is unchanged, but its plan-mode
+            # and approval rules must not outlive the listing or config that set them.
+            ours = existing is not None and existing.origin == tool.origin
+            if ours and not _same_safety(existing, tool):
+                registry.unregister(tool.name)
+        skipped += registry.sync_origin(f"mcp:{self.config.name}", tools)
         registered = {tool.name for tool in tools} - {item.name for item in skipped}
         self.offered = frozenset(
             remote.name

@@ -163,12 +163,17 @@ def native_json(tool: Tool, deferred: bool) -> str:
 
 
 def price(resolved: ResolvedToolset) -> ToolsetPrice:
-    """Tokens of the resident array and of the catalog block, each exactly."""
+    """Tokens of the resident array and of the catalog block, each exactly. Under
+    ``native`` the deferred entries travel flagged ``defer_loading`` and are not billed
+    until loaded, so the resident half is the array without them."""
+    pieces, names = resolved.array_pieces, resolved.array_names
+    if resolved.strategy == "native" and resolved.deferred:
+        names = tuple(tool.name for tool in resolved.resident)
+        pieces = layout_array([tool.wire_json for tool in resolved.resident])
     per_tool = tuple(
-        (name, count_cached(piece))
-        for name, piece in zip(resolved.array_names, resolved.array_pieces[1:], strict=True)
+        (name, count_cached(piece)) for name, piece in zip(names, pieces[1:], strict=True)
     )
-    resident = count_cached(resolved.array_pieces[0]) + sum(tokens for _, tokens in per_tool)
+    resident = count_cached(pieces[0]) + sum(tokens for _, tokens in per_tool)
     catalog = sum(count_cached(piece) for piece in resolved.catalog_pieces)
     return ToolsetPrice(resident=resident, catalog=catalog, per_tool=per_tool)
 

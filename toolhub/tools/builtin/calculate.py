@@ -112,7 +112,7 @@ def _bounded(value: Any) -> Any:
     return value
 
 
-@function(label="Calculator")
+@function(defer=True, label="Calculator")
 def calculate(expression: str) -> str:
     """Evaluate an arithmetic expression, such as "2 * (3 + 4) ** 2" or "sqrt(2) * pi".
 

@@ -12,7 +12,7 @@ def _has_directory(ctx: ToolContext) -> bool:
     return ctx.services.agents is not None and ctx.user_id is not None
 
 
-@function(can_use=_has_directory, label="List agents")
+@function(can_use=_has_directory, defer=True, label="List agents")
 def list_agents(ctx: ToolContext | None = None) -> list[dict[str, Any]]:
     """List the agents available to this person: name, model and what each is for."""
     return ctx.services.agents.list(user_id=ctx.user_id)

@@ -10,7 +10,7 @@ def _has_notes(ctx: ToolContext) -> bool:
     return ctx.services.notes is not None and ctx.user_id is not None
 
 
-@function(can_use=_has_notes, label="Remember")
+@function(can_use=_has_notes, defer=True, label="Remember")
 def remember(text: str, ctx: ToolContext | None = None) -> str:
     """Save a note for this person, to recall in later conversations.
 
@@ -23,7 +23,7 @@ def remember(text: str, ctx: ToolContext | None = None) -> str:
     return f"remembered (note {note_id})"
 
 
-@function(can_use=_has_notes, label="Recall")
+@function(can_use=_has_notes, defer=True, label="Recall")
 def recall(query: str, limit: int = 5, ctx: ToolContext | None = None) -> str:
     """Find this person's saved notes that match a query.
 

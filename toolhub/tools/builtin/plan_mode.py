@@ -20,7 +20,7 @@ def _in_plan_mode(ctx: ToolContext) -> bool:
     return _has_switch(ctx) and ctx.mode == PLAN
 
 
-@function(can_use=_has_switch, unsafe_in=(PLAN,), label="Enter plan mode")
+@function(can_use=_has_switch, unsafe_in=(PLAN,), defer=True, label="Enter plan mode")
 def enter_plan_mode(ctx: ToolContext | None = None) -> str:
     """Switch to plan mode: explore and propose a plan before changing anything."""
     ctx.services.plan_mode.set_plan_mode(session_id=ctx.session_id, on=True)

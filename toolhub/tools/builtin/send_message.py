@@ -10,7 +10,7 @@ def _can_send(ctx: ToolContext) -> bool:
     return ctx.services.messenger is not None and ctx.user_id is not None
 
 
-@function(can_use=_can_send, unsafe_in=("plan",), label="Send message")
+@function(can_use=_can_send, unsafe_in=("plan",), defer=True, label="Send message")
 def send_message(session_id: str, text: str, ctx: ToolContext | None = None) -> str:
     """Send a message to another of the person's chat sessions.
 

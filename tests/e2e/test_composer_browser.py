@@ -1,0 +1,92 @@
+"""The composer's Tools and Web search controls in a real browser: each is follow / on /
+off, says what follow comes to under the chosen profile, and the next turn (the offline
+demo model) is resolved with what was picked, as the inspector then shows."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import open_new_chat
+
+
+@pytest.fixture(scope="module")
+def brave_key():
+    """web_search is available only with a key; the demo model never calls it here."""
+    saved = os.environ.get("BRAVE_API_KEY")
+    os.environ["BRAVE_API_KEY"] = "test-key"
+    yield
+    if saved is None:
+        del os.environ["BRAVE_API_KEY"]
+    else:
+        os.environ["BRAVE_API_KEY"] = saved
+
+
+@pytest.fixture(scope="module")
+def product(brave_key, product):
+    # The product of tests/e2e/conftest.py, started once the key is in its environment.
+    return product
+
+
+def _send(page, text: str) -> None:
+    answers = page.locator(".bubble.assistant")
+    before = answers.count()
+    page.get_by_label("Message").fill(text)
+    page.get_by_label("Message").press("Enter")
+    expect(answers).to_have_count(before + 1, timeout=20_000)
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden(timeout=20_000)
+
+
+def test_follow_on_and_off_reach_the_next_turn_and_say_what_follow_means(product, page):
+    open_new_chat(page, *product)
+    tools = page.get_by_role("group", name="Tools")
+    web = page.get_by_role("group", name="Web search")
+    inspector = page.locator(".inspector")
+
+    # A new chat follows: the agent and the profile decide.
+    expect(tools.get_by_role("radio", name="Follow · on")).to_be_checked()
+    expect(web.get_by_role("radio", name="Follow · on")).to_be_checked()
+    expect(web).to_contain_text("Follow: on (the default profile has it).")
+
+    # What follow means moves with the Profile select, without a round trip.
+    page.get_by_label("Profile").select_option("files")
+    expect(web.get_by_role("radio", name="Follow · off")).to_be_checked()
+    expect(web).to_contain_text("Follow: off (not in the 'files' toolset).")
+    page.get_by_label("Profile").select_option("research")
+    expect(web).to_contain_text("Follow: on (the research profile has it).")
+
+    web.get_by_role("radio", name="Off", exact=True).check()
+    expect(web).to_contain_text("Off: never offered in this chat.")
+    _send(page, "hello")
+    expect(inspector.locator("#hidden-web_search")).to_contain_text(
+        "web search is off in this conversation", timeout=10_000
+    )
+
+    web.get_by_role("radio", name="Follow · on").check()
+    _send(page, "again")
+    expect(inspector.locator("#hidden-web_search")).to_have_count(0, timeout=10_000)
+    expect(inspector.locator("code", has_text="web_search").first).to_be_visible()
+
+    # Keyboard: from Follow, the arrow key moves to On, then Off, as in any radio group.
+    tools.get_by_role("radio", name="Follow · on").focus()
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    expect(tools.get_by_role("radio", name="Off", exact=True)).to_be_checked()
+    expect(web).to_contain_text("Tools are off, so web search is too.")
+    expect(web.get_by_role("radio", name="Follow · off")).to_be_visible()
+    _send(page, "no tools now")
+    expect(inspector).to_contain_text("None: this turn sends no tools.", timeout=10_000)
+
+    # The stored intent is what the page opens with.
+    page.reload()
+    expect(tools.get_by_role("radio", name="Off", exact=True)).to_be_checked()
+    expect(web.get_by_role("radio", name="Follow · off")).to_be_checked()
+    expect(page.get_by_label("Profile")).to_have_value("research")
+
+    tools.get_by_role("radio", name="Follow · on").check()
+    _send(page, "tools back")
+    expect(inspector).not_to_contain_text("None: this turn sends no tools.", timeout=10_000)
+    expect(inspector.locator("#hidden-web_search")).to_have_count(0)
+    assert page.console_errors == []

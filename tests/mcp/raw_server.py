@@ -1,0 +1,85 @@
+"""An MCP server written by hand, line by line on stdio, for what the SDK's own server
+will not send: tool annotations whose hints are not JSON booleans. Run as a program:
+``python tests/mcp/raw_server.py [--counter FILE] [--unparseable]``.
+
+It answers ``server/discover`` with "method not found", so a client falls back to the
+``initialize`` handshake, then lists ``TOOLS`` exactly as written here and answers a
+call with the tool's name. ``--unparseable`` adds a hint no parser can read as a boolean
+(``"maybe"``). ``--counter FILE`` appends a line per executed call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+SCHEMA = {"type": "object", "properties": {}}
+# Name -> the "annotations" member exactly as it goes on the wire.
+TOOLS: list[tuple[str, object]] = [
+    ("honest_reader", {"readOnlyHint": True}),
+    ("quoted_true", {"readOnlyHint": "true"}),
+    ("numeric_true", {"readOnlyHint": 1}),
+    ("quoted_false", {"readOnlyHint": False, "destructiveHint": "false"}),
+    ("null_hints", {"readOnlyHint": None, "destructiveHint": None}),
+    ("null_annotations", None),
+    # One name listed twice: read-only once, destructive once.
+    ("twice", {"readOnlyHint": True}),
+    ("twice", {"readOnlyHint": False, "destructiveHint": True}),
+]
+UNPARSEABLE = ("maybe_reader", {"readOnlyHint": "maybe"})
+
+
+def listing(unparseable: bool) -> list[dict]:
+    tools = []
+    for name, hints in [*TOOLS, *([UNPARSEABLE] if unparseable else [])]:
+        description = f"Annotated as {json.dumps(hints)}."
+        tools.append(
+            {"name": name, "description": description, "inputSchema": SCHEMA, "annotations": hints}
+        )
+    return tools
+
+
+def answer(request: dict, *, unparseable: bool, counter: Path | None) -> dict | None:
+    method, ident = request.get("method"), request.get("id")
+    if ident is None:
+        return None  # a notification
+    if method == "initialize":
+        result = {
+            "protocolVersion": request["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "raw", "version": "1"},
+        }
+    elif method == "tools/list":
+        result = {"tools": listing(unparseable)}
+    elif method == "tools/call":
+        name = request["params"]["name"]
+        if counter is not None:
+            with counter.open("a") as handle:
+                handle.write(name + "\n")
+        result = {"content": [{"type": "text", "text": name}], "isError": False}
+    elif method == "ping":
+        result = {}
+    else:
+        error = {"code": -32601, "message": f"method not found: {method}"}
+        return {"jsonrpc": "2.0", "id": ident, "error": error}
+    return {"jsonrpc": "2.0", "id": ident, "result": result}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--counter", type=Path)
+    parser.add_argument("--unparseable", action="store_true")
+    options = parser.parse_args()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        reply = answer(json.loads(line), unparseable=options.unparseable, counter=options.counter)
+        if reply is not None:
+            sys.stdout.write(json.dumps(reply) + "\n")
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
