@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent_app.turns import TEXT_LIMIT, turn_start_sync
-from agent_app.turns.preview import session_toolset
+from agent_app.turns.preview import session_plan_reset, session_toolset
 from sessions_app import services
 from sessions_app.models import ChatSession
 from toolhub.api import IF_MATCH, error, error_responses, etag, read_version, validated_body
@@ -262,5 +262,5 @@ class SessionToolsetResetView(APIView):
     )
     def post(self, request: Request, session_id: Any) -> Response:
         session = services.session_get_for_user(user=request.user, session_id=session_id)
-        session = services.session_plan_reset(user=request.user, session=session)
+        session = session_plan_reset(user=request.user, session=session)
         return Response(session_toolset(session=session))

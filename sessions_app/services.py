@@ -540,18 +540,6 @@ def session_plan_store(*, session: ChatSession, resolved: ResolvedToolset) -> No
         session.tier_plan = plan
 
 
-def session_plan_reset(*, user: Any, session: ChatSession) -> ChatSession:
-    """Rebuild the session's tier plan from today's usage counts (the inspector's reset):
-    the next turn's array is decided again, once, and kept."""
-    session = sessions_of(user).select_related("agent").get(pk=session.pk)
-    try:
-        resolved = session_resolve(session=session, rebuild_plan=True)
-    except UnknownToolsetError as exc:
-        raise Conflict(f"{exc.args[0]}; pick another toolset for this session") from None
-    session_plan_store(session=session, resolved=resolved)
-    return session
-
-
 INSPECTOR_CALLS = 5
 
 

@@ -16,7 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from agent_app.turns.preview import session_toolset
+from agent_app.turns.preview import session_plan_reset, session_toolset
 from profiles_app.services import profiles_for_user
 from sessions_app.models import ChatSession
 from sessions_app.services import (
@@ -26,7 +26,6 @@ from sessions_app.services import (
     session_create,
     session_delete,
     session_get_for_user,
-    session_plan_reset,
     session_recent_calls,
     session_update,
     sessions_of,

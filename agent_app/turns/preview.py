@@ -21,7 +21,7 @@ from agent_app.models import Agent
 from agent_app.providers import Provider, ProviderError, provider_for
 from agent_app.providers.base import WireTools
 from sessions_app.models import ChatSession
-from sessions_app.services import session_resolve
+from sessions_app.services import session_plan_store, session_resolve, sessions_of
 from toolhub.errors import Conflict
 from toolhub.tools import ResolvedToolset, UnknownToolsetError
 from toolhub.tools.tokens import count_cached
@@ -74,7 +74,11 @@ class NextTurn:
 
 
 def next_turn(
-    *, session: ChatSession, attended: bool = True, channel: str | None = None
+    *,
+    session: ChatSession,
+    attended: bool = True,
+    channel: str | None = None,
+    rebuild_plan: bool = False,
 ) -> NextTurn:
     """Resolve ``session`` as its next turn will, and freeze the turn's contract.
     Raises ``UnknownToolsetError`` (a deleted profile) and ``ProviderError``."""
@@ -84,10 +88,26 @@ def next_turn(
         attended=attended,
         channel=channel,
         strategy=turn_strategy(agent=session.agent, provider=provider),
+        rebuild_plan=rebuild_plan,
     )
     turn = TurnTools(resolved, loaded=session.loaded_tools or ())
     tools = request_tools(provider=provider, resolved=resolved, turn=turn)
     return NextTurn(provider=provider, resolved=resolved, turn=turn, tools=tools)
+
+
+def session_plan_reset(*, user: Any, session: ChatSession) -> ChatSession:
+    """Rebuild the session's tier plan from today's usage counts (the inspector's reset),
+    with the strategy its turns use: the next turn's array is decided again, once, and
+    kept."""
+    session = sessions_of(user).select_related("agent").get(pk=session.pk)
+    try:
+        upcoming = next_turn(session=session, rebuild_plan=True)
+    except UnknownToolsetError as exc:
+        raise Conflict(f"{exc.args[0]}; pick another toolset for this session") from None
+    except ProviderError as exc:
+        raise Conflict(exc.message) from None
+    session_plan_store(session=session, resolved=upcoming.resolved)
+    return session
 
 
 def session_toolset(*, session: ChatSession, channel: str = "web") -> dict[str, Any]:

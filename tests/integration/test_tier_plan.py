@@ -176,3 +176,27 @@ def test_the_inspector_button_rebuilds_the_tiers_and_says_so(client, owner, pass
     assert b"Tiers rebuilt from your usage" in pressed.content
     assert ChatSession.objects.get(pk=session.pk).tier_plan["tiers"]["t_b"] == "core"
     assert (without_js.status_code, without_js["Location"]) == (302, f"/chat/{session.pk}/")
+
+
+def test_a_reset_keeps_the_strategy_the_turn_uses_so_the_turn_does_not_rebuild_it(
+    api, owner, settings, lab
+):
+    from agent_app.models import Agent
+    from sessions_app.models import ChatSession
+    from tests.fakes import FakeOpenAI, Reply
+
+    agent = _agent(owner, lab)
+    # OpenAI cannot carry deferred tools: its turns fall back from native to call_tool.
+    Agent.objects.filter(pk=agent.pk).update(provider="openai", strategy="native")
+    client = api(owner)
+    session_id = _session(client, agent)
+    with FakeOpenAI() as server:
+        settings.OPENAI_BASE_URL = f"{server.url}/v1"
+        server.replies.append(Reply(text="ok"))
+        reset = client.post(f"/api/sessions/{session_id}/toolset/reset/").json()
+        plan = ChatSession.objects.get(pk=session_id).tier_plan
+        started = _turn(client, session_id)
+
+    assert reset["strategy"] == started["strategy"] == "call_tool"
+    assert started["fingerprint"] == reset["fingerprint"]
+    assert ChatSession.objects.get(pk=session_id).tier_plan == plan
