@@ -8,10 +8,22 @@ stemming; a query that is exactly a tool's name puts that tool first. Where the 
 embedding model is installed (``toolhub.tools.embeddings``), a semantic ranker runs too
 (sentence and token similarity, each standardized over the index, then mixed) and the two
 rankers are fused. Ties break by name, so the same query always gives the same answer.
+
+A ranked query must clear a relevance floor before it finds anything. Without the model,
+some tool must share a word with it. With the model, its closest tool by sentence
+similarity must reach ``RELEVANCE_FLOOR``, and the match must be anchored: the query shares
+a word with some tool, or that tool is ``CLOSE_MATCH`` similar, or it leads the runner-up
+(and ``embeddings.MIN_SIMILARITY``, where unrelated text sits) by ``STANDOUT_MARGIN``. A
+query that is exactly a tool's name always clears it. The floor reads raw cosines and words
+in common, never the scores standardized over the index, which would crown some tool of any
+index for any query. Below the floor a search has no hits, so nothing is loaded; it names
+the nearest tools instead.
 """
 
 from __future__ import annotations
 
+import difflib
+import heapq
 import math
 import re
 from collections import Counter
@@ -28,6 +40,20 @@ _B = 0.75
 _NAME_WEIGHT = 3
 _DESCRIPTION_WEIGHT = 2
 _PARAMETER_WEIGHT = 1
+# The relevance floor (see the module docstring), on MiniLM's sentence cosine scale, chosen
+# with bench/tool_search.py: the shared 240-tool corpus and its dev queries, the even half to
+# choose and the odd half to check, against random letters, random words that share no word
+# with any tool, and off-topic phrases. Whole corpus, hybrid: recall@5 0.908 with the floor,
+# 0.912 without (recall@1 0.717 both); 96.5% / 99.5% / 92.5% of the three kinds of nonsense
+# find nothing, none without. In 5-tool indexes (--index-size 5), where few queries share a
+# word, recall@5 is 0.933 against 0.992 and 99-100% of nonsense finds nothing; such a miss
+# lists every tool. STANDOUT_MARGIN, on the halves: at 0.1, 5-6% of random strings got into
+# 5-tool indexes, at 0.125 2-3%; 0.15 kept them all out but cost up to another point of
+# recall@5. One floor on similarity alone does worse both ways: at 0.25, recall@5 is 0.867
+# (0.829 in 5-tool indexes) and 17.5% of random strings get in.
+RELEVANCE_FLOOR = 0.15
+CLOSE_MATCH = 0.35
+STANDOUT_MARGIN = 0.125
 _STOP_WORDS = frozenset(
     (
         "a",
@@ -134,6 +160,16 @@ class SearchHit:
     score: float
 
 
+class SearchHits(list[SearchHit]):
+    """A search's hits, best first. Empty when no tool cleared the relevance floor; then
+    ``nearest`` names the tools closest to the query anyway. Those are not hits: nothing
+    loads them, they are there for a retry with ``select:<name>``."""
+
+    def __init__(self, hits: Iterable[SearchHit] = (), *, nearest: Sequence[str] = ()) -> None:
+        super().__init__(hits)
+        self.nearest: tuple[str, ...] = tuple(nearest)
+
+
 class ToolIndex:
     """Built once per set of tools; queries only read it."""
 
@@ -191,20 +227,26 @@ class ToolIndex:
                 )
         return scores
 
-    def search(self, query: str, limit: int = 5, *, mode: str | None = None) -> list[SearchHit]:
-        """The best ``limit`` tools for ``query``; only tools some ranker finds related.
+    def search(self, query: str, limit: int = 5, *, mode: str | None = None) -> SearchHits:
+        """The best ``limit`` tools for ``query``; only tools some ranker finds related, and
+        none at all unless the query clears the relevance floor.
 
         ``mode`` is ``lexical``, ``semantic`` or ``hybrid`` (the default when the model is
-        installed). A tool is related when it shares a word with the query or its
-        embedding is at least ``embeddings.MIN_SIMILARITY`` from the query's.
+        installed). Past the floor, a tool is related when it shares a word with the query
+        or its embedding is at least ``embeddings.MIN_SIMILARITY`` from the query's.
         """
         mode = mode if self._semantic else "lexical"
         mode = mode or "hybrid"
-        lexical = self.lexical_scores(query) if mode != "semantic" else {}
-        related = set(lexical)
+        limit = max(limit, 1)
+        lexical = self.lexical_scores(query)
+        related = set(lexical) if mode != "semantic" else set()
         scores = lexical
+        matched = bool(lexical)
         if mode != "lexical":
             similarities = self._semantic.similarities(query)
+            # The floor is the same in every mode that has the model: it judges the query,
+            # whichever ranker then orders the tools.
+            matched = _clears_floor(similarities.sentence, shares_word=matched)
             related |= {
                 name
                 for name, similarity in zip(self._order, similarities.sentence, strict=True)
@@ -216,10 +258,24 @@ class ToolIndex:
                 scores = self._fused(lexical, semantic)
         exact = query.strip()
         if exact in self._tools:
+            matched = True
             related.add(exact)
             scores[exact] = math.inf
+        if not matched:
+            return SearchHits(nearest=self._nearest(query, scores, limit))
         ranked = sorted(related, key=lambda name: (-scores[name], name))
-        return [SearchHit(self._tools[name], scores[name]) for name in ranked[: max(limit, 1)]]
+        return SearchHits(SearchHit(self._tools[name], scores[name]) for name in ranked[:limit])
+
+    def _nearest(self, query: str, scores: dict[str, float], limit: int) -> list[str]:
+        """The names a query that matched nothing came closest to: by the ranker's own score
+        where it scored every tool, else (lexical, no word shared) by spelling."""
+        if len(scores) < len(self._order):
+            text = query.strip().lower()
+            scores = {
+                name: difflib.SequenceMatcher(None, text, name.lower()).ratio()
+                for name in self._order
+            }
+        return sorted(self._order, key=lambda name: (-scores[name], name))[:limit]
 
     @staticmethod
     def _semantic_scores(similarities: embeddings.Similarities) -> list[float]:
@@ -245,6 +301,15 @@ class ToolIndex:
             name: weight * sem + (1 - weight) * lex
             for name, sem, lex in zip(self._order, semantic, lexical_all, strict=True)
         }
+
+
+def _clears_floor(sentence: list[float], *, shares_word: bool) -> bool:
+    """Whether a query is about any tool in the index, from its sentence similarities."""
+    best, *others = heapq.nlargest(2, sentence)
+    if best < RELEVANCE_FLOOR:
+        return False
+    runner_up = max(others[0] if others else -1.0, embeddings.MIN_SIMILARITY)
+    return shares_word or best >= CLOSE_MATCH or best - runner_up >= STANDOUT_MARGIN
 
 
 def _standardized(values: list[float]) -> list[float]:

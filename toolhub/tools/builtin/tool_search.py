@@ -2,8 +2,11 @@
 
 It searches only the index the turn provides (``ToolServices.tool_index``), which holds
 just the tools that turn's resolution allows, so it never escalates past a veto. Without
-an index (nothing is deferred) it is unavailable. An empty result says what can be found,
-so a model is never dead-ended.
+an index (nothing is deferred) it is unavailable. It loads exactly the tools its result
+carries schemas for: exact names for ``select:``, else the search's hits. A query that
+clears no relevance floor (``toolhub.tools.search``) loads nothing and says so, naming
+the nearest tools; an empty result always says what can be found, so a model is never
+dead-ended.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from toolhub.tools.schema import canonical_json
 from toolhub.tools.tool import function
 
 SELECT_PREFIX = "select:"
+# Up to this many searchable tools, a query that matched nothing lists them all: cheaper
+# than a retry. Past it, the nearest names are enough and the whole list would be noise.
+_LIST_ALL_UP_TO = 20
 
 
 def _has_index(ctx: ToolContext) -> bool:
@@ -32,14 +38,26 @@ def tool_search(query: str, limit: int = 5, ctx: ToolContext | None = None) -> s
     index = ctx.services.tool_index
     if query.strip().lower().startswith(SELECT_PREFIX):
         found, missing = index.select(query.strip()[len(SELECT_PREFIX) :].split(","))
+        if not found:
+            return (
+                f"No tool matched {query!r}. Searchable tools: {', '.join(index.names)}. "
+                'Try other words, or load one by name with "select:<name>".'
+            )
     else:
-        found, missing = [hit.tool for hit in index.search(query, limit)], []
-    if not found:
-        return (
-            f"No tool matched {query!r}. Searchable tools: {', '.join(index.names)}. "
-            'Try other words, or load one by name with "select:<name>".'
-        )
+        hits = index.search(query, limit)
+        if not hits:
+            return _no_match(query, hits.nearest, index.names)
+        found, missing = [hit.tool for hit in hits], []
     lines = [canonical_json(tool.provider_schema()) for tool in found]
     if missing:
         lines.append("Not available: " + ", ".join(missing))
     return "\n".join(lines)
+
+
+def _no_match(query: str, nearest: tuple[str, ...], names: list[str]) -> str:
+    text = f"No tool matched {query!r}, so none was loaded."
+    if nearest:
+        text += f" Nearest: {', '.join(nearest)}."
+    if len(names) <= _LIST_ALL_UP_TO:
+        text += f" Searchable tools: {', '.join(names)}."
+    return text + ' Load one by name with "select:<name>", or describe the task in other words.'
