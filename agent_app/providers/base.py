@@ -75,10 +75,18 @@ class WireTools:
         pairs = zip(self.names, self.texts, strict=True)
         return layout_array([text for name, text in pairs if name not in unloaded])
 
+    def billed_names(self, loaded: Iterable[str] = ()) -> tuple[str, ...]:
+        unloaded = self.deferred - frozenset(loaded)
+        return tuple(name for name in self.names if name not in unloaded)
+
     def tokens(self, loaded: Iterable[str] = ()) -> int:
         """Tokens of the billed array: each piece ends on a tokenizer boundary, so the
         sum of the pieces' cached counts is the count of the whole text."""
-        return sum(count_cached(piece) for piece in self.billed(loaded))
+        pieces = self.billed(loaded)
+        if pieces == ("[]",):
+            # Nothing billed: no array is sent, or every entry in it is deferred.
+            return 0
+        return sum(count_cached(piece) for piece in pieces)
 
 
 def split_array(tools_json: str) -> list[str]:

@@ -22,7 +22,7 @@ from agent_app.providers import Provider, ProviderError, provider_for
 from agent_app.providers.base import WireTools
 from sessions_app.models import ChatSession
 from sessions_app.services import session_plan_store, session_resolve, sessions_of
-from toolhub.errors import Conflict
+from toolhub.errors import Conflict, NotFound
 from toolhub.tools import ResolvedToolset, UnknownToolsetError
 from toolhub.tools.tokens import count_cached
 from toolhub.tools.turn import TurnTools
@@ -99,7 +99,9 @@ def session_plan_reset(*, user: Any, session: ChatSession) -> ChatSession:
     """Rebuild the session's tier plan from today's usage counts (the inspector's reset),
     with the strategy its turns use: the next turn's array is decided again, once, and
     kept."""
-    session = sessions_of(user).select_related("agent").get(pk=session.pk)
+    session = sessions_of(user).select_related("agent").filter(pk=session.pk).first()
+    if session is None:
+        raise NotFound("no such session")
     try:
         upcoming = next_turn(session=session, rebuild_plan=True)
     except UnknownToolsetError as exc:
@@ -127,8 +129,7 @@ def session_toolset(*, session: ChatSession, channel: str = "web") -> dict[str, 
         raise Conflict(exc.message) from None
     resolved, tools = upcoming.resolved, upcoming.tools
     wire = tools.wire
-    unloaded = wire.deferred - frozenset(tools.loaded)
-    billed = [name for name in wire.names if name not in unloaded]
+    billed = wire.billed_names(tools.loaded)
     return {
         "fingerprint": tools.fingerprint,
         "strategy": resolved.strategy,

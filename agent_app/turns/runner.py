@@ -177,7 +177,9 @@ def begin_turn(
             started = {
                 "fingerprint": prep.tools.fingerprint,
                 "strategy": resolved.strategy,
-                "resident": list(prep.tools.wire.names),
+                # What is billed as resident: under native, the deferred entries travel
+                # flagged and count once loaded (they are in "deferred").
+                "resident": list(prep.tools.wire.billed_names(prep.tools.loaded)),
                 "deferred": len(resolved.deferred),
                 "provider": prep.provider.name,
                 "model": prep.model,

@@ -221,13 +221,14 @@ def test_the_inspector_shows_exactly_what_the_next_turn_first_sends(
         assert shown["tokens"]["resident"] == usage["resident_tokens"] == _billed_tokens(first)
         assert shown["tokens"]["catalog"] == usage["catalog_tokens"]
         names = [_name(tool) for tool in first.body["tools"]]
-        assert started["resident"] == names
-        billed = [_name(t) for t in first.body["tools"] if not t.get("defer_loading")]
+        loaded = _references(first.body)
+        billed = [
+            _name(t)
+            for t in first.body["tools"]
+            if not t.get("defer_loading") or t["name"] in loaded
+        ]
         shown_names = [tool["name"] for tool in shown["resident"]]
-        if strategy == "native" and fake.provider == "anthropic":
-            assert set(shown_names) - set(billed) <= _references(first.body)
-        else:
-            assert shown_names == billed
+        assert started["resident"] == shown_names == billed
         if number == 1 and strategy == "promote":
             assert "deep_lookup" in names
 

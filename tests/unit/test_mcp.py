@@ -223,6 +223,27 @@ def test_a_tool_whose_schema_no_provider_accepts_is_skipped_with_the_reason():
     assert "not valid JSON Schema" in reasons["demo__broken"]
 
 
+def test_a_schema_holding_infinity_is_skipped_so_no_request_body_carries_it():
+    # The SDK parses NaN and Infinity off the wire; no provider accepts them in JSON.
+    import json
+
+    from mcp_types import Tool as McpTool
+
+    parsed = json.loads('{"type": "object", "properties": {"n": {"maximum": Infinity}}}')
+    listing = [
+        McpTool(name="boundless", input_schema=parsed),
+        McpTool(name="fine", input_schema={"type": "object"}),
+    ]
+
+    tools, skipped = build_tools(
+        stdio_config("demo"), listing, call=lambda *a, **k: None, check=lambda: True
+    )
+
+    assert [tool.name for tool in tools] == ["demo__fine"]
+    assert "NaN or Infinity" in skipped[0].reason
+    assert all("Infinity" not in tool.wire_json for tool in tools)
+
+
 def test_an_allowlist_registers_only_the_tools_it_names(manager, reg):
     connect(manager, stdio_config("demo", allowlist=("echo", "add")))
 

@@ -43,6 +43,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
+import json
 import logging
 import re
 import threading
@@ -273,7 +274,7 @@ def build_tools(
     tools: dict[str, Tool] = {}
     skipped: list[Skipped] = []
     # The schema breaks ties: a server listing one name twice keeps the same one always.
-    for remote in sorted(listing, key=lambda item: (item.name, canonical_json(item.input_schema))):
+    for remote in sorted(listing, key=lambda item: (item.name, _sort_key(item.input_schema))):
         if allowed is not None and remote.name not in allowed:
             continue
         name = tool_name(config.name, remote.name)
@@ -317,11 +318,20 @@ def _same_safety(old: Tool, new: Tool) -> bool:
     )
 
 
+def _sort_key(schema: Any) -> str:
+    # Only orders a listing: it must not fail on what _schema_problem refuses next.
+    return json.dumps(schema, sort_keys=True, default=repr)
+
+
 def _schema_problem(schema: Any) -> str | None:
     if not isinstance(schema, Mapping) or schema.get("type") != "object":
         # Providers refuse any other tool schema, and one bad tool would fail every turn.
         return 'its input schema is not of type "object"'
-    text = canonical_json(schema)
+    try:
+        text = canonical_json(schema)
+    except ValueError:
+        # The SDK parses NaN and Infinity; no provider accepts them in a request body.
+        return "its input schema holds NaN or Infinity, which JSON cannot carry"
     if len(text) > MAX_SCHEMA_CHARS:
         return f"its input schema is {len(text):,} characters (the limit is {MAX_SCHEMA_CHARS:,})"
     try:
@@ -365,7 +375,8 @@ def result_text(result: Any) -> ToolResult:
         else:
             parts.append(f"[{clean_text(kind, 40) or 'unknown'} content]")
     if not parts and result.structured_content is not None:
-        parts.append(canonical_json(result.structured_content))
+        # Text for the model, not part of a schema: NaN is shown as such, not refused.
+        parts.append(json.dumps(result.structured_content, sort_keys=True, ensure_ascii=False))
     text = CONTROL_CHARS.sub("", "\n".join(parts))[:MAX_RESULT_TEXT]
     if result.is_error:
         return ToolResult(

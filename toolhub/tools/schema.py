@@ -183,5 +183,9 @@ def validate_arguments(validator: Draft202012Validator, arguments: Any) -> None:
 
 
 def canonical_json(value: Any) -> str:
-    """One byte-exact serialization: sorted keys, fixed separators, UTF-8 kept as is."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """One byte-exact serialization: sorted keys, fixed separators, UTF-8 kept as is.
+    ``NaN`` and the infinities raise ``ValueError``: they are not JSON, and a provider
+    refuses a body that holds them."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
