@@ -299,7 +299,8 @@ class TurnRunner:
             assistant += [tool_use_block(data) for data, _ in outcome.calls]
             for data, target in outcome.calls:
                 result = await self._execute(turn, ctx, data, target)
-                results.append(tool_result_block(result, native=native))
+                # As stored: text no request body can carry (a lone surrogate) is marked.
+                results.append(tool_result_block(storable(result), native=native))
             messages.append({"role": "assistant", "content": assistant})
             messages.append({"role": "user", "content": results})
             if self.cancel.cancelled:

@@ -102,6 +102,36 @@ async def test_model_text_and_tool_arguments_with_nul_end_the_turn_with_markers(
     await socket.disconnect()
 
 
+def _odd(text: str) -> str:
+    """Answer with a lone surrogate, as a tool decoding odd bytes can.
+
+    Args:
+        text: Anything.
+    """
+    return f"odd\ud800{text}"
+
+
+async def test_a_tool_result_with_a_lone_surrogate_reaches_the_model_with_the_marker(
+    owner, model, registry_state
+):
+    registry_state.register(function(_odd, name="odd_tool", register_globally=False))
+    model.replies.extend(
+        [Reply(tool_calls=[("toolu_o", "odd_tool", {"text": "x"})]), Reply(text="done")]
+    )
+    session = await _session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    await socket.send_to(text_data=json.dumps({"type": "chat", "text": "go"}))
+    frames = await until(socket)
+
+    # Not UTF-8 encodable, so no request body could carry it raw: the turn went on.
+    assert events(frames, "turn_finished")[0]["data"]["reason"] == "end_turn"
+    result = model.requests[1].body["messages"][-1]["content"][0]
+    assert result["content"] == f"odd{SURROGATE_MARK}x"
+    assert events(frames, "tool_result")[0]["data"]["content"] == result["content"]
+    await socket.disconnect()
+
+
 @pytest.mark.parametrize(
     "frame",
     ["[" * 10_000, '{"type": "chat", "text": "hi", "intent": ' + "[" * 100 + "]" * 100 + "}"],
