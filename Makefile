@@ -1,4 +1,5 @@
-# The two commands: `make run` (the product) and `make test` (ruff, then pytest).
+# The two commands: `make run` (the product) and `make test` (ruff, the import contracts of
+# docs/architecture.md, then pytest).
 # Both build .venv from uv.lock first; nothing else needs installing by hand.
 
 PYTHON ?= python3
@@ -25,11 +26,13 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 fmt: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -1,4 +1,4 @@
-"""Admin for agents, notes, worker tool runs (read-only: runs are the record) and MCP
+"""Admin for notes, worker tool runs (read-only: runs are the record) and MCP
 servers (their secrets write-only)."""
 
 from __future__ import annotations
@@ -7,15 +7,7 @@ from django import forms
 from django.contrib import admin
 
 from agent_app.mcp import mcp_config, server_json
-from agent_app.models import Agent, McpServer, Note, ToolRun
-
-
-@admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
-    list_display = ["name", "owner", "provider", "model", "strategy", "version"]
-    list_filter = ["provider", "strategy", ("owner", admin.EmptyFieldListFilter)]
-    search_fields = ["name", "model", "owner__username"]
-    readonly_fields = ["version", "created", "updated"]
+from agent_app.models import McpServer, Note, ToolRun
 
 
 @admin.register(Note)

@@ -1,4 +1,5 @@
-"""JSON API for agents (agent profiles) and, for staff, MCP servers."""
+"""JSON API for turns (a message into a session, the toolset inspector and its reset) and,
+for staff, MCP servers. Agent profiles are served by ``profiles_app.api``."""
 
 from __future__ import annotations
 
@@ -6,106 +7,35 @@ from typing import Any
 
 from django.core.validators import RegexValidator
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema, extend_schema_field
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
 from rest_framework import serializers
 from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agent_app import mcp, services
-from agent_app.models import Agent, McpServer
-from toolhub.api import IF_MATCH, error_responses, etag, read_version, validated_body
-from toolhub.api_schema import (
+from agent_app import mcp
+from agent_app.models import McpServer
+from agent_app.turns import TEXT_LIMIT, turn_start_sync
+from agent_app.turns.preview import session_plan_reset, session_toolset
+from sessions_app import services
+from toolhub.lib.api import error, error_responses, validated_body
+from toolhub.lib.api_schema import (
     NONBLANK_PATTERN,
     TEXT_PATTERN,
     WHITESPACE,
     IntentField,
-    name_field,
     string_map_schema,
     text_field,
     url_schema,
 )
 from toolhub.tools.mcp import CONTROL_CHARS, ENV_NAME, HEADER_NAME, SERVER_NAME
-
-
-class AgentSerializer(serializers.Serializer):
-    id = serializers.IntegerField(read_only=True)
-    name = name_field()
-    shared = serializers.BooleanField(required=False)
-    system_prompt = text_field(required=False, blank=True, max_length=20_000)
-    provider = serializers.ChoiceField(["", "demo", "anthropic", "openai"], required=False)
-    model = text_field(required=False, blank=True, max_length=100)
-    context_window = serializers.IntegerField(required=False, min_value=1_000, max_value=10**7)
-    tool_intent = IntentField(required=False)
-    strategy = serializers.ChoiceField(["call_tool", "promote", "native"], required=False)
-    tier_budget = serializers.IntegerField(
-        required=False, allow_null=True, min_value=1_000, max_value=10**7
-    )
-    readonly = serializers.BooleanField(read_only=True)
-    version = serializers.IntegerField(read_only=True)
-
-
-def _agent_json(agent: Agent, user: Any) -> dict[str, Any]:
-    return {
-        "id": agent.pk,
-        "name": agent.name,
-        "shared": agent.is_shared,
-        "system_prompt": agent.system_prompt,
-        "provider": agent.provider,
-        "model": agent.model,
-        "context_window": agent.context_window,
-        "tool_intent": agent.tool_intent,
-        "strategy": agent.strategy,
-        "tier_budget": agent.tier_budget,
-        "readonly": agent.is_shared and not user.is_staff,
-        "version": agent.version,
-    }
-
-
-def _respond(agent: Agent, user: Any, status_code: int = 200) -> Response:
-    response = Response(_agent_json(agent, user), status=status_code)
-    response["ETag"] = etag(agent.version)
-    return response
-
-
-class AgentListView(APIView):
-    @extend_schema(responses=AgentSerializer(many=True))
-    def get(self, request: Request) -> Response:
-        agents = services.agents_visible_to(request.user)
-        return Response([_agent_json(agent, request.user) for agent in agents])
-
-    @extend_schema(
-        request=AgentSerializer, responses={201: AgentSerializer, **error_responses(409)}
-    )
-    def post(self, request: Request) -> Response:
-        data = validated_body(request, AgentSerializer)
-        shared = data.pop("shared", False) is True
-        data = {key: value for key, value in data.items() if key in services.EDITABLE}
-        agent = services.agent_create(user=request.user, shared=shared, **data)
-        return _respond(agent, request.user, 201)
-
-
-class AgentDetailView(APIView):
-    @extend_schema(responses=AgentSerializer)
-    def get(self, request: Request, agent_id: int) -> Response:
-        agent = services.agent_get_for_user(user=request.user, agent_id=agent_id)
-        return _respond(agent, request.user)
-
-    @extend_schema(
-        request=AgentSerializer,
-        parameters=[IF_MATCH],
-        responses={200: AgentSerializer, **error_responses(409, 412, 428)},
-    )
-    def patch(self, request: Request, agent_id: int) -> Response:
-        agent = services.agent_get_for_user(user=request.user, agent_id=agent_id)
-        data = validated_body(request, AgentSerializer, partial=True)
-        fields = {key: value for key, value in data.items() if key in services.EDITABLE}
-        agent = services.agent_update(
-            user=request.user, agent=agent, version=read_version(request), **fields
-        )
-        return _respond(agent, request.user)
-
 
 # A header value as toolhub.tools.mcp takes it: no surrounding whitespace and no control
 # characters (refused there, before the HTTP client could quote it in an error).
@@ -246,3 +176,92 @@ class McpServerDetailView(APIView):
     def delete(self, request: Request, server_id: int) -> Response:
         get_object_or_404(McpServer, pk=server_id).delete()
         return Response(status=204)
+
+
+# --- turns ---------------------------------------------------------------------------------
+
+
+class MessageSerializer(serializers.Serializer):
+    text = text_field(max_length=TEXT_LIMIT)
+    intent = IntentField(required=False)
+
+
+class SessionMessagesView(APIView):
+    @extend_schema(
+        request=MessageSerializer,
+        responses={
+            202: inline_serializer(
+                "TurnStarted", {"turn": serializers.CharField(), "session": serializers.UUIDField()}
+            ),
+            **error_responses(409),
+        },
+        description="Start an unattended turn (channel api); follow it in the event log. "
+        "409 while another turn runs in the session.",
+    )
+    def post(self, request: Request, session_id: Any) -> Response:
+        session = services.session_get_for_user(user=request.user, session_id=session_id)
+        data = validated_body(request, MessageSerializer)
+        turn = turn_start_sync(
+            session=session,
+            text=data["text"],
+            intent=data.get("intent"),
+            attended=False,
+            channel="api",
+        )
+        return Response({"turn": turn, "session": str(session.pk)}, status=202)
+
+
+PREVIEW_CHANNELS = ("web", "api")
+ToolsetSerializer = inline_serializer(
+    "Toolset",
+    {
+        "fingerprint": serializers.CharField(),
+        "strategy": serializers.CharField(),
+        "provider": serializers.CharField(),
+        "resident": serializers.ListField(child=serializers.DictField()),
+        "catalog": serializers.ListField(child=serializers.DictField()),
+        "tokens": serializers.DictField(child=serializers.IntegerField()),
+        "hidden": serializers.ListField(child=serializers.DictField()),
+    },
+)
+
+
+class SessionToolsetView(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "channel",
+                str,
+                enum=list(PREVIEW_CHANNELS),
+                description="The turn to preview: web (the chat page, default) or api (a "
+                "REST message, unattended).",
+            )
+        ],
+        responses={200: ToolsetSerializer, **error_responses(400, 409)},
+        description="What the next turn's first provider request will carry, as the "
+        "provider receives it: the fingerprint and token counts are of its wire form. "
+        "409 when the session's toolset names a profile that is gone.",
+    )
+    def get(self, request: Request, session_id: Any) -> Response:
+        session = services.session_get_for_user(user=request.user, session_id=session_id)
+        channel = request.query_params.get("channel", "web")
+        if channel not in PREVIEW_CHANNELS:
+            return error(
+                "invalid", "channel must be web or api", 400, fields={"channel": ["choice"]}
+            )
+        return Response(session_toolset(session=session, channel=channel))
+
+
+class SessionToolsetResetView(APIView):
+    @extend_schema(
+        request=None,
+        responses={200: ToolsetSerializer, **error_responses(409)},
+        description="Rebuild the session's tier plan (which tools are resident, listed or "
+        "deferred) from the person's usage counts, and keep it; answers with the toolset "
+        "the next turn will send. 409 when the session's toolset names a profile that is "
+        "gone.",
+    )
+    def post(self, request: Request, session_id: Any) -> Response:
+        session = services.session_get_for_user(user=request.user, session_id=session_id)
+        session = session_plan_reset(user=request.user, session=session)
+        return Response(session_toolset(session=session))

@@ -12,10 +12,15 @@ class AgentConfig(AppConfig):
 
         # Bind @shared_task functions to toolhub's Celery app in every Django process, and
         # register the channel layer's codec before any layer is made.
-        from toolhub import celery, redis_codecs  # noqa: F401
+        from toolhub import celery  # noqa: F401
+        from toolhub.lib import redis_codecs  # noqa: F401
         from toolhub.tools import embeddings, load_plugins
 
         embeddings.enabled = settings.TOOLHUB_SEMANTIC_SEARCH
+        from agent_app.services import NotesAdapter
+        from toolhub.lib.chat_services import chat_services_provide
+
+        chat_services_provide(notes=NotesAdapter())
         # Plugins register once per process, in a fixed order, before any turn resolves.
         load_plugins(settings.TOOLHUB_TOOL_MODULES)
 

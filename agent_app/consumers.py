@@ -1,7 +1,8 @@
 """The session socket, ``/ws/sessions/<uuid>/``: frames in, stored events out.
 
 The consumer holds no logic: it authenticates, checks ownership, joins the session's
-group and hands each frame to a turn service. Delivery follows DESIGN.md section 10:
+group and hands each frame to a turn service. Delivery follows docs/architecture.md,
+"The event log":
 
 - no ``event`` frames before ``resume {after_seq}`` (or a ``chat``, which subscribes from
   the current last seq);
@@ -38,9 +39,9 @@ from agent_app.turns import running_tails, turn_approve, turn_cancel, turn_start
 from agent_app.turns.loop import db
 from sessions_app.notify import event_frame, session_group
 from sessions_app.services import EVENTS_PAGE_MAX, session_events, session_get_for_user
-from toolhub.errors import Invalid, NotFound, ServiceError
-from toolhub.outage import REDIS_ERRORS
-from toolhub.redis_codecs import DISCARDED
+from toolhub.lib.errors import Invalid, NotFound, ServiceError
+from toolhub.lib.outage import REDIS_ERRORS
+from toolhub.lib.redis_codecs import DISCARDED
 
 CLOSE_NOT_AUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
@@ -103,7 +104,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await getattr(self, get_handler_name(message))(message)
             return
         if message["type"] == DISCARDED:
-            # Something in Redis that was not a message; toolhub.redis_codecs logged it.
+            # Something in Redis that was not a message; toolhub.lib.redis_codecs logged it.
             return
         await super().dispatch(message)
 

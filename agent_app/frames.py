@@ -1,4 +1,5 @@
-"""Client frames of the session socket (DESIGN.md section 10), validated in one place.
+"""Client frames of the session socket (README, "Chatting over a WebSocket"), validated
+in one place.
 
 ``parse_frame`` returns a plain dict with exactly the fields a handler needs, or raises
 ``FrameError`` carrying the error frame's ``code`` and ``ref``; a refused frame changes
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_app.turns import TEXT_LIMIT
-from toolhub.storable import TooDeep, json_loads_bounded, storable_text
+from toolhub.lib.storable import TooDeep, json_loads_bounded, storable_text
 from toolhub.tools import IntentError, ToolIntent
 
 MAX_FRAME_BYTES = 64 * 1024

@@ -1,4 +1,5 @@
-"""The provider's conversation, rebuilt from stored events (hard line 4: never rewritten).
+"""The provider's conversation, rebuilt from stored events, never rewritten
+(docs/architecture.md, hard line 4).
 
 Stored ``tool_call`` / ``tool_result`` pairs replay exactly as they were stored, even for a
 tool that is disabled or gone now. The rebuild is a pure function of the event log:

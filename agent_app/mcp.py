@@ -26,7 +26,7 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from agent_app.models import McpServer
-from toolhub.errors import Conflict, Forbidden, Invalid
+from toolhub.lib.errors import Conflict, Forbidden, Invalid
 from toolhub.tools.mcp import McpManager, McpServerConfig, McpStatus
 
 logger = logging.getLogger(__name__)

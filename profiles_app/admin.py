@@ -1,4 +1,4 @@
-"""Admin for profiles and global disables.
+"""Admin for tool profiles, agent profiles and global disables.
 
 A global disable added or removed here goes through the same service as the API, so the
 audit record (with its reason) is the same; Django's own log entry is not written twice.
@@ -11,8 +11,8 @@ from typing import Any
 from django.contrib import admin, messages
 
 from profiles_app import services
-from profiles_app.models import GlobalDisable, ToolProfile
-from toolhub.errors import ServiceError
+from profiles_app.models import Agent, GlobalDisable, ToolProfile
+from toolhub.lib.errors import ServiceError
 
 
 @admin.register(ToolProfile)
@@ -60,3 +60,11 @@ class GlobalDisableAdmin(admin.ModelAdmin):
 
     def log_deletions(self, request: Any, queryset: Any) -> None:
         return None
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = ["name", "owner", "provider", "model", "strategy", "version"]
+    list_filter = ["provider", "strategy", ("owner", admin.EmptyFieldListFilter)]
+    search_fields = ["name", "model", "owner__username"]
+    readonly_fields = ["version", "created", "updated"]

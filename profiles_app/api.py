@@ -17,9 +17,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from profiles_app import services
-from profiles_app.models import GlobalDisable, ToolProfile
-from sessions_app.services import chat_services
-from toolhub.api import (
+from profiles_app.models import Agent, GlobalDisable, ToolProfile
+from toolhub.lib.api import (
     IF_MATCH,
     error_responses,
     etag,
@@ -27,13 +26,15 @@ from toolhub.api import (
     read_version,
     validated_body,
 )
-from toolhub.api_schema import (
+from toolhub.lib.api_schema import (
+    IntentField,
     ProfilesImportField,
     RemovableToolNameField,
     ToolNameListField,
     name_field,
     text_field,
 )
+from toolhub.lib.chat_services import chat_services
 from toolhub.tools import ToolContext
 
 
@@ -376,3 +377,84 @@ class AuditView(APIView):
                 for entry in entries
             ]
         )
+
+
+# --- agent profiles ------------------------------------------------------------------------
+
+
+class AgentSerializer(serializers.Serializer):
+    id = serializers.IntegerField(read_only=True)
+    name = name_field()
+    shared = serializers.BooleanField(required=False)
+    system_prompt = text_field(required=False, blank=True, max_length=20_000)
+    provider = serializers.ChoiceField(["", "demo", "anthropic", "openai"], required=False)
+    model = text_field(required=False, blank=True, max_length=100)
+    context_window = serializers.IntegerField(required=False, min_value=1_000, max_value=10**7)
+    tool_intent = IntentField(required=False)
+    strategy = serializers.ChoiceField(["call_tool", "promote", "native"], required=False)
+    tier_budget = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1_000, max_value=10**7
+    )
+    readonly = serializers.BooleanField(read_only=True)
+    version = serializers.IntegerField(read_only=True)
+
+
+def _agent_json(agent: Agent, user: Any) -> dict[str, Any]:
+    return {
+        "id": agent.pk,
+        "name": agent.name,
+        "shared": agent.is_shared,
+        "system_prompt": agent.system_prompt,
+        "provider": agent.provider,
+        "model": agent.model,
+        "context_window": agent.context_window,
+        "tool_intent": agent.tool_intent,
+        "strategy": agent.strategy,
+        "tier_budget": agent.tier_budget,
+        "readonly": agent.is_shared and not user.is_staff,
+        "version": agent.version,
+    }
+
+
+def _agent_respond(agent: Agent, user: Any, status_code: int = 200) -> Response:
+    response = Response(_agent_json(agent, user), status=status_code)
+    response["ETag"] = etag(agent.version)
+    return response
+
+
+class AgentListView(APIView):
+    @extend_schema(responses=AgentSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        agents = services.agents_visible_to(request.user)
+        return Response([_agent_json(agent, request.user) for agent in agents])
+
+    @extend_schema(
+        request=AgentSerializer, responses={201: AgentSerializer, **error_responses(409)}
+    )
+    def post(self, request: Request) -> Response:
+        data = validated_body(request, AgentSerializer)
+        shared = data.pop("shared", False) is True
+        data = {key: value for key, value in data.items() if key in services.AGENT_FIELDS}
+        agent = services.agent_create(user=request.user, shared=shared, **data)
+        return _agent_respond(agent, request.user, 201)
+
+
+class AgentDetailView(APIView):
+    @extend_schema(responses=AgentSerializer)
+    def get(self, request: Request, agent_id: int) -> Response:
+        agent = services.agent_get_for_user(user=request.user, agent_id=agent_id)
+        return _agent_respond(agent, request.user)
+
+    @extend_schema(
+        request=AgentSerializer,
+        parameters=[IF_MATCH],
+        responses={200: AgentSerializer, **error_responses(409, 412, 428)},
+    )
+    def patch(self, request: Request, agent_id: int) -> Response:
+        agent = services.agent_get_for_user(user=request.user, agent_id=agent_id)
+        data = validated_body(request, AgentSerializer, partial=True)
+        fields = {key: value for key, value in data.items() if key in services.AGENT_FIELDS}
+        agent = services.agent_update(
+            user=request.user, agent=agent, version=read_version(request), **fields
+        )
+        return _agent_respond(agent, request.user)

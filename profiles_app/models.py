@@ -1,8 +1,14 @@
-"""Tool profiles and global disables. Both store intent: short lists of names a person or
-an operator wrote, never an expansion of the registry (DESIGN.md hard line 1).
+"""Profiles — tool profiles and agent profiles — and global disables. All store intent:
+short lists of names a person or an operator wrote, never an expansion of the registry
+(docs/architecture.md, hard line 1).
 
 A profile with no owner is shared: visible to everyone, editable by staff. ``version``
 increases on every write; a write that names an older version is a conflict.
+
+An agent (agent profile) is a system prompt, a provider and model, a tool intent and a
+deferred-loading strategy; chats are with an agent. The ``default`` agent is created by a
+migration and always exists. Its table keeps the name it had in ``agent_app``, so moving
+it here changed no row.
 """
 
 from __future__ import annotations
@@ -11,16 +17,28 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
-from toolhub.tools.intent import MAX_NAMES
+from toolhub.lib.intent_field import IntentField
+from toolhub.tools.intent import MAX_NAMES, PROFILE_NAME_PATTERN
 from toolhub.tools.tool import NAME_PATTERN
 
-PROFILE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,62}[A-Za-z0-9]$|^[A-Za-z0-9]$"
 profile_name_validator = RegexValidator(
     PROFILE_NAME_PATTERN,
     "1 to 64 letters, digits, spaces, dots, dashes or underscores, starting and ending "
     "with a letter or digit.",
 )
 tool_name_validator = RegexValidator(NAME_PATTERN.pattern, "not a valid tool name")
+
+
+def _unique_names(prefix: str) -> list[models.UniqueConstraint]:
+    """Names unique per owner, and among shared objects (no owner)."""
+    return [
+        models.UniqueConstraint(fields=["owner", "name"], name=f"{prefix}_unique_per_owner"),
+        models.UniqueConstraint(
+            fields=["name"],
+            condition=models.Q(owner__isnull=True),
+            name=f"{prefix}_unique_shared_name",
+        ),
+    ]
 
 
 class OwnedNamed(models.Model):
@@ -46,16 +64,7 @@ class OwnedNamed(models.Model):
     class Meta:
         abstract = True
         ordering = ["name", "id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["owner", "name"], name="%(app_label)s_%(class)s_unique_per_owner"
-            ),
-            models.UniqueConstraint(
-                fields=["name"],
-                condition=models.Q(owner__isnull=True),
-                name="%(app_label)s_%(class)s_unique_shared_name",
-            ),
-        ]
+        constraints = _unique_names("%(app_label)s_%(class)s")
 
     def __str__(self) -> str:
         return self.name if self.owner_id else f"{self.name} (shared)"
@@ -156,3 +165,36 @@ class NewChatDefault(models.Model):
     def toolset(self) -> str:
         """The toolset name, or "" for the built-in default."""
         return self.profile.name if self.profile_id else self.preset
+
+
+DEFAULT_AGENT = "default"
+
+
+class Agent(OwnedNamed):
+    """An agent profile: what a chat's model is told, which model, and which tools."""
+
+    class Strategy(models.TextChoices):
+        CALL_TOOL = "call_tool", "call_tool (array never changes)"
+        PROMOTE = "promote", "promote (found tools join the array)"
+        NATIVE = "native", "native (provider-side deferral)"
+
+    class Provider(models.TextChoices):
+        DEFAULT = "", "The configured default"
+        DEMO = "demo", "Demo (offline)"
+        ANTHROPIC = "anthropic", "Anthropic"
+        OPENAI = "openai", "OpenAI-compatible"
+
+    system_prompt = models.TextField(blank=True, max_length=20_000)
+    provider = models.CharField(max_length=16, choices=Provider.choices, blank=True)
+    model = models.CharField(max_length=100, blank=True)
+    context_window = models.PositiveIntegerField(default=200_000)
+    tool_intent = IntentField(default=dict, blank=True)
+    strategy = models.CharField(max_length=16, choices=Strategy.choices, default=Strategy.CALL_TOOL)
+    tier_budget = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Resident tool tokens; empty: 5% of the window."
+    )
+
+    class Meta(OwnedNamed.Meta):
+        # The table and its constraints keep the names they had in agent_app.
+        db_table = "agent_app_agent"
+        constraints = _unique_names("agent_app_agent")

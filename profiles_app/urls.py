@@ -1,4 +1,4 @@
-"""Pages of the profiles app."""
+"""The Programs page: tool profiles, listed, edited, exported and imported."""
 
 from __future__ import annotations
 
@@ -21,8 +21,4 @@ urlpatterns = [
     path(f"{profile}mode/undo/", views.program_mode_undo, name="program_mode_undo"),
     path(f"{profile}tools/<str:action>/", views.program_tool, name="program_tool"),
     path(f"{profile}delete/", views.program_delete, name="program_delete"),
-    path("ops/tools/", views.ops_tools, name="ops_tools"),
-    path("ops/tools/disable/", views.ops_tool_disable, name="ops_tool_disable"),
-    path("ops/tools/enable/", views.ops_tool_enable, name="ops_tool_enable"),
-    path("ops/mcp/<int:server_id>/enabled/", views.ops_mcp_enabled, name="ops_mcp_enabled"),
 ]

@@ -1,10 +1,10 @@
-"""Pages of the profiles app: the Programs page (a person's tool profiles against the
-catalog) and the ops page (staff disable a tool for everybody).
+"""The Programs page: a person's tool profiles against the catalog. (The operators' page
+is ``agent_app.views``: it shows MCP connections too.)
 
 Every action is a POST through the same service the API uses and redirects back, so a
 reload never repeats it; a refused one re-renders the page with the reason. Edits name the
 version they were made on, so an edit made in another tab meanwhile is refused, not
-overwritten. Another person's profile is a 404; so is the ops page for anyone but staff.
+overwritten. Another person's profile is a 404.
 
 Switching a profile between "all except" and "only" rewrites its list, so it takes two
 steps: the first POST only says what the switch will do and asks; the confirmed one makes
@@ -21,18 +21,15 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from agent_app.mcp import mcp_server_save, server_json
-from agent_app.models import McpServer
-from agent_app.services import default_agent
 from profiles_app.api import catalog_context
 from profiles_app.models import ToolProfile
 from profiles_app.services import (
     ModeSwitch,
-    global_disable_audit,
+    default_agent,
     mode_name,
     new_chat_default_set,
     new_chat_toolset,
@@ -51,12 +48,9 @@ from profiles_app.services import (
     profile_tool_remove,
     profiles_for_user,
     tool_catalog,
-    tool_disable_globally,
-    tool_enable_globally,
-    tools_for_ops,
 )
-from toolhub.errors import Invalid, NotFound, ServiceError, Stale
-from toolhub.storable import json_loads_bounded
+from toolhub.lib.errors import Invalid, ServiceError, Stale, found_or_404
+from toolhub.lib.storable import json_loads_bounded
 from toolhub.tools.layers import META_TOOLS
 from toolhub.tools.presets import DEFAULT_TOOLSET
 
@@ -66,74 +60,6 @@ IMPORT_MAX_BYTES = 256 * 1024
 # nothing changed the profile since.
 SWITCH_UNDO_KEY = "programs_switch_undo"
 SWITCH_UNDO_SECONDS = 15 * 60
-
-
-def _check_staff(request: HttpRequest) -> None:
-    if not request.user.is_staff:
-        raise Http404("no such page")
-
-
-def _render(
-    request: HttpRequest, *, failed: dict[str, str] | None = None, status: int = 200
-) -> HttpResponse:
-    tools, orphans = tools_for_ops()
-    context = {
-        "mcp_servers": [server_json(server) for server in McpServer.objects.all()],
-        "tools": tools,
-        "orphans": orphans,
-        "audit": global_disable_audit(),
-        "failed": failed or {},
-        "disabled_count": sum(1 for tool in tools if tool.disable) + len(orphans),
-    }
-    return render(request, "profiles_app/ops_tools.html", context, status=status)
-
-
-@require_safe
-@login_required
-def ops_tools(request: HttpRequest) -> HttpResponse:
-    _check_staff(request)
-    return _render(request)
-
-
-@require_POST
-@login_required
-def ops_tool_disable(request: HttpRequest) -> HttpResponse:
-    _check_staff(request)
-    tool, reason = request.POST.get("tool", ""), request.POST.get("reason", "")
-    try:
-        tool_disable_globally(user=request.user, tool=tool, reason=reason)
-    except ServiceError as exc:
-        failed = {"tool": tool, "reason": reason, "message": exc.message}
-        return _render(request, failed=failed, status=exc.status)
-    messages.success(request, f"{tool} is disabled for everybody.")
-    return redirect("ops_tools")
-
-
-@require_POST
-@login_required
-def ops_tool_enable(request: HttpRequest) -> HttpResponse:
-    _check_staff(request)
-    tool = request.POST.get("tool", "")
-    try:
-        tool_enable_globally(user=request.user, tool=tool)
-    except ServiceError as exc:
-        failed = {"tool": tool, "reason": "", "message": exc.message}
-        return _render(request, failed=failed, status=exc.status)
-    messages.success(request, f"{tool} is enabled again.")
-    return redirect("ops_tools")
-
-
-@require_POST
-@login_required
-def ops_mcp_enabled(request: HttpRequest, server_id: int) -> HttpResponse:
-    _check_staff(request)
-    server = get_object_or_404(McpServer, pk=server_id)
-    enabled = request.POST.get("enabled") == "1"
-    mcp_server_save(user=request.user, server=server, data={"enabled": enabled})
-    messages.success(
-        request, f"MCP server {server.name} is {'enabled' if enabled else 'disabled'}."
-    )
-    return redirect("ops_tools")
 
 
 # --- the Programs page -------------------------------------------------------------------
@@ -254,20 +180,13 @@ def _change(
 ) -> HttpResponse:
     """Apply one edit to the person's profile through its service; a refused one
     re-renders the page with the reason."""
-    profile = _profile_or_404(request, profile_id)
+    profile = found_or_404(profile_get_for_user, user=request.user, profile_id=profile_id)
     try:
         action(profile)
     except ServiceError as exc:
         return _programs(request, profile_id=profile_id, failed=exc.message, status=exc.status)
     messages.success(request, done)
     return redirect("program", profile_id=profile_id)
-
-
-def _profile_or_404(request: HttpRequest, profile_id: int) -> ToolProfile:
-    try:
-        return profile_get_for_user(user=request.user, profile_id=profile_id)
-    except NotFound:
-        raise Http404("no such profile") from None
 
 
 @require_POST
@@ -301,7 +220,7 @@ def program_rename(request: HttpRequest, profile_id: int) -> HttpResponse:
 def program_mode(request: HttpRequest, profile_id: int) -> HttpResponse:
     """Switch between "all except" and "only": without ``confirm`` this only says what the
     switch will pin or list as removed and asks; with it, it switches and offers Undo."""
-    profile = _profile_or_404(request, profile_id)
+    profile = found_or_404(profile_get_for_user, user=request.user, profile_id=profile_id)
     mode, version = request.POST.get("mode", ""), _version(request)
     confirmed = request.POST.get("confirm") == "1"
     try:
@@ -336,7 +255,7 @@ def program_mode(request: HttpRequest, profile_id: int) -> HttpResponse:
 @login_required
 def program_mode_undo(request: HttpRequest, profile_id: int) -> HttpResponse:
     """Undo a switch: put back the mode and list it replaced, if nothing changed since."""
-    profile = _profile_or_404(request, profile_id)
+    profile = found_or_404(profile_get_for_user, user=request.user, profile_id=profile_id)
     mode = request.POST.get("mode", "")
     try:
         profile_mode_switch_undo(
@@ -379,7 +298,7 @@ def program_tool(request: HttpRequest, profile_id: int, action: str) -> HttpResp
 @require_http_methods(["GET", "HEAD", "POST"])
 @login_required
 def program_delete(request: HttpRequest, profile_id: int) -> HttpResponse:
-    profile = _profile_or_404(request, profile_id)
+    profile = found_or_404(profile_get_for_user, user=request.user, profile_id=profile_id)
     if request.method != "POST":
         return render(request, "profiles_app/program_delete.html", {"profile": profile})
     try:

@@ -1,4 +1,7 @@
-"""JSON API for chat sessions: intent, the event log and the toolset inspector."""
+"""JSON API for chat sessions: their intent, their event log and their full results.
+
+What a turn does with a session (a message, the inspector) is served by ``agent_app.api``.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +13,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agent_app.turns import TEXT_LIMIT, turn_start_sync
-from agent_app.turns.preview import session_plan_reset, session_toolset
 from sessions_app import services
 from sessions_app.models import ChatSession
-from toolhub.api import IF_MATCH, error, error_responses, etag, read_version, validated_body
-from toolhub.api_schema import IntentField, text_field
+from toolhub.lib.api import IF_MATCH, error, error_responses, etag, read_version, validated_body
+from toolhub.lib.api_schema import IntentField, text_field
 
 
 class SessionSerializer(serializers.Serializer):
@@ -178,89 +179,3 @@ class SessionEventsView(APIView):
                 "last_seq": last_seq,
             }
         )
-
-
-class MessageSerializer(serializers.Serializer):
-    text = text_field(max_length=TEXT_LIMIT)
-    intent = IntentField(required=False)
-
-
-class SessionMessagesView(APIView):
-    @extend_schema(
-        request=MessageSerializer,
-        responses={
-            202: inline_serializer(
-                "TurnStarted", {"turn": serializers.CharField(), "session": serializers.UUIDField()}
-            ),
-            **error_responses(409),
-        },
-        description="Start an unattended turn (channel api); follow it in the event log. "
-        "409 while another turn runs in the session.",
-    )
-    def post(self, request: Request, session_id: Any) -> Response:
-        session = services.session_get_for_user(user=request.user, session_id=session_id)
-        data = validated_body(request, MessageSerializer)
-        turn = turn_start_sync(
-            session=session,
-            text=data["text"],
-            intent=data.get("intent"),
-            attended=False,
-            channel="api",
-        )
-        return Response({"turn": turn, "session": str(session.pk)}, status=202)
-
-
-PREVIEW_CHANNELS = ("web", "api")
-ToolsetSerializer = inline_serializer(
-    "Toolset",
-    {
-        "fingerprint": serializers.CharField(),
-        "strategy": serializers.CharField(),
-        "provider": serializers.CharField(),
-        "resident": serializers.ListField(child=serializers.DictField()),
-        "catalog": serializers.ListField(child=serializers.DictField()),
-        "tokens": serializers.DictField(child=serializers.IntegerField()),
-        "hidden": serializers.ListField(child=serializers.DictField()),
-    },
-)
-
-
-class SessionToolsetView(APIView):
-    @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "channel",
-                str,
-                enum=list(PREVIEW_CHANNELS),
-                description="The turn to preview: web (the chat page, default) or api (a "
-                "REST message, unattended).",
-            )
-        ],
-        responses={200: ToolsetSerializer, **error_responses(400, 409)},
-        description="What the next turn's first provider request will carry, as the "
-        "provider receives it: the fingerprint and token counts are of its wire form. "
-        "409 when the session's toolset names a profile that is gone.",
-    )
-    def get(self, request: Request, session_id: Any) -> Response:
-        session = services.session_get_for_user(user=request.user, session_id=session_id)
-        channel = request.query_params.get("channel", "web")
-        if channel not in PREVIEW_CHANNELS:
-            return error(
-                "invalid", "channel must be web or api", 400, fields={"channel": ["choice"]}
-            )
-        return Response(session_toolset(session=session, channel=channel))
-
-
-class SessionToolsetResetView(APIView):
-    @extend_schema(
-        request=None,
-        responses={200: ToolsetSerializer, **error_responses(409)},
-        description="Rebuild the session's tier plan (which tools are resident, listed or "
-        "deferred) from the person's usage counts, and keep it; answers with the toolset "
-        "the next turn will send. 409 when the session's toolset names a profile that is "
-        "gone.",
-    )
-    def post(self, request: Request, session_id: Any) -> Response:
-        session = services.session_get_for_user(user=request.user, session_id=session_id)
-        session = session_plan_reset(user=request.user, session=session)
-        return Response(session_toolset(session=session))

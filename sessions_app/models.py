@@ -16,7 +16,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 
-from toolhub.intent_field import IntentField
+from toolhub.lib.intent_field import IntentField
 
 
 class ChatSession(models.Model):
@@ -24,7 +24,9 @@ class ChatSession(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_sessions"
     )
-    agent = models.ForeignKey("agent_app.Agent", on_delete=models.PROTECT, related_name="sessions")
+    agent = models.ForeignKey(
+        "profiles_app.Agent", on_delete=models.PROTECT, related_name="sessions"
+    )
     title = models.CharField(max_length=200, blank=True)
     tool_intent = IntentField(default=dict, blank=True)
     plan_mode = models.BooleanField(default=False)

@@ -24,17 +24,20 @@ from django.db import connection, models, transaction
 from django.db.models import Count, F
 from django.utils import timezone
 
-from agent_app.models import Agent
-from agent_app.services import AgentsAdapter, NotesAdapter, agents_visible_to, default_agent
+from profiles_app.models import Agent
 from profiles_app.services import (
+    agents_visible_to,
+    default_agent,
     global_disables,
     new_chat_toolset,
     profile_lookup_for,
     toolset_check_exists,
 )
 from sessions_app.models import ChatSession, FullResult, ProviderCall, SessionEvent
-from toolhub.errors import Conflict, Invalid, NotFound, Stale
-from toolhub.storable import storable_text
+from toolhub.lib.chat_services import chat_services
+from toolhub.lib.errors import Conflict, Invalid, NotFound
+from toolhub.lib.storable import storable_text
+from toolhub.lib.versioned import versioned_delete, versioned_update
 from toolhub.tools import (
     DEFAULT_TOOLSET,
     IntentError,
@@ -43,7 +46,6 @@ from toolhub.tools import (
     TierPlan,
     ToolContext,
     ToolIntent,
-    ToolServices,
     UnknownToolsetError,
     resolve,
 )
@@ -141,7 +143,7 @@ def session_update(*, user: Any, session: ChatSession, version: int, **fields: A
             changes["agent"] = _clean_agent(user, value)
         elif key == "intent":
             changes["tool_intent"] = _clean_intent(value, user)
-            # A changed intent rebuilds the tier plan on the next turn (DESIGN.md 5).
+            # A changed intent rebuilds the tier plan on the next turn (docs/accounting.md).
             changes["tier_plan"] = None
         elif key == "plan_mode":
             if not isinstance(value, bool):
@@ -150,13 +152,9 @@ def session_update(*, user: Any, session: ChatSession, version: int, **fields: A
         else:
             raise Invalid(f"unknown field {key}", fields={key: ["unknown"]})
     with transaction.atomic():
-        updated = (
-            sessions_of(user)
-            .filter(pk=session.pk, version=version)
-            .update(**changes, version=F("version") + 1)
+        versioned_update(
+            sessions_of(user), pk=session.pk, version=version, what="session", **changes
         )
-        if not updated:
-            raise Stale("session")
     session.refresh_from_db()
     return session
 
@@ -190,9 +188,7 @@ def session_intent_merge(*, session: ChatSession, patch: Any) -> ChatSession:
 
 
 def session_delete(*, user: Any, session: ChatSession, version: int) -> None:
-    deleted, _ = sessions_of(user).filter(pk=session.pk, version=version).delete()
-    if not deleted:
-        raise Stale("session")
+    versioned_delete(sessions_of(user), pk=session.pk, version=version, what="session")
 
 
 def events_append(
@@ -400,29 +396,6 @@ def _usage(session: ChatSession) -> dict[str, int]:
     return {row["data__name"]: row["calls"] for row in rows if isinstance(row["data__name"], str)}
 
 
-class _PersonAsker:
-    """Stands for "a person is watching" while a toolset resolves; the turn runner puts
-    in the asker that really waits for the answer."""
-
-    async def ask(self, *, question: str, options: list[str]) -> str:
-        raise RuntimeError("only a running turn can ask the person")
-
-
-_PERSON = _PersonAsker()
-
-
-def chat_services(*, attended: bool = True) -> ToolServices:
-    """The interfaces a chat's tools reach the database through (the asker only when a
-    person is there to answer)."""
-    return ToolServices(
-        notes=NotesAdapter(),
-        agents=AgentsAdapter(),
-        messenger=MessengerAdapter(),
-        plan_mode=PlanModeAdapter(),
-        asker=_PERSON if attended else None,
-    )
-
-
 class PersonalResultCache:
     """The runtime's result cache (tools declared ``cache=True``: web_fetch, web_search)
     on Django's cache, in a namespace of its own per person: what one person's call
@@ -505,7 +478,7 @@ def session_resolve(
 
     The session's stored tier plan is kept while its key (the intents, toolset, budget
     and strategy) holds; a changed key, or ``rebuild_plan``, rebuilds it with the
-    person's usage counts. The turn stores the returned ``plan`` (DESIGN.md section 5).
+    person's usage counts. The turn stores the returned ``plan`` (docs/accounting.md).
     """
     agent = session.agent
     stored = None if rebuild_plan else TierPlan.from_json(session.tier_plan)
@@ -602,7 +575,7 @@ class ComposerFollow:
 
 
 def _tools_follow(session: ChatSession) -> Follow:
-    # DESIGN.md 4: a chat's `enabled: null` follows the agent, then the default (on).
+    # A chat's `enabled: null` follows the agent, then the default (on).
     agent = session.agent
     enabled = ToolIntent.parse(agent.tool_intent).enabled
     if enabled is None:

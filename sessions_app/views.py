@@ -12,13 +12,11 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from agent_app.turns.preview import session_plan_reset, session_toolset
 from profiles_app.services import profiles_for_user
-from sessions_app.models import ChatSession
 from sessions_app.services import (
     Follow,
     composer_state,
@@ -26,21 +24,13 @@ from sessions_app.services import (
     session_create,
     session_delete,
     session_get_for_user,
-    session_recent_calls,
     session_update,
     sessions_of,
 )
-from toolhub.errors import NotFound, ServiceError
+from toolhub.lib.errors import ServiceError, found_or_404
 from toolhub.tools import DEFAULT_TOOLSET, ToolIntent
 
 SESSIONS_SHOWN = 100
-
-
-def _session_or_404(request: HttpRequest, session_id: Any) -> ChatSession:
-    try:
-        return session_get_for_user(user=request.user, session_id=session_id)
-    except NotFound:
-        raise Http404("no such session") from None
 
 
 @require_safe
@@ -55,7 +45,7 @@ def chat(request: HttpRequest) -> HttpResponse:
 @require_safe
 @login_required
 def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
-    session = _session_or_404(request, session_id)
+    session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
     intent = ToolIntent.parse(session.tool_intent)
     toolsets = [view.name for view in profiles_for_user(user=request.user)]
     toolset = intent.toolset or DEFAULT_TOOLSET
@@ -82,57 +72,12 @@ def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
     return render(request, "sessions_app/chat.html", context)
 
 
-@require_safe
-@login_required
-def chat_inspector(request: HttpRequest, session_id: Any) -> HttpResponse:
-    """What the next turn of this chat will send, and what the last ones cost."""
-    session = _session_or_404(request, session_id)
-    try:
-        toolset, problem = session_toolset(session=session), ""
-    except ServiceError as exc:
-        toolset, problem = None, exc.message
-    return _inspector(request, session, toolset, problem)
-
-
-def _inspector(
-    request: HttpRequest,
-    session: ChatSession,
-    toolset: dict[str, Any] | None,
-    problem: str,
-    **extra: Any,
-) -> HttpResponse:
-    context = {
-        "session": session,
-        "toolset": toolset,
-        "problem": problem,
-        "calls": session_recent_calls(session=session),
-        **extra,
-    }
-    return render(request, "sessions_app/chat.html#inspector", context)
-
-
-@require_POST
-@login_required
-def chat_plan_reset(request: HttpRequest, session_id: Any) -> HttpResponse:
-    """The inspector's "Rebuild tiers": a new tier plan from today's usage, kept."""
-    session = _session_or_404(request, session_id)
-    try:
-        session = session_plan_reset(user=request.user, session=session)
-        toolset, problem = session_toolset(session=session), ""
-    except ServiceError as exc:
-        toolset, problem = None, exc.message
-    if not request.htmx:
-        # Without JavaScript the form posts the page itself: back to the chat.
-        return redirect("chat_session", session_id=session.pk)
-    return _inspector(request, session, toolset, problem, plan_reset=not problem)
-
-
 @require_POST
 @login_required
 def chat_plan_mode(request: HttpRequest, session_id: Any) -> HttpResponse:
     """Switch plan mode from the composer; stored at once, so the inspector shows its
     effect before the next turn."""
-    session = _session_or_404(request, session_id)
+    session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
     on = request.POST.get("plan_mode") == "on"
     try:
         session_update(user=request.user, session=session, version=session.version, plan_mode=on)
@@ -158,7 +103,7 @@ def chat_new(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def chat_rename(request: HttpRequest, session_id: Any) -> HttpResponse:
-    session = _session_or_404(request, session_id)
+    session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
     try:
         session_update(
             user=request.user,
@@ -174,7 +119,7 @@ def chat_rename(request: HttpRequest, session_id: Any) -> HttpResponse:
 @require_POST
 @login_required
 def chat_delete(request: HttpRequest, session_id: Any) -> HttpResponse:
-    session = _session_or_404(request, session_id)
+    session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
     try:
         session_delete(user=request.user, session=session, version=session.version)
     except ServiceError as exc:

@@ -1,14 +1,14 @@
-"""The REST API under /api/ (DESIGN.md section 9) and its OpenAPI schema."""
+"""The REST API under /api/ (README, "The API") and its OpenAPI schema."""
 
 from __future__ import annotations
 
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from agent_app import api as agents
+from agent_app import api as turns
 from profiles_app import api as profiles
 from sessions_app import api as sessions
-from toolhub.api import not_found
+from toolhub.lib.api import not_found
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
@@ -24,17 +24,17 @@ urlpatterns = [
     path("sessions/", sessions.SessionListView.as_view()),
     path("sessions/<uuid:session_id>/", sessions.SessionDetailView.as_view()),
     path("sessions/<uuid:session_id>/events/", sessions.SessionEventsView.as_view()),
-    path("sessions/<uuid:session_id>/toolset/", sessions.SessionToolsetView.as_view()),
-    path("sessions/<uuid:session_id>/toolset/reset/", sessions.SessionToolsetResetView.as_view()),
-    path("sessions/<uuid:session_id>/messages/", sessions.SessionMessagesView.as_view()),
+    path("sessions/<uuid:session_id>/toolset/", turns.SessionToolsetView.as_view()),
+    path("sessions/<uuid:session_id>/toolset/reset/", turns.SessionToolsetResetView.as_view()),
+    path("sessions/<uuid:session_id>/messages/", turns.SessionMessagesView.as_view()),
     path(
         "sessions/<uuid:session_id>/results/<uuid:result_id>/",
         sessions.SessionResultView.as_view(),
     ),
-    path("agents/", agents.AgentListView.as_view()),
-    path("agents/<int:agent_id>/", agents.AgentDetailView.as_view()),
-    path("mcp-servers/", agents.McpServerListView.as_view()),
-    path("mcp-servers/<int:server_id>/", agents.McpServerDetailView.as_view()),
+    path("agents/", profiles.AgentListView.as_view()),
+    path("agents/<int:agent_id>/", profiles.AgentDetailView.as_view()),
+    path("mcp-servers/", turns.McpServerListView.as_view()),
+    path("mcp-servers/<int:server_id>/", turns.McpServerDetailView.as_view()),
     # Anything else under /api/ is a JSON 404, never Django's HTML page.
     re_path(r"^[\s\S]*$", not_found),
 ]

@@ -101,9 +101,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "toolhub.api.BodyLimitMiddleware",
+    "toolhub.lib.api.BodyLimitMiddleware",
     # Redis or the database out of reach: 503 with Retry-After, JSON under /api/.
-    "toolhub.outage.ServiceUnavailableMiddleware",
+    "toolhub.lib.outage.ServiceUnavailableMiddleware",
 ]
 
 # One API body (an import, a profile) is at most 1 MiB; more is refused with 413.
@@ -171,7 +171,7 @@ if REDIS_URL:
                 "socket_connect_timeout": 2,
                 "socket_timeout": 5,
                 # Never pickle: whatever can write to Redis must not run code here.
-                "serializer": "toolhub.redis_codecs.JsonCacheSerializer",
+                "serializer": "toolhub.lib.redis_codecs.JsonCacheSerializer",
             },
         }
     }
@@ -200,7 +200,7 @@ if REDIS_URL:
                 # All sockets of a process share one inbox; a busy process must not drop
                 # live events at the default 100 (sockets also catch up from the log).
                 "capacity": 2000,
-                # msgpack that discards what does not decode (toolhub.redis_codecs).
+                # msgpack that discards what does not decode (toolhub.lib.redis_codecs).
                 "serializer_format": "toolhub-msgpack",
             },
         }
@@ -408,9 +408,9 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["toolhub.parsers.BoundedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["toolhub.lib.parsers.BoundedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "toolhub.api.exception_handler",
+    "EXCEPTION_HANDLER": "toolhub.lib.api.exception_handler",
 }
 
 SPECTACULAR_SETTINGS = {
@@ -424,7 +424,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "toolhub.api.add_error_responses",
+        "toolhub.lib.api.add_error_responses",
     ],
 }
 

@@ -17,4 +17,5 @@ urlpatterns = [
     path("api/", include("toolhub.api_urls")),
     path("", include("profiles_app.urls")),
     path("", include("sessions_app.urls")),
+    path("", include("agent_app.urls")),
 ]

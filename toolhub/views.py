@@ -10,7 +10,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
 from toolhub.health import health_report
-from toolhub.outage import RETRY_AFTER_SECONDS
+from toolhub.lib.outage import RETRY_AFTER_SECONDS
 
 
 @require_safe

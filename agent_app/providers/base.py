@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from toolhub.storable import json_loads_bounded
+from toolhub.lib.storable import json_loads_bounded
 from toolhub.tools.resolve import layout_array
 from toolhub.tools.tokens import count_cached
 

@@ -1,6 +1,7 @@
 """The turn runner: one message in, a model loop with tools, every step stored and streamed.
 
-Invariants (DESIGN.md sections 1, 5, 7 and 10):
+Invariants (docs/architecture.md, "One chat turn, hop by hop", "The event log" and
+"Hard lines"):
 
 - **One turn per session**, across processes: ``turn_id`` is claimed with a conditional
   UPDATE and held by a lease that a heartbeat renews; a turn whose process died is
@@ -46,8 +47,8 @@ from agent_app.turns.state import running_turn
 from agent_app.turns.tails import running_tails
 from sessions_app.models import ChatSession
 from sessions_app.notify import notify_events
-from toolhub.errors import Conflict, Invalid, ServiceError
-from toolhub.storable import storable_text
+from toolhub.lib.errors import Conflict, Invalid, ServiceError
+from toolhub.lib.storable import storable_text
 
 TEXT_LIMIT = 32_000
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from toolhub.redis_codecs import DISCARDED
+from toolhub.lib.redis_codecs import DISCARDED
 
 logger = logging.getLogger(__name__)
 

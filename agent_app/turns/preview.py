@@ -17,12 +17,12 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from agent_app.models import Agent
 from agent_app.providers import Provider, ProviderError, provider_for
 from agent_app.providers.base import WireTools
+from profiles_app.models import Agent
 from sessions_app.models import ChatSession
 from sessions_app.services import session_plan_store, session_resolve, sessions_of
-from toolhub.errors import Conflict, NotFound
+from toolhub.lib.errors import Conflict, NotFound
 from toolhub.tools import ResolvedToolset, UnknownToolsetError
 from toolhub.tools.tokens import count_cached
 from toolhub.tools.turn import TurnTools

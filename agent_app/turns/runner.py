@@ -59,9 +59,9 @@ from sessions_app.services import (
     session_intent_merge,
     session_plan_store,
 )
-from toolhub.markdown import render_markdown
-from toolhub.outage import REDIS_ERRORS
-from toolhub.storable import storable
+from toolhub.lib.markdown import render_markdown
+from toolhub.lib.outage import REDIS_ERRORS
+from toolhub.lib.storable import storable
 from toolhub.tools import (
     CancelToken,
     ResolvedToolset,
@@ -111,7 +111,7 @@ def _prepare(*, session: ChatSession, attended: bool, channel: str, history_seq:
     agent = session.agent
     upcoming = next_turn(session=session, attended=attended, channel=channel)
     resolved = upcoming.resolved
-    # Kept with the session so the array does not churn (DESIGN.md section 5).
+    # Kept with the session so the array does not churn (docs/accounting.md).
     session_plan_store(session=session, resolved=resolved)
     messages = messages_from_events(
         session_history(session_id=session.pk, last_seq=history_seq),
@@ -520,7 +520,8 @@ class TurnRunner:
                         "the turn was cancelled",
                     )
                 return ("denied", f"{tool.name} did not run: {reason}", reason)
-            # Approval takes time: a disable made meanwhile still holds (hard line 5).
+            # Approval takes time: a disable made meanwhile still holds
+            # (docs/architecture.md, hard line 5).
             veto = turn.veto_now(tool, ctx, await db(global_disables))
             if veto:
                 return ("vetoed", f"{tool.name} is not allowed: {veto}", veto)

@@ -60,8 +60,8 @@ from agent_app.turns.tails import TailPump
 from profiles_app.services import global_disables
 from sessions_app.models import ChatSession
 from sessions_app.services import session_context
-from toolhub.outage import REDIS_ERRORS
-from toolhub.storable import storable, storable_text
+from toolhub.lib.outage import REDIS_ERRORS
+from toolhub.lib.storable import storable, storable_text
 from toolhub.tools import CancelToken, TailUpdate, Tool, ToolContext, ToolResult, registry
 
 logger = logging.getLogger(__name__)

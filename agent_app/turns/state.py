@@ -22,9 +22,9 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from agent_app.models import Agent
-from agent_app.services import agent_current
 from agent_app.turns.runs import runs_cancel_for_turn
+from profiles_app.models import Agent
+from profiles_app.services import agent_current
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
 from sessions_app.services import events_append, rows_insert
 

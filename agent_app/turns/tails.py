@@ -13,7 +13,7 @@ from django.core.cache import cache
 
 from agent_app.turns.loop import db
 from sessions_app.notify import notify_tail
-from toolhub.outage import REDIS_ERRORS
+from toolhub.lib.outage import REDIS_ERRORS
 from toolhub.tools import TailUpdate
 
 logger = logging.getLogger(__name__)

@@ -75,7 +75,7 @@ def fake(request, settings):
 
 
 def _agent(owner, provider: str, strategy: str, **fields):
-    from agent_app.models import Agent
+    from profiles_app.models import Agent
 
     return Agent.objects.create(
         owner=owner, name=f"{provider} {strategy}", provider=provider, strategy=strategy, **fields

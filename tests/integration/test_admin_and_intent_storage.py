@@ -8,13 +8,11 @@ from django.contrib.admin.models import LogEntry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_app import services as agent_services
-from agent_app.models import Agent
 from profiles_app import services as profile_services
-from profiles_app.models import GlobalDisable, ToolProfile
+from profiles_app.models import Agent, GlobalDisable, ToolProfile
 from sessions_app import services as session_services
 from sessions_app.models import ChatSession
-from toolhub.errors import ServiceError
+from toolhub.lib.errors import ServiceError
 from toolhub.tools import registry
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +34,7 @@ def test_adding_a_global_disable_in_the_admin_writes_one_audit_entry(client, dja
     assert profile_services.global_disables()["bash"].endswith("leaks secrets")
 
 
-@pytest.mark.parametrize("model", ["agent_app/agent", "sessions_app/chatsession"])
+@pytest.mark.parametrize("model", ["profiles_app/agent", "sessions_app/chatsession"])
 def test_the_admin_refuses_an_intent_that_is_not_one_and_stores_a_valid_one_canonical(
     client, django_user_model, owner, model
 ):
@@ -46,7 +44,7 @@ def test_the_admin_refuses_an_intent_that_is_not_one_and_stores_a_valid_one_cano
     client.force_login(admin)
     row = (
         Agent.objects.create(name="Helper", owner=owner)
-        if model == "agent_app/agent"
+        if model == "profiles_app/agent"
         else session_services.session_create(user=owner)
     )
     url = f"/admin/{model}/{row.pk}/change/"
@@ -151,7 +149,7 @@ def test_services_store_only_the_names_a_person_gave_never_an_expansion(owner, o
                     user=owner, intent={"disabled": operation[1], "web_search": operation[2]}
                 )
             elif kind == "agent":
-                agent_services.agent_create(
+                profile_services.agent_create(
                     user=owner, name=fresh(), tool_intent={"disabled": operation[1]}
                 )
             elif kind == "import":

@@ -9,9 +9,8 @@ from django.contrib.admin.models import LogEntry
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agent_app.models import Agent
 from profiles_app import services as profile_services
-from profiles_app.models import ToolProfile
+from profiles_app.models import Agent, ToolProfile
 from sessions_app import services as session_services
 
 pytestmark = pytest.mark.django_db

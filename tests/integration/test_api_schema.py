@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, settings
 from rest_framework.authtoken.models import Token
 from schemathesis.config import SchemathesisConfig
 
-from agent_app.services import default_agent
+from profiles_app.services import default_agent
 from toolhub.tools.presets import DEFAULT_TOOLSET
 
 # The same document /api/schema/ serves (a test checks that endpoint separately).

@@ -11,7 +11,7 @@ from channels.db import database_sync_to_async
 
 from tests.fakes import Reply
 from tests.integration.chat import events, open_socket, receive, until
-from toolhub.storable import NUL_MARK, SURROGATE_MARK
+from toolhub.lib.storable import NUL_MARK, SURROGATE_MARK
 from toolhub.tools import function
 
 pytestmark = pytest.mark.django_db(transaction=True)

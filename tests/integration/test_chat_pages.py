@@ -204,7 +204,7 @@ def test_web_search_on_follow_says_what_each_profile_gives(client, owner, monkey
 
 
 def test_tools_on_follow_say_when_the_agent_turns_them_off(client, owner, monkeypatch):
-    from agent_app.models import Agent
+    from profiles_app.models import Agent
 
     monkeypatch.setenv("BRAVE_API_KEY", "test-key")
 

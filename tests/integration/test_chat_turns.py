@@ -97,7 +97,7 @@ def new_session(user, **kwargs):
 
 @database_sync_to_async
 def new_agent(user, **fields):
-    from agent_app.models import Agent
+    from profiles_app.models import Agent
 
     return Agent.objects.create(owner=user, name=fields.pop("name", "lab agent"), **fields)
 
@@ -936,7 +936,7 @@ def _system_text(seen) -> str:
 
 
 async def test_an_edited_agent_reaches_the_very_next_turn(owner, model):
-    from agent_app.services import agent_update
+    from profiles_app.services import agent_update
 
     agent = await new_agent(owner, system_prompt="You are version one.")
     session = await new_session(owner, agent=agent.pk)

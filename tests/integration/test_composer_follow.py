@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @database_sync_to_async
 def _session_with_agent(user, *, agent_intent, intent):
-    from agent_app.models import Agent
+    from profiles_app.models import Agent
     from sessions_app.services import session_create
 
     agent = Agent.objects.create(owner=user, name="quiet", tool_intent=agent_intent)

@@ -1,4 +1,4 @@
-"""The compose file parses and describes the many-machine shape of DESIGN.md section 8."""
+"""The compose file parses and describes the many-machine shape of README, "Deployment"."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Every way in that writes a tool intent stores intent only (hard line 1), attacked with
+"""Every way in that writes a tool intent stores intent only (docs/architecture.md, hard
+line 1), attacked with
 generated input: the REST API (sessions, agents, profiles, import, a message's intent,
 the same path a chat frame takes), the admin's forms, the Programs page and the switch of
 a profile's mode.
@@ -19,8 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_app.models import Agent
-from profiles_app.models import ToolProfile
+from profiles_app.models import Agent, ToolProfile
 from sessions_app.models import ChatSession
 from toolhub.tools import registry
 

@@ -11,7 +11,7 @@ from django.db import connection
 from profiles_app import services
 from profiles_app.models import GlobalDisable, ToolProfile
 from tests.conftest import need
-from toolhub.errors import Conflict, Forbidden, Invalid, MetaToolRefused, NotFound, Stale
+from toolhub.lib.errors import Conflict, Forbidden, Invalid, MetaToolRefused, NotFound, Stale
 from toolhub.tools import ToolContext, function, resolve
 
 pytestmark = pytest.mark.django_db
@@ -154,7 +154,7 @@ def test_the_seeds_functions_meta_imports_with_default_presets_and_all_tools_map
 
 
 def test_the_active_profile_of_functions_meta_is_what_new_chats_start_with(owner):
-    from agent_app.models import Agent
+    from profiles_app.models import Agent
     from sessions_app.services import session_create
 
     report = services.profile_import(
@@ -282,7 +282,7 @@ def test_a_tool_edit_from_a_stale_copy_is_a_conflict_even_with_the_current_versi
 
 
 def test_a_shared_agent_may_name_only_shared_profiles_or_presets(staff):
-    from agent_app.services import agent_create
+    from profiles_app.services import agent_create
 
     services.profile_create(user=staff, name="Personal")
     services.profile_create(user=staff, name="Team", shared=True)

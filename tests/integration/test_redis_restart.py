@@ -510,7 +510,7 @@ def test_a_rest_call_that_needs_redis_while_it_is_down_answers_json_503_with_ret
 ):
     import redis.exceptions
 
-    from sessions_app import api as sessions_api
+    from agent_app import api as turns_api
     from sessions_app.services import session_create
 
     def down(**_: Any) -> str:
@@ -518,7 +518,7 @@ def test_a_rest_call_that_needs_redis_while_it_is_down_answers_json_503_with_ret
 
     # No endpoint needs Redis today; one that does (a turn start that had to reach the
     # channel layer) answers this way.
-    monkeypatch.setattr(sessions_api, "turn_start_sync", down)
+    monkeypatch.setattr(turns_api, "turn_start_sync", down)
     session = session_create(user=owner)
     answer = api(owner).post(f"/api/sessions/{session.pk}/messages/", {"text": "hi"}, format="json")
 
@@ -532,9 +532,9 @@ def test_a_rest_call_that_needs_redis_while_it_is_down_answers_json_503_with_ret
 def test_a_database_error_that_is_not_an_outage_is_not_answered_as_one(api, owner, monkeypatch):
     from django.db import OperationalError, connection
 
-    from sessions_app import api as sessions_api
+    from agent_app import api as turns_api
     from sessions_app.services import session_create
-    from toolhub.outage import outage_part
+    from toolhub.lib.outage import outage_part
 
     if connection.vendor != "postgresql":
         need("PostgreSQL", "a statement timeout is PostgreSQL's")
@@ -550,7 +550,7 @@ def test_a_database_error_that_is_not_an_outage_is_not_answered_as_one(api, owne
                 cursor.execute("RESET statement_timeout")
         return ""
 
-    monkeypatch.setattr(sessions_api, "turn_start_sync", times_out)
+    monkeypatch.setattr(turns_api, "turn_start_sync", times_out)
     session = session_create(user=owner)
     with pytest.raises(OperationalError) as raised:
         api(owner).post(f"/api/sessions/{session.pk}/messages/", {"text": "hi"}, format="json")

@@ -40,7 +40,7 @@ def _two_fit(registry) -> int:
 
 
 def _agent(owner, registry, picked=NAMES):
-    from agent_app.models import Agent
+    from profiles_app.models import Agent
 
     return Agent.objects.create(
         owner=owner,
@@ -124,7 +124,7 @@ def test_an_agent_intent_edit_rebuilds_the_plan_once_and_a_later_tool_arrives_de
 
 def _use(owner, name: str, times: int) -> None:
     """Record past calls of ``name`` in another of the person's chats."""
-    from agent_app.models import Agent
+    from profiles_app.models import Agent
     from sessions_app.models import ChatSession, SessionEvent
 
     agent = Agent.objects.filter(owner=owner).first()
@@ -181,7 +181,7 @@ def test_the_inspector_button_rebuilds_the_tiers_and_says_so(client, owner, pass
 def test_a_reset_keeps_the_strategy_the_turn_uses_so_the_turn_does_not_rebuild_it(
     api, owner, settings, lab
 ):
-    from agent_app.models import Agent
+    from profiles_app.models import Agent
     from sessions_app.models import ChatSession
     from tests.fakes import FakeOpenAI, Reply
 

@@ -482,7 +482,7 @@ def test_the_runs_of_a_turn_whose_server_died_are_stopped_and_a_late_copy_starts
 async def test_bash_output_with_nul_bytes_reaches_the_chat_and_the_run_with_markers(
     owner, model, tools, worker, bubblewrap
 ):
-    from toolhub.storable import NUL_MARK
+    from toolhub.lib.storable import NUL_MARK
 
     model.replies.extend(
         [

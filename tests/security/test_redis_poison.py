@@ -74,7 +74,7 @@ def test_a_pickle_in_any_cache_key_reads_as_nothing_and_is_logged(raw_redis, poi
     for key in keys:
         raw_redis.set(cache.make_key(key), payload)
 
-    with caplog.at_level(logging.WARNING, logger="toolhub.redis_codecs"):
+    with caplog.at_level(logging.WARNING, logger="toolhub.lib.redis_codecs"):
         values = [cache.get(key) for key in keys]
 
     assert values == [None] * len(keys)
@@ -133,7 +133,7 @@ async def test_a_pickle_in_a_sockets_channel_is_discarded_and_the_socket_keeps_w
     (channel,) = [name.decode() for name in members]
     inbox = layer.prefix + layer.non_local_name(channel)
 
-    with caplog.at_level(logging.WARNING, logger="toolhub.redis_codecs"):
+    with caplog.at_level(logging.WARNING, logger="toolhub.lib.redis_codecs"):
         raw_redis.zadd(inbox, {secrets.token_bytes(12) + payload: time.time()})
         model.replies.append(Reply(text="still here"))
         await send(socket, {"type": "chat", "text": "hello"})

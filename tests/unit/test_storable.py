@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolhub.storable import (
+from toolhub.lib.storable import (
     MAX_JSON_DEPTH,
     NUL_MARK,
     SURROGATE_MARK,

@@ -1,6 +1,6 @@
 """``ToolIntent``: what a person or an agent wants, never the tools it expands to.
 
-The stored shape is DESIGN.md section 4::
+The stored shape::
 
     {"enabled": bool|null, "toolset": str|null, "disabled": [names],
      "allowed": null|[names], "web_search": bool|null, "picked": null|[names]}
@@ -22,6 +22,8 @@ from toolhub.tools.tool import NAME_PATTERN
 
 MAX_NAMES = 256
 MAX_TOOLSET_CHARS = 100
+# What a tool profile may be called (profiles are what a toolset name names).
+PROFILE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,62}[A-Za-z0-9]$|^[A-Za-z0-9]$"
 FIELDS = ("enabled", "toolset", "disabled", "allowed", "web_search", "picked")
 
 

@@ -1,6 +1,6 @@
 """The tool registry: every registered ``Tool`` by name, in registration order.
 
-Registration order is the primary order of every tool array (DESIGN.md hard line 2), so
+Registration order is the primary order of every tool array (docs/architecture.md, hard line 2), so
 it is kept exactly; nothing here iterates a set. A duplicate name is an error naming both
 definitions. Tools that ``available_if`` kept out, and plugin modules that failed to
 import, are remembered with their reasons so the catalog can show why they are missing.

@@ -6,7 +6,7 @@ the channel, mode and attendance (in ``ctx``) with the live registry, and return
 tier, the canonical provider array and its sha256 fingerprint, the catalog block for the
 system prompt, and for every registered tool left out, the first layer and why.
 
-Invariants (DESIGN.md hard lines 1 and 2):
+Invariants (docs/architecture.md, hard lines 1 and 2):
 - Nothing is stored but intent; a tool registered tomorrow reaches every "all tools"
   intent on its next resolution.
 - Same inputs, same bytes: order comes from the registry (never a set or dict order),

@@ -390,8 +390,24 @@ def function(
 ) -> Any:
     """Turn a plain (sync or async) function into a ``Tool`` and register it.
 
-    Used bare (``@function``) or with keyword arguments (``@function(timeout=5)``); see
-    DESIGN.md section 3 for each one. Returns the ``Tool``, which stays callable.
+    Used bare (``@function``) or with keyword arguments (``@function(timeout=5)``), all
+    optional. Returns the ``Tool``, which stays callable.
+
+    - ``name``, ``description``, ``parameters``, ``label``: what the model and the pages
+      see; derived from the signature, type hints and docstring when not given.
+    - ``max_result_chars``, ``head_ratio``, ``persist_full``: the result cap (head and tail
+      kept around a marker; the whole text optionally stored and linked).
+    - ``stream_capacity_chars``: the bound of the streamed tail (default: the cap).
+    - ``timeout``, ``timeout_min``, ``timeout_max``: a static timeout, or, when the function
+      takes a ``timeout`` argument, the range the model's value is clamped into.
+    - ``cache``, ``cache_ttl``, ``cache_per_user``: memoize on the canonical arguments.
+    - ``check_fn``, ``requires_env``, ``can_use``: "can run now" gates (layer L4).
+    - ``requires_approval``: ask the person first (a bool, or a rule of the arguments).
+    - ``expose`` (L2), ``toolset`` (L2b presets it joins), ``unsafe_in`` (L3 channels and
+      modes where it is hidden), ``available_if`` (L1, decided at registration), ``defer``
+      (L6, catalog line until loaded).
+    - ``runs_on``: ``inline`` or ``worker`` (a Celery task); ``register_globally=False``
+      builds the tool without registering it.
     """
 
     def build(target: Callable[..., Any]) -> Tool:

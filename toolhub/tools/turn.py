@@ -104,7 +104,8 @@ class TurnTools:
         return CallTarget(name, arguments, tool=tool, via=via)
 
     def veto_now(self, tool: Tool, ctx: ToolContext, disabled_now: Mapping[str, str]) -> str | None:
-        """Why ``tool`` must not run at this moment (hard line 5), or ``None``."""
+        """Why ``tool`` must not run at this moment, or ``None`` (docs/architecture.md,
+        hard line 5)."""
         if tool.name in disabled_now and tool.name not in META_TOOLS:
             return disabled_now[tool.name]
         if tool.can_use is not None and tool.name != TOOL_SEARCH:

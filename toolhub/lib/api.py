@@ -27,7 +27,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from toolhub.errors import ServiceError, Stale
+from toolhub.lib.errors import ServiceError, Stale
 
 _CODES = {
     exceptions.NotAuthenticated: "not_authenticated",
@@ -228,7 +228,7 @@ _ERROR_RESPONSES = {
 }
 _EVERY_OPERATION = (400, 401, 403, 405, 503)
 _WITH_PATH_PARAMETER = (404,)
-# toolhub.outage answers an outage with 503 and this header (docs/outages.md).
+# toolhub.lib.outage answers an outage with 503 and this header (docs/outages.md).
 _RETRY_AFTER = {
     "Retry-After": {
         "description": "Seconds to wait before trying again",

@@ -3,7 +3,7 @@
 Redis (cache, channel layer, broker) or PostgreSQL being out of reach is a passing state,
 not a bug in the request, so the answer says "try again later" in the shape the client
 reads: ``{code: "unavailable", message}`` JSON under ``/api/`` (the API's error shape,
-toolhub.api), a plain page elsewhere. Any other exception stays a 500. docs/outages.md
+toolhub.lib.api), a plain page elsewhere. Any other exception stays a 500. docs/outages.md
 lists what keeps working during each outage.
 """
 
@@ -87,7 +87,7 @@ _PAGE = """<!doctype html>
 
 class ServiceUnavailableMiddleware(MiddlewareMixin):
     """Turns an exception a view raised because Redis or the database is out of reach into
-    a 503 (DRF views hand such exceptions on: toolhub.api's handler knows none of them)."""
+    a 503 (DRF views hand such exceptions on: toolhub.lib.api's handler knows none of them)."""
 
     def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
         part = outage_part(exc)

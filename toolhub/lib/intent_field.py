@@ -1,7 +1,8 @@
 """``IntentField``: the one path every stored tool intent goes through.
 
 A session's and an agent's ``tool_intent`` hold intent, never an expanded tool list
-(DESIGN.md hard line 1). Whoever writes the column (a service, a REST or socket frame, a
+(docs/architecture.md, hard line 1). Whoever writes the column (a service, a REST or
+socket frame, a
 page, the admin, an import, a ``QuerySet.update``) hands the value to this field, which
 parses it with ``ToolIntent.parse`` and stores its canonical form: an unknown key or a
 malformed list is refused (a form error in the admin, ``ValueError`` elsewhere) before it

@@ -18,8 +18,7 @@ from django.core.validators import RegexValidator, URLValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from profiles_app.models import PROFILE_NAME_PATTERN
-from toolhub.tools.intent import MAX_NAMES, MAX_TOOLSET_CHARS
+from toolhub.tools.intent import MAX_NAMES, MAX_TOOLSET_CHARS, PROFILE_NAME_PATTERN
 from toolhub.tools.layers import META_TOOLS
 from toolhub.tools.tool import NAME_PATTERN
 
@@ -36,7 +35,8 @@ NAME_LIST = {"type": "array", "items": TOOL_NAME, "maxItems": MAX_NAMES}
 # tool_search and call_tool can be neither disabled nor removed.
 REMOVABLE_TOOL = {**TOOL_NAME, "not": {"enum": sorted(META_TOOLS)}}
 INTENT = {
-    "description": "Tool intent (DESIGN.md section 4); true/false/null and a list of picked "
+    "description": "Tool intent (docs/architecture.md, Glossary); true/false/null and a list of "
+    "picked "
     "names are accepted as legacy forms. `toolset` names a preset or one of your profiles "
     "(a shared one for a shared agent); any other name is refused with 400.",
     "oneOf": [
@@ -139,7 +139,7 @@ def name_field(**kwargs: object) -> serializers.CharField:
 
 
 def text_field(*, max_length: int, blank: bool = False, **kwargs: Any) -> serializers.CharField:
-    """Text as the API takes it, checked as sent (``toolhub.api.validated_body``): no NUL,
+    """Text as the API takes it, checked as sent (``toolhub.lib.api.validated_body``): no NUL,
     at most ``max_length`` characters and, unless ``blank``, something that is not
     whitespace. The documented pattern is the validator's."""
     if blank:

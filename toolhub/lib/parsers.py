@@ -1,8 +1,8 @@
 """The API's JSON parser: DRF's, with nesting bounded, so a deep body is a JSON 400, never
-a RecursionError's 500 (toolhub.storable.json_loads_bounded).
+a RecursionError's 500 (toolhub.lib.storable.json_loads_bounded).
 
 Its own module: DRF reads its settings, this class among them, while rest_framework.views
-is being imported, so the class cannot live beside the views' helpers in toolhub.api.
+is being imported, so the class cannot live beside the views' helpers in toolhub.lib.api.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from rest_framework import exceptions, parsers
 
-from toolhub.storable import json_loads_bounded
+from toolhub.lib.storable import json_loads_bounded
 
 
 class BoundedJSONParser(parsers.JSONParser):

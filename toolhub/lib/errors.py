@@ -1,7 +1,12 @@
 """Service errors with a stable ``code``: services raise them, the API renders them as
-``{code, message, fields?}`` with the matching status (toolhub.api)."""
+``{code, message, fields?}`` with the matching status (toolhub.lib.api)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.http import Http404
 
 
 class ServiceError(Exception):
@@ -46,3 +51,12 @@ class Stale(Conflict):
 
     def __init__(self, thing: str) -> None:
         super().__init__(f"the {thing} changed since you read it; reload and retry")
+
+
+def found_or_404[T](get: Callable[..., T], /, **kwargs: Any) -> T:
+    """What a page's ``<thing>_get_for_user`` service returns, its ``NotFound`` as the
+    page's 404: another person's object and a missing one answer the same."""
+    try:
+        return get(**kwargs)
+    except NotFound as exc:
+        raise Http404(exc.message) from None

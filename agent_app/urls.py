@@ -1,0 +1,16 @@
+"""Pages of the runtime: a chat's inspector and the operators' page."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from agent_app import views
+
+urlpatterns = [
+    path("chat/<uuid:session_id>/inspector/", views.chat_inspector, name="chat_inspector"),
+    path("chat/<uuid:session_id>/inspector/reset/", views.chat_plan_reset, name="chat_plan_reset"),
+    path("ops/tools/", views.ops_tools, name="ops_tools"),
+    path("ops/tools/disable/", views.ops_tool_disable, name="ops_tool_disable"),
+    path("ops/tools/enable/", views.ops_tool_enable, name="ops_tool_enable"),
+    path("ops/mcp/<int:server_id>/enabled/", views.ops_mcp_enabled, name="ops_mcp_enabled"),
+]

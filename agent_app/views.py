@@ -1,0 +1,147 @@
+"""The pages that show a turn's machinery: the chat's inspector (what the next turn sends,
+and what the last ones cost) and the operators' page (tools, global disables, MCP servers).
+
+They sit in ``agent_app`` because they show what only the runtime knows: the wire form of
+the tool array, and the MCP connections. Everything they change goes through a service.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST, require_safe
+
+from agent_app.mcp import mcp_server_save, server_json
+from agent_app.models import McpServer
+from agent_app.turns.preview import session_plan_reset, session_toolset
+from profiles_app.services import (
+    global_disable_audit,
+    tool_disable_globally,
+    tool_enable_globally,
+    tools_for_ops,
+)
+from sessions_app.models import ChatSession
+from sessions_app.services import session_get_for_user, session_recent_calls
+from toolhub.lib.errors import ServiceError, found_or_404
+
+# --- the chat's inspector ----------------------------------------------------------------
+
+
+@require_safe
+@login_required
+def chat_inspector(request: HttpRequest, session_id: Any) -> HttpResponse:
+    """What the next turn of this chat will send, and what the last ones cost."""
+    session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
+    try:
+        toolset, problem = session_toolset(session=session), ""
+    except ServiceError as exc:
+        toolset, problem = None, exc.message
+    return _inspector(request, session, toolset, problem)
+
+
+def _inspector(
+    request: HttpRequest,
+    session: ChatSession,
+    toolset: dict[str, Any] | None,
+    problem: str,
+    **extra: Any,
+) -> HttpResponse:
+    context = {
+        "session": session,
+        "toolset": toolset,
+        "problem": problem,
+        "calls": session_recent_calls(session=session),
+        **extra,
+    }
+    return render(request, "sessions_app/chat.html#inspector", context)
+
+
+@require_POST
+@login_required
+def chat_plan_reset(request: HttpRequest, session_id: Any) -> HttpResponse:
+    """The inspector's "Rebuild tiers": a new tier plan from today's usage, kept."""
+    session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
+    try:
+        session = session_plan_reset(user=request.user, session=session)
+        toolset, problem = session_toolset(session=session), ""
+    except ServiceError as exc:
+        toolset, problem = None, exc.message
+    if not request.htmx:
+        # Without JavaScript the form posts the page itself: back to the chat.
+        return redirect("chat_session", session_id=session.pk)
+    return _inspector(request, session, toolset, problem, plan_reset=not problem)
+
+
+# --- the operators' page -----------------------------------------------------------------
+
+
+def _check_staff(request: HttpRequest) -> None:
+    if not request.user.is_staff:
+        raise Http404("no such page")
+
+
+def _render(
+    request: HttpRequest, *, failed: dict[str, str] | None = None, status: int = 200
+) -> HttpResponse:
+    tools, orphans = tools_for_ops()
+    context = {
+        "mcp_servers": [server_json(server) for server in McpServer.objects.all()],
+        "tools": tools,
+        "orphans": orphans,
+        "audit": global_disable_audit(),
+        "failed": failed or {},
+        "disabled_count": sum(1 for tool in tools if tool.disable) + len(orphans),
+    }
+    return render(request, "agent_app/ops_tools.html", context, status=status)
+
+
+@require_safe
+@login_required
+def ops_tools(request: HttpRequest) -> HttpResponse:
+    _check_staff(request)
+    return _render(request)
+
+
+@require_POST
+@login_required
+def ops_tool_disable(request: HttpRequest) -> HttpResponse:
+    _check_staff(request)
+    tool, reason = request.POST.get("tool", ""), request.POST.get("reason", "")
+    try:
+        tool_disable_globally(user=request.user, tool=tool, reason=reason)
+    except ServiceError as exc:
+        failed = {"tool": tool, "reason": reason, "message": exc.message}
+        return _render(request, failed=failed, status=exc.status)
+    messages.success(request, f"{tool} is disabled for everybody.")
+    return redirect("ops_tools")
+
+
+@require_POST
+@login_required
+def ops_tool_enable(request: HttpRequest) -> HttpResponse:
+    _check_staff(request)
+    tool = request.POST.get("tool", "")
+    try:
+        tool_enable_globally(user=request.user, tool=tool)
+    except ServiceError as exc:
+        failed = {"tool": tool, "reason": "", "message": exc.message}
+        return _render(request, failed=failed, status=exc.status)
+    messages.success(request, f"{tool} is enabled again.")
+    return redirect("ops_tools")
+
+
+@require_POST
+@login_required
+def ops_mcp_enabled(request: HttpRequest, server_id: int) -> HttpResponse:
+    _check_staff(request)
+    server = get_object_or_404(McpServer, pk=server_id)
+    enabled = request.POST.get("enabled") == "1"
+    mcp_server_save(user=request.user, server=server, data={"enabled": enabled})
+    messages.success(
+        request, f"MCP server {server.name} is {'enabled' if enabled else 'disabled'}."
+    )
+    return redirect("ops_tools")

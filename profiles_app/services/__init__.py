@@ -1,0 +1,118 @@
+"""The business rules of tool profiles and global disables, one keyword-only function each.
+
+- ``rules``: validation, access and versioning every write shares
+- ``profiles``: a profile's writes, and how a name resolves
+- ``switch``: "all except" ⇄ "only", with a preview and an undo
+- ``transfer``: export, import, and what new chats start with
+- ``catalog``: every tool and, for a person, why it is hidden
+- ``disables``: global disables and their audit
+- ``agents``: agent profiles, and the directory ``list_agents`` reads
+
+Callers import from here; the modules import each other only downwards (rules first).
+"""
+
+from __future__ import annotations
+
+from profiles_app.services.agents import (
+    EDITABLE as AGENT_FIELDS,
+)
+from profiles_app.services.agents import (
+    AgentsAdapter,
+    agent_create,
+    agent_current,
+    agent_get_for_user,
+    agent_update,
+    agents_visible_to,
+    default_agent,
+)
+from profiles_app.services.catalog import (
+    tool_catalog,
+)
+from profiles_app.services.disables import (
+    OpsTool,
+    global_disable_audit,
+    global_disables,
+    tool_disable_globally,
+    tool_enable_globally,
+    tools_for_ops,
+)
+from profiles_app.services.profiles import (
+    ProfileView,
+    profile_create,
+    profile_delete,
+    profile_get_for_user,
+    profile_lookup_for,
+    profile_offers,
+    profile_price,
+    profile_rename,
+    profile_tool_add,
+    profile_tool_remove,
+    profile_update,
+    profiles_for_user,
+    toolset_check_exists,
+)
+from profiles_app.services.rules import profiles_visible_to
+from profiles_app.services.switch import (
+    ModeSwitch,
+    ModeSwitched,
+    ProfileChange,
+    mode_name,
+    profile_change,
+    profile_mode_switch,
+    profile_mode_switch_preview,
+    profile_mode_switch_undo,
+)
+from profiles_app.services.transfer import (
+    EXPORT_FORMAT,
+    ImportReport,
+    new_chat_default_set,
+    new_chat_toolset,
+    profile_export,
+    profile_import,
+)
+
+__all__ = [
+    "AGENT_FIELDS",
+    "EXPORT_FORMAT",
+    "AgentsAdapter",
+    "ImportReport",
+    "ModeSwitch",
+    "ModeSwitched",
+    "OpsTool",
+    "ProfileChange",
+    "ProfileView",
+    "agent_create",
+    "agent_current",
+    "agent_get_for_user",
+    "agent_update",
+    "agents_visible_to",
+    "default_agent",
+    "global_disable_audit",
+    "global_disables",
+    "mode_name",
+    "new_chat_default_set",
+    "new_chat_toolset",
+    "profile_change",
+    "profile_create",
+    "profile_delete",
+    "profile_export",
+    "profile_get_for_user",
+    "profile_import",
+    "profile_lookup_for",
+    "profile_mode_switch",
+    "profile_mode_switch_preview",
+    "profile_mode_switch_undo",
+    "profile_offers",
+    "profile_price",
+    "profile_rename",
+    "profile_tool_add",
+    "profile_tool_remove",
+    "profile_update",
+    "profiles_for_user",
+    "profiles_visible_to",
+    "tool_catalog",
+    "tool_disable_globally",
+    "tool_enable_globally",
+    "tools_for_ops",
+    "toolset_check_exists",
+]

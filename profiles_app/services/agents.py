@@ -1,0 +1,163 @@
+"""Agent profiles: who may read and edit them, their writes, and the directory the
+``list_agents`` tool reads.
+
+Agents store a tool intent, validated by the runtime's ``ToolIntent``. Shared agents (no
+owner) are readable by all and written by staff, with every change in the admin log.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+
+from profiles_app.models import DEFAULT_AGENT, Agent
+from profiles_app.services.profiles import toolset_check_exists
+from profiles_app.services.rules import clean_name
+from toolhub.lib.errors import Conflict, Forbidden, Invalid, NotFound
+from toolhub.lib.versioned import versioned_update
+from toolhub.tools import IntentError, ToolIntent
+from toolhub.tools.resolve import STRATEGIES
+
+EDITABLE = (
+    "name",
+    "system_prompt",
+    "provider",
+    "model",
+    "context_window",
+    "tool_intent",
+    "strategy",
+    "tier_budget",
+)
+
+
+_TEXT_LIMITS = {"system_prompt": 20_000, "model": 100}
+# Agents a turn used lately, checked against their stamp on every use.
+_AGENT_CACHE_SIZE = 256
+_agents: dict[int, Agent] = {}
+_agents_lock = threading.Lock()
+
+
+def agents_visible_to(user: Any):
+    return Agent.objects.filter(Q(owner=user) | Q(owner__isnull=True))
+
+
+def agent_current(*, agent_id: int, version: int, updated: Any) -> Agent:
+    """The agent as stored now, given its ``version`` and ``updated`` read with the row
+    that names it: a service edit bumps the version, an admin save the timestamp, so a
+    cached copy is used only while both match."""
+    with _agents_lock:
+        cached = _agents.get(agent_id)
+    if cached is not None and cached.version == version and cached.updated == updated:
+        return cached
+    agent = Agent.objects.get(pk=agent_id)
+    with _agents_lock:
+        if len(_agents) >= _AGENT_CACHE_SIZE:
+            _agents.clear()
+        _agents[agent_id] = agent
+    return agent
+
+
+def agent_get_for_user(*, user: Any, agent_id: int) -> Agent:
+    agent = agents_visible_to(user).filter(pk=agent_id).first()
+    if agent is None:
+        raise NotFound("no such agent")
+    return agent
+
+
+def default_agent() -> Agent:
+    agent, _ = Agent.objects.get_or_create(name=DEFAULT_AGENT, owner=None)
+    return agent
+
+
+def _clean(fields: dict[str, Any], user: Any, *, shared: bool) -> dict[str, Any]:
+    cleaned: dict[str, Any] = {}
+    for key, value in fields.items():
+        if key not in EDITABLE:
+            raise Invalid(f"unknown field {key}", fields={key: ["unknown"]})
+        if key == "name":
+            value = clean_name(value)
+        elif key == "tool_intent":
+            try:
+                intent = ToolIntent.parse(value)
+            except IntentError as exc:
+                raise Invalid(str(exc), fields={"tool_intent": [str(exc)]}) from None
+            toolset_check_exists(user=user, name=intent.toolset, field="tool_intent", shared=shared)
+            value = intent.to_json()
+        elif key == "strategy" and value not in STRATEGIES:
+            raise Invalid("unknown strategy", fields={"strategy": [str(value)]})
+        elif key == "provider" and value not in Agent.Provider.values:
+            raise Invalid("unknown provider", fields={"provider": [str(value)]})
+        elif (
+            key in ("context_window", "tier_budget")
+            and value is not None
+            and (
+                not isinstance(value, int) or isinstance(value, bool) or not 1_000 <= value <= 10**7
+            )
+        ):
+            raise Invalid(f"{key} must be a whole number of tokens", fields={key: ["range"]})
+        elif key in ("system_prompt", "model") and (
+            not isinstance(value, str) or len(value) > _TEXT_LIMITS[key]
+        ):
+            raise Invalid(
+                f"{key} must be text of at most {_TEXT_LIMITS[key]:,} characters",
+                fields={key: ["invalid"]},
+            )
+        cleaned[key] = value
+    return cleaned
+
+
+def agent_create(*, user: Any, shared: bool = False, **fields: Any) -> Agent:
+    if shared and not user.is_staff:
+        raise Forbidden("shared agents are created by staff")
+    cleaned = _clean(fields, user, shared=shared)
+    if "name" not in cleaned:
+        raise Invalid("name is required", fields={"name": ["required"]})
+    try:
+        with transaction.atomic():
+            agent = Agent.objects.create(owner=None if shared else user, **cleaned)
+            if shared:
+                LogEntry.objects.log_actions(
+                    user.pk, [agent], ADDITION, change_message=f"created shared agent {agent.name}"
+                )
+    except IntegrityError:
+        raise Conflict("an agent with that name exists", fields={"name": ["taken"]}) from None
+    return agent
+
+
+def agent_update(*, user: Any, agent: Agent, version: int, **fields: Any) -> Agent:
+    if agent.is_shared and not user.is_staff:
+        raise Forbidden("shared agents are edited by staff")
+    if not agent.is_shared and agent.owner_id != user.pk:
+        raise NotFound("no such agent")
+    cleaned = _clean(fields, user, shared=agent.is_shared)
+    try:
+        with transaction.atomic():
+            versioned_update(Agent.objects, pk=agent.pk, version=version, what="agent", **cleaned)
+            agent.refresh_from_db()
+            if agent.is_shared:
+                LogEntry.objects.log_actions(
+                    user.pk, [agent], CHANGE, change_message=f"changed {', '.join(sorted(cleaned))}"
+                )
+    except IntegrityError:
+        raise Conflict("an agent with that name exists", fields={"name": ["taken"]}) from None
+    return agent
+
+
+class AgentsAdapter:
+    """list_agents: the agents a person may chat with (toolhub.tools.context protocol)."""
+
+    def list(self, *, user_id: str) -> list[dict[str, Any]]:
+        agents = Agent.objects.filter(Q(owner_id=int(user_id)) | Q(owner__isnull=True))
+        return [
+            {
+                "name": agent.name,
+                "model": agent.model or "default",
+                "shared": agent.is_shared,
+                "about": agent.system_prompt[:200],
+            }
+            for agent in agents
+        ]

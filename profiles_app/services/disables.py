@@ -1,0 +1,153 @@
+"""Global disables: an operator turns a tool off for everybody, with a reason, in the
+admin log.
+
+A disable vetoes execution at once and leaves every array at the next turn boundary. Each
+process keeps a copy of the list under a generation token bumped in the writer's
+transaction, so a reader never keeps rows older than a committed change.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.admin.models import ADDITION, DELETION, LogEntry
+from django.contrib.contenttypes.models import ContentType
+from django.db import IntegrityError, transaction
+
+from profiles_app.models import (
+    DisablesGeneration,
+    GlobalDisable,
+)
+from profiles_app.services.rules import audit, clean_tools, refuse_meta_tool
+from toolhub.lib.errors import Conflict, Forbidden, Invalid, NotFound
+from toolhub.tools import (
+    ToolContext,
+    availability,
+    registry,
+)
+from toolhub.tools.layers import META_TOOLS
+
+# --- global disables --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _DisablesCopy:
+    token: int
+    disables: dict[str, str]
+
+
+# This process's copy of the disables and the generation token it was read under. Readers
+# swap the whole object, so a thread sees an old copy or a new one, never half of each.
+_copy: _DisablesCopy | None = None
+
+
+def global_disables() -> dict[str, str]:
+    """Globally disabled tool -> the reason a person reads, as committed at the moment of
+    the call: a disable whose transaction committed before this call is always in it.
+
+    The generation token is read first, then the rows. A change that commits between the
+    two reads makes the rows newer than the token they are kept under, so the next call
+    reloads them; the other order could keep old rows under a new token for good."""
+    global _copy
+    token = DisablesGeneration.objects.filter(pk=1).values_list("token", flat=True).first()
+    copy = _copy
+    if copy is not None and token is not None and copy.token == token:
+        return copy.disables
+    rows = GlobalDisable.objects.select_related("created_by").order_by("tool")
+    disables = {row.tool: row.explanation for row in rows}
+    if token is not None:
+        _copy = _DisablesCopy(token, disables)
+    return disables
+
+
+def _bump_disables_generation() -> None:
+    """Mark the disables changed, inside the caller's transaction (it commits with it)."""
+    token = secrets.randbits(62)
+    if not DisablesGeneration.objects.filter(pk=1).update(token=token):
+        DisablesGeneration.objects.update_or_create(pk=1, defaults={"token": token})
+
+
+def tool_disable_globally(*, user: Any, tool: str, reason: str) -> GlobalDisable:
+    if not user.is_staff:
+        raise Forbidden("global disables are managed by staff")
+    (tool,) = clean_tools([tool], "tool")
+    refuse_meta_tool(tool, "tool", "disabled")
+    if not isinstance(reason, str):
+        raise Invalid("reason must be text", fields={"reason": ["not text"]})
+    reason = reason.strip()
+    if not reason:
+        raise Invalid("say why the tool is disabled", fields={"reason": ["required"]})
+    if len(reason) > 500:
+        raise Invalid("reason: at most 500 characters", fields={"reason": ["too long"]})
+    try:
+        with transaction.atomic():
+            disable = GlobalDisable.objects.create(tool=tool, reason=reason, created_by=user)
+            audit(user, disable, ADDITION, f"disabled {tool} for everybody: {reason}")
+            _bump_disables_generation()
+    except IntegrityError:
+        raise Conflict(f"{tool} is already disabled", fields={"tool": ["disabled"]}) from None
+    return disable
+
+
+@dataclass(frozen=True)
+class OpsTool:
+    """A registered tool as the ops page shows it, with its global disable if any."""
+
+    name: str
+    label: str
+    summary: str
+    source: str
+    runs_on: str
+    deferred: bool
+    disable: GlobalDisable | None
+    # Why the tool cannot run in this process now (an MCP server disconnected, a missing
+    # key); None when it can.
+    unavailable: str | None = None
+    # A meta tool (tool_search) cannot be disabled, so the page offers no switch for it.
+    meta: bool = False
+
+
+def tools_for_ops() -> tuple[list[OpsTool], list[GlobalDisable]]:
+    """Every registered tool with its global state, and the disables that name a tool no
+    longer registered (still enforced, so still listed). Two queries at most."""
+    disables = {row.tool: row for row in GlobalDisable.objects.select_related("created_by")}
+    tools = [
+        OpsTool(
+            name=tool.name,
+            label=tool.label,
+            summary=tool.first_line,
+            source=tool.source,
+            runs_on=tool.runs_on,
+            deferred=tool.defer,
+            disable=disables.pop(tool.name, None),
+            unavailable=availability(tool, ToolContext(), per_session=False),
+            meta=tool.name in META_TOOLS,
+        )
+        for tool in sorted(registry.all_tools(), key=lambda tool: tool.name)
+    ]
+    return tools, sorted(disables.values(), key=lambda row: row.tool)
+
+
+def global_disable_audit(*, limit: int = 50) -> list[LogEntry]:
+    """The newest changes to global disables: who, when, and the reason given."""
+    kind = ContentType.objects.get_for_model(GlobalDisable)
+    return list(
+        LogEntry.objects.filter(content_type=kind)
+        .select_related("user")
+        .order_by("-action_time", "-id")[:limit]
+    )
+
+
+def tool_enable_globally(*, user: Any, tool: str, reason: str = "") -> None:
+    if not user.is_staff:
+        raise Forbidden("global disables are managed by staff")
+    with transaction.atomic():
+        disable = GlobalDisable.objects.select_for_update().filter(tool=tool).first()
+        if disable is None:
+            raise NotFound(f"{tool} is not disabled")
+        message = f"enabled {tool} again" + (f": {reason.strip()}" if reason.strip() else "")
+        audit(user, disable, DELETION, message)
+        disable.delete()
+        _bump_disables_generation()
