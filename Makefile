@@ -1,5 +1,6 @@
 # The two commands: `make run` (the product) and `make test` (ruff, the import contracts of
-# docs/architecture.md, then pytest).
+# docs/architecture.md, mypy strict on the runtime and the services, then pytest). mypy reads
+# the settings in development shape (DEBUG=1), as the tests do.
 # Both build .venv from uv.lock first; nothing else needs installing by hand.
 
 PYTHON ?= python3
@@ -27,12 +28,14 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
+	DEBUG=1 $(BIN)/mypy
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
+	DEBUG=1 $(BIN)/mypy
 
 fmt: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -174,7 +174,7 @@ class McpServerDetailView(APIView):
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, server_id: int) -> Response:
-        get_object_or_404(McpServer, pk=server_id).delete()
+        mcp.mcp_server_delete(user=request.user, server=get_object_or_404(McpServer, pk=server_id))
         return Response(status=204)
 
 

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
+from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.db import close_old_connections, transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
@@ -187,10 +188,11 @@ def mcp_server_save(*, user: Any, server: McpServer | None, data: dict[str, Any]
     the stored secrets only when given (omitted: kept; ``{}``: cleared)."""
     if not user.is_staff:
         raise Forbidden("MCP servers are managed by staff")
+    adding = server is None
     server = server or McpServer(created_by=user)
-    for field in FIELDS:
-        if field in data:
-            setattr(server, field, data[field])
+    changed = [field for field in FIELDS if field in data]
+    for field in changed:
+        setattr(server, field, data[field])
     try:
         mcp_config(server)
     except ValueError as exc:
@@ -199,5 +201,22 @@ def mcp_server_save(*, user: Any, server: McpServer | None, data: dict[str, Any]
         raise Conflict(
             f"an MCP server named {server.name} already exists", fields={"name": ["taken"]}
         )
-    server.save()
+    with transaction.atomic():
+        server.save()
+        # Field names only: env and headers hold secrets.
+        what = "added" if adding else f"changed {', '.join(changed) or 'nothing'}"
+        LogEntry.objects.log_actions(
+            user.pk, [server], ADDITION if adding else CHANGE, change_message=what
+        )
     return server
+
+
+def mcp_server_delete(*, user: Any, server: McpServer) -> None:
+    """Remove a server (its tools leave the registry on commit), in the admin log."""
+    if not user.is_staff:
+        raise Forbidden("MCP servers are managed by staff")
+    with transaction.atomic():
+        LogEntry.objects.log_actions(
+            user.pk, [server], DELETION, change_message=f"deleted MCP server {server.name}"
+        )
+        server.delete()

@@ -5,7 +5,7 @@ Creates (or reuses) the database ``toolhub_bench`` on the PostgreSQL at BENCH_DA
 50 profiles and a session, then drives ``toolhub.asgi.application`` in-process with httpx
 (8 requests in flight) for:
 - GET /api/profiles/ (default, presets, 50 own profiles);
-- GET /api/sessions/<uuid>/toolset/ (resolution, pricing and hidden reasons).
+- GET /api/sessions/<uuid>/toolset/ (resolution, token counts and hidden reasons).
 Prints requests per second, p50 latency and the query count of one request.
 """
 

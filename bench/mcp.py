@@ -25,7 +25,7 @@ ROOT = HERE.parent
 sys.path[:] = [str(ROOT), *(entry for entry in sys.path if Path(entry or ".").resolve() != HERE)]
 
 from tests.mcp import SERVER, free_port, http_config, http_server, stdio_config  # noqa: E402
-from toolhub.tools import ToolContext, ToolRegistry, price, registry, resolve  # noqa: E402
+from toolhub.tools import ToolContext, ToolRegistry, registry, resolve, token_cost  # noqa: E402
 from toolhub.tools.mcp import McpManager  # noqa: E402
 
 TOOLS = 200
@@ -59,8 +59,8 @@ def register_time(config) -> tuple[float, int]:
 def tokens(defer: bool) -> tuple[int, int]:
     manager, reg, _ = connect(stdio_config("bench", "--tools", str(TOOLS), defer=defer))
     try:
-        priced = price(resolve(reg, ctx=ToolContext(env={})))
-        return priced.resident, priced.catalog
+        cost = token_cost(resolve(reg, ctx=ToolContext(env={})))
+        return cost.resident, cost.catalog
     finally:
         manager.stop()
 

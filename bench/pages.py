@@ -53,8 +53,9 @@ def _setup():
 
     from profiles_app import services as profiles
     from profiles_app.models import GlobalDisable, ToolProfile
+    from sessions_app.eventlog import events_append
     from sessions_app.models import ChatSession
-    from sessions_app.services import events_append, session_create
+    from sessions_app.services import session_create
     from toolhub.tools import registry
 
     _register_tools()

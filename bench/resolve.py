@@ -1,12 +1,12 @@
-"""Resolution + canonical JSON + fingerprint, cold and memoized, and pricing in tokens.
+"""Resolution + canonical JSON + fingerprint, cold and memoized, and its token cost.
 
 For registries of 50, 500 and 5,000 corpus tools (one in five deferred, as MCP tools
 would be), prints p50 figures per size:
 - ``first``: the very first resolution (tool wire JSON and token counts not cached yet);
 - ``cold``: a memo miss (new inputs) with tools' own caches warm, as on a new turn;
 - ``memo``: the same inputs again, as on an unchanged turn;
-- ``price``: pricing the resolved toolset, per-piece token counts cached.
-Targets at 500 tools: cold <= 1 ms, memo <= 50 us, price <= 1 ms.
+- ``token_cost``: counting the resolved toolset, per-piece token counts cached.
+Targets at 500 tools: cold <= 1 ms, memo <= 50 us, token_cost <= 1 ms.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import corpus_registry
 
 from toolhub.tools import ToolContext
-from toolhub.tools.resolve import _Memo, price, resolve
+from toolhub.tools.resolve import _Memo, resolve, token_cost
 from toolhub.tools.tokens import encoding
 
 ROUNDS = {50: 400, 500: 100, 5000: 15}
@@ -40,10 +40,10 @@ def main() -> None:
         names = registry.names()
         started = time.perf_counter()
         resolved = resolve(registry, intent={"disabled": [names[0]]}, ctx=ctx)
-        price(resolved)
+        token_cost(resolved)
         first = time.perf_counter() - started
 
-        cold, memo, priced = [], [], []
+        cold, memo, counted = [], [], []
         for round_index in range(rounds):
             # A different disabled name each round: a memo miss, like a changed intent.
             intent = {"disabled": [names[(round_index % (size - 1)) + 1]]}
@@ -58,11 +58,11 @@ def main() -> None:
             _ = again.fingerprint, again.tools_json
             memo.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
-            figures = price(again)
-            priced.append(time.perf_counter() - t0)
+            figures = token_cost(again)
+            counted.append(time.perf_counter() - t0)
         print(
             f"resolve-bench tools={size} first={first * 1e3:.1f}ms cold={_p50_us(cold)} "
-            f"memo={_p50_us(memo)} price={_p50_us(priced)} resident={len(resolved.resident)} "
+            f"memo={_p50_us(memo)} token_cost={_p50_us(counted)} resident={len(resolved.resident)} "
             f"deferred={len(resolved.deferred)} resident_tokens={figures.resident} "
             f"catalog_tokens={figures.catalog}"
         )

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import corpus
 
 from toolhub.tools import ToolContext, ToolRegistry, ToolServices, function, registry
-from toolhub.tools.resolve import price, resolve
+from toolhub.tools.resolve import resolve, token_cost
 
 WINDOW = 200_000
 
@@ -80,17 +80,17 @@ def main() -> None:
     )
     shipped = resolve(_builtins(defer=True), ctx=ctx, context_window_tokens=WINDOW)
     undeferred = resolve(_builtins(defer=False), ctx=ctx, context_window_tokens=WINDOW)
-    _report("tokens-bench default_install", shipped, price(undeferred).resident)
+    _report("tokens-bench default_install", shipped, token_cost(undeferred).resident)
 
     deferred = resolve(_registry(defer=True), ctx=ctx, context_window_tokens=WINDOW)
     all_resident = resolve(
         _registry(defer=False), ctx=ctx, context_window_tokens=WINDOW, budget_tokens=10**9
     )
-    _report("tokens-bench", deferred, price(all_resident).resident)
+    _report("tokens-bench", deferred, token_cost(all_resident).resident)
 
 
 def _report(label: str, resolved, everything_resident: int) -> None:
-    figures = price(resolved)
+    figures = token_cost(resolved)
     share = figures.resident / WINDOW * 100
     cut = (1 - (figures.resident + figures.catalog) / everything_resident) * 100
     print(

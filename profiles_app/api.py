@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-from django.contrib.admin.models import LogEntry
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import exceptions, serializers
@@ -34,8 +31,6 @@ from toolhub.lib.api_schema import (
     name_field,
     text_field,
 )
-from toolhub.lib.chat_services import chat_services
-from toolhub.tools import ToolContext
 
 
 class ProfileSerializer(serializers.Serializer):
@@ -167,21 +162,10 @@ def _with_etag(data: dict[str, Any], version: int | None, status_code: int = 200
     return response
 
 
-def catalog_context(user: Any) -> ToolContext:
-    # A representative chat of this user, with a person in it: a workspace and the
-    # interfaces a chat's tools have, so what is hidden is what a chat would hide.
-    return ToolContext(
-        user_id=str(user.pk),
-        session_id="catalog",
-        workspace=Path(settings.TOOLHUB_WORKSPACE_ROOT),
-        services=chat_services(attended=True),
-    )
-
-
 class ToolCatalogView(APIView):
     @extend_schema(responses=ToolListSerializer)
     def get(self, request: Request) -> Response:
-        return Response(services.tool_catalog(ctx=catalog_context(request.user)))
+        return Response(services.tool_catalog(ctx=services.catalog_context(user=request.user)))
 
 
 class ProfileListView(APIView):
@@ -360,23 +344,7 @@ class AuditView(APIView):
         )
     )
     def get(self, request: Request) -> Response:
-        entries = LogEntry.objects.select_related("user", "content_type").order_by("-action_time")[
-            :200
-        ]
-        actions = {1: "added", 2: "changed", 3: "deleted"}
-        return Response(
-            [
-                {
-                    "time": entry.action_time.isoformat(),
-                    "user": entry.user.get_username(),
-                    "object": entry.object_repr,
-                    "type": entry.content_type.model if entry.content_type else "",
-                    "action": actions.get(entry.action_flag, "changed"),
-                    "message": entry.get_change_message(),
-                }
-                for entry in entries
-            ]
-        )
+        return Response([asdict(entry) for entry in services.audit_entries()])
 
 
 # --- agent profiles ------------------------------------------------------------------------

@@ -29,7 +29,7 @@ profile_name_validator = RegexValidator(
 tool_name_validator = RegexValidator(NAME_PATTERN.pattern, "not a valid tool name")
 
 
-def _unique_names(prefix: str) -> list[models.UniqueConstraint]:
+def _unique_names(prefix: str) -> list[models.BaseConstraint]:
     """Names unique per owner, and among shared objects (no owner)."""
     return [
         models.UniqueConstraint(fields=["owner", "name"], name=f"{prefix}_unique_per_owner"),
@@ -164,7 +164,7 @@ class NewChatDefault(models.Model):
     @property
     def toolset(self) -> str:
         """The toolset name, or "" for the built-in default."""
-        return self.profile.name if self.profile_id else self.preset
+        return self.profile.name if self.profile is not None else self.preset
 
 
 DEFAULT_AGENT = "default"

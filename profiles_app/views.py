@@ -25,14 +25,13 @@ from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from profiles_app.api import catalog_context
 from profiles_app.models import ToolProfile
 from profiles_app.services import (
     ModeSwitch,
-    default_agent,
     mode_name,
     new_chat_default_set,
     new_chat_toolset,
+    profile_catalog,
     profile_create,
     profile_delete,
     profile_export,
@@ -41,17 +40,13 @@ from profiles_app.services import (
     profile_mode_switch,
     profile_mode_switch_preview,
     profile_mode_switch_undo,
-    profile_offers,
-    profile_price,
     profile_rename,
     profile_tool_add,
     profile_tool_remove,
     profiles_for_user,
-    tool_catalog,
 )
 from toolhub.lib.errors import Invalid, ServiceError, Stale, found_or_404
 from toolhub.lib.storable import json_loads_bounded
-from toolhub.tools.layers import META_TOOLS
 from toolhub.tools.presets import DEFAULT_TOOLSET
 
 IMPORT_MAX_BYTES = 256 * 1024
@@ -82,29 +77,15 @@ def _programs(
         chosen = next((view for view in profiles if view.id is None and view.name == preset), None)
     if chosen is None:
         raise Http404("no such profile")
-    ctx = catalog_context(user)
-    offers = profile_offers(chosen)
-    catalog = [
-        {
-            **entry,
-            "summary": (entry["description"].strip().splitlines() or [""])[0],
-            # A meta tool cannot be removed from a profile, so it gets no Remove button.
-            "meta": entry["name"] in META_TOOLS,
-        }
-        for entry in tool_catalog(ctx=ctx)
-        if entry["layer"] != "L1"
-    ]
-    priced = profile_price(user=user, name=chosen.name, agent=default_agent(), ctx=ctx)
+    catalog = profile_catalog(user=user, view=chosen)
     context = {
         "profiles": profiles,
         "chosen": chosen,
         "new_chats": new_chat_toolset(user=user) or DEFAULT_TOOLSET,
         "editable": chosen.id is not None and not chosen.readonly,
-        # A meta tool is in every profile, whatever its list says (it is offered whenever
-        # something is deferred): an "only" list never names it, and a switch keeps it.
-        "offered": [entry for entry in catalog if entry["meta"] or offers(entry["name"])],
-        "left_out": [entry for entry in catalog if not (entry["meta"] or offers(entry["name"]))],
-        "price": priced,
+        "offered": catalog.offered,
+        "left_out": catalog.left_out,
+        "cost": catalog.cost,
         "failed": failed,
         "modes": ToolProfile.Mode.choices,
         "confirm": confirm,

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from sessions_app import services
+from sessions_app import eventlog, services
 from sessions_app.models import ChatSession
 from toolhub.lib.api import IF_MATCH, error, error_responses, etag, read_version, validated_body
 from toolhub.lib.api_schema import IntentField, text_field
@@ -147,8 +147,8 @@ class SessionEventsView(APIView):
             ),
             OpenApiParameter(
                 "limit",
-                {"type": "integer", "minimum": 1, "maximum": services.EVENTS_PAGE_MAX},
-                description=f"at most this many (default {services.EVENTS_PAGE})",
+                {"type": "integer", "minimum": 1, "maximum": eventlog.EVENTS_PAGE_MAX},
+                description=f"at most this many (default {eventlog.EVENTS_PAGE})",
             ),
         ],
         responses=inline_serializer(
@@ -160,10 +160,10 @@ class SessionEventsView(APIView):
         session = services.session_get_for_user(user=request.user, session_id=session_id)
         try:
             after = int(request.query_params.get("after", 0))
-            limit = int(request.query_params.get("limit", services.EVENTS_PAGE))
+            limit = int(request.query_params.get("limit", eventlog.EVENTS_PAGE))
         except ValueError:
             return error("invalid", "after and limit must be whole numbers", 400)
-        events, last_seq = services.session_events(session=session, after=after, limit=limit)
+        events, last_seq = eventlog.session_events(session=session, after=after, limit=limit)
         return Response(
             {
                 "events": [

@@ -1,18 +1,15 @@
-"""Chat sessions: intent, checkpoint state, the event log, and the toolset inspector.
+"""Chat sessions: their writes, their tool context and resolution, the composer's hints.
 
 A session's ``tool_intent`` is validated and normalized by the runtime's ``ToolIntent``
-and stored as intent only. Events get contiguous per-session numbers: ``event_append``
-advances ``last_seq`` with a conditional UPDATE inside the insert's transaction, so
-concurrent writers (several processes) never share or skip a number.
+and stored as intent only; every write names the version it read. The event log is
+``sessions_app.eventlog``.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,9 +17,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import connection, models, transaction
-from django.db.models import Count, F
-from django.utils import timezone
+from django.db import transaction
+from django.db.models import Count, F, QuerySet
 
 from profiles_app.models import Agent
 from profiles_app.services import (
@@ -33,6 +29,7 @@ from profiles_app.services import (
     profile_lookup_for,
     toolset_check_exists,
 )
+from sessions_app.eventlog import event_append
 from sessions_app.models import ChatSession, FullResult, ProviderCall, SessionEvent
 from toolhub.lib.chat_services import chat_services
 from toolhub.lib.errors import Conflict, Invalid, NotFound
@@ -50,15 +47,10 @@ from toolhub.tools import (
     resolve,
 )
 
-HISTORY_KINDS = ("user_message", "assistant_message", "tool_call", "tool_result")
-# Sessions whose history this process keeps (the most recently used).
-HISTORY_CACHE_SESSIONS = 256
-EVENTS_PAGE = 500
-EVENTS_PAGE_MAX = 1_000
 TITLE_CHARS = 200
 
 
-def sessions_of(user: Any):
+def sessions_of(user: Any) -> QuerySet[ChatSession]:
     return ChatSession.objects.filter(owner=user)
 
 
@@ -191,174 +183,14 @@ def session_delete(*, user: Any, session: ChatSession, version: int) -> None:
     versioned_delete(sessions_of(user), pk=session.pk, version=version, what="session")
 
 
-def events_append(
-    *,
-    session_id: Any,
-    turn: str,
-    items: list[tuple[str, dict[str, Any]]],
-    holder: str | None = None,
-    changes: dict[str, Any] | None = None,
-) -> list[SessionEvent] | None:
-    """Store events with the session's next contiguous seqs, in one transaction.
-
-    One conditional UPDATE reserves ``len(items)`` numbers and returns the last (row lock
-    held to the commit), so a batch costs two statements whatever its size, and
-    concurrent writers get disjoint ranges. ``changes`` (session fields to values) are
-    written by that same UPDATE. With ``holder``, only while that turn holds the session:
-    otherwise nothing is stored or changed and the result is ``None``.
-    """
-    if not items and not changes:
-        return []
-    fields = [ChatSession._meta.get_field(name) for name in changes or ()]
-    sets = "".join(f", {connection.ops.quote_name(field.column)} = %s" for field in fields)
-    params = [field.get_db_prep_save(changes[field.name], connection) for field in fields]
-    where = "" if holder is None else " AND turn_id = %s"
-    table = connection.ops.quote_name(ChatSession._meta.db_table)
-    # No savepoint: inside a caller's transaction a failure here fails it all anyway.
-    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
-        # Only the model's own table and column names are interpolated; values are
-        # parameters.
-        cursor.execute(
-            f"UPDATE {table} SET last_seq = last_seq + %s{sets} WHERE id = %s{where} "  # noqa: S608
-            "RETURNING last_seq",
-            [
-                len(items),
-                *params,
-                ChatSession._meta.pk.get_db_prep_value(session_id, connection),
-                *([holder] if holder is not None else []),
-            ],
-        )
-        row = cursor.fetchone()
-        if row is None:
-            if holder is not None:
-                return None
-            raise NotFound("no such session")
-        return events_insert(
-            session_id=session_id, turn=turn, first_seq=row[0] - len(items) + 1, items=items
-        )
-
-
-def events_insert(
-    *, session_id: Any, turn: str, first_seq: int, items: list[tuple[str, dict[str, Any]]]
-) -> list[SessionEvent]:
-    """Insert events under seqs the caller reserved (``last_seq`` already advanced in this
-    transaction). The events come back without row ids, which nothing reads."""
-    if not items:
-        return []
-    now = timezone.now()
-    events = [
-        SessionEvent(
-            session_id=session_id,
-            seq=first_seq + offset,
-            turn=turn,
-            kind=kind,
-            data=data,
-            created=now,
-        )
-        for offset, (kind, data) in enumerate(items)
-    ]
-    rows_insert(events)
-    transaction.on_commit(lambda: _history_extend(session_id, first_seq, items))
-    return events
-
-
-def rows_insert(objects: list[models.Model]) -> None:
-    """Insert new rows of one model in one multi-row INSERT, without reading back their
-    ids: on the turn's hot path the ORM's ``create`` and ``bulk_create`` cost several times
-    the statement. Defaults and ``auto_now_add`` must already be set on the objects."""
-    if not objects:
-        return
-    fields = [field for field in objects[0]._meta.concrete_fields if not field.primary_key]
-    table = connection.ops.quote_name(objects[0]._meta.db_table)
-    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
-    row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} ({columns}) VALUES " + ", ".join([row_sql] * len(objects)),  # noqa: S608
-            [
-                field.get_db_prep_save(getattr(obj, field.attname), connection)
-                for obj in objects
-                for field in fields
-            ],
-        )
-
-
-def event_append(*, session_id: Any, turn: str, kind: str, data: dict[str, Any]) -> SessionEvent:
-    (event,) = events_append(session_id=session_id, turn=turn, items=[(kind, data)]) or ()
-    return event
-
-
-_history: OrderedDict[str, tuple[int, list[tuple[str, dict[str, Any]]]]] = OrderedDict()
-_history_lock = threading.Lock()
-
-
-def session_history(
-    *, session_id: Any, last_seq: int | None = None
-) -> list[tuple[str, dict[str, Any]]]:
-    """The events a provider's conversation is rebuilt from, in order.
-
-    Given the session's ``last_seq`` as read in the caller's transaction, the history this
-    process already holds is reused and only the log after it is read (nothing at all when
-    nothing was added): the log is append-only, so what was read stays true. Events this
-    process stores extend the cache once committed, never before.
-    """
-    key = str(session_id)
-    with _history_lock:
-        cached = _history.get(key)
-        if cached is not None:
-            _history.move_to_end(key)
-    if last_seq is not None and cached is not None and cached[0] == last_seq:
-        return list(cached[1])
-    after, known = (0, [])
-    if last_seq is not None and cached is not None and cached[0] < last_seq:
-        after, known = cached
-    rows = SessionEvent.objects.filter(
-        session_id=session_id, seq__gt=after, kind__in=HISTORY_KINDS
-    ).order_by("seq")
-    history = [*known, *rows.values_list("kind", "data")]
-    if last_seq is not None:
-        # Kept once committed: a read inside a transaction may see its own inserts, which
-        # a rollback would take back.
-        transaction.on_commit(lambda: _history_keep(key, last_seq, history))
-    return list(history)
-
-
-def _history_keep(key: str, last_seq: int, history: list[tuple[str, dict[str, Any]]]) -> None:
-    with _history_lock:
-        _history[key] = (last_seq, history)
-        _history.move_to_end(key)
-        while len(_history) > HISTORY_CACHE_SESSIONS:
-            _history.popitem(last=False)
-
-
-def _history_extend(session_id: Any, first: int, items: list[tuple[str, dict[str, Any]]]) -> None:
-    """Committed events join a cached history that ends just before them."""
-    key = str(session_id)
-    with _history_lock:
-        cached = _history.get(key)
-        if cached is None or cached[0] != first - 1:
-            return
-        added = [(kind, data) for kind, data in items if kind in HISTORY_KINDS]
-        _history[key] = (first + len(items) - 1, cached[1] + added if added else cached[1])
-
-
-def session_events(
-    *, session: ChatSession, after: int = 0, limit: int = EVENTS_PAGE
-) -> tuple[list[SessionEvent], int]:
-    if after < 0 or not 1 <= limit <= EVENTS_PAGE_MAX:
-        raise Invalid(f"after must be >= 0 and limit within 1..{EVENTS_PAGE_MAX}")
-    events = list(session.events.filter(seq__gt=after).order_by("seq")[:limit])
-    # An event may land between reading the session and reading its events.
-    last_seq = max(session.last_seq, events[-1].seq if events else 0)
-    return events, last_seq
-
-
 class MessengerAdapter:
     """send_message: post into another session of the same person, as a user message."""
 
     def send(self, *, user_id: str, from_session: str | None, to_session: str, text: str) -> str:
-        target = ChatSession.objects.filter(pk=_uuid_or_none(to_session), owner_id=int(user_id))
-        if not target.exists():
+        target_id = _uuid_or_none(to_session)
+        if target_id is None or not (
+            ChatSession.objects.filter(pk=target_id, owner_id=int(user_id)).exists()
+        ):
             raise LookupError(to_session)
         event = event_append(
             session_id=to_session,
@@ -595,7 +427,7 @@ def session_composer_follow(*, session: ChatSession, toolsets: list[str]) -> Com
     agent = session.agent
     intent = ToolIntent.parse(session.tool_intent)
     agent_intent = ToolIntent.parse(agent.tool_intent)
-    inputs = {
+    inputs: dict[str, Any] = {
         "agent_intent": agent_intent,
         # One query per profile name, however many resolutions ask for it.
         "profile_lookup": functools.cache(profile_lookup_for(session.owner_id)),

@@ -36,7 +36,7 @@ def _env_number(name: str, default: float, kind: type) -> float:
     if not raw:
         return default
     try:
-        value = kind(raw)
+        value: float = kind(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be a {kind.__name__}, not {raw!r}") from None
     if value < 0:

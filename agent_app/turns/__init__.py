@@ -22,7 +22,7 @@ Invariants (docs/architecture.md, "One chat turn, hop by hop", "The event log" a
   ``tool_result`` (cancelled, denied, vetoed or lost included) before the turn ends.
 
 Control (cancel, approvals, answers) reaches the runner through its loop's control
-channel (``control``), named on the session row, so any process's socket can steer any
+channel (``control``), named on the session row, so any process's socket can control any
 turn.
 """
 
@@ -32,21 +32,22 @@ import asyncio
 import uuid
 from typing import Any
 
-from agent_app.turns.control import control_channel, steer
+from agent_app.turns.begin import TurnBusy, begin_turn
+from agent_app.turns.control import control_channel, control_send
 from agent_app.turns.loop import (
     close_db_connections,
-    db,
     loop_for_sync_callers,
+    on_db_thread,
     remember_server_loop,
     spawn,
     wait_for_turns,
 )
 from agent_app.turns.reaper import reap_once, reaper_start
-from agent_app.turns.runner import TurnBusy, TurnRunner, begin_turn
+from agent_app.turns.runner import TurnRunner
 from agent_app.turns.state import running_turn
 from agent_app.turns.tails import running_tails
+from sessions_app.eventlog import notify_events
 from sessions_app.models import ChatSession
-from sessions_app.notify import notify_events
 from toolhub.lib.errors import Conflict, Invalid, ServiceError
 from toolhub.lib.storable import storable_text
 
@@ -92,7 +93,7 @@ async def turn_start(
     turn_id = str(uuid.uuid4())
     control = await control_channel()
     try:
-        prepared, started = await db(
+        begun = await on_db_thread(
             begin_turn,
             session=session,
             turn_id=turn_id,
@@ -103,19 +104,19 @@ async def turn_start(
             channel=channel,
         )
     except TurnBusy:
-        running = await db(running_turn, session_id=session.pk)
+        running = await on_db_thread(running_turn, session_id=session.pk)
         waiting = (running or {}).get("turn_waiting") or {}
         # Only a person in the chat answers a question (not a REST call).
         if running and waiting.get("kind") == "question" and intent is None and attended:
-            await steer(
+            await control_send(
                 running["turn_channel"],
                 running["turn_id"],
                 {"type": "turn.answer", "call_id": waiting["call_id"], "text": text},
             )
             return running["turn_id"]
         raise TurnInProgress("a turn is already running in this session") from None
-    if prepared is None:
-        await notify_events(session.pk, started)
+    if begun.prepared is None:
+        await notify_events(session.pk, begun.events)
         return turn_id
     runner = TurnRunner(
         session_id=session.pk,
@@ -123,8 +124,8 @@ async def turn_start(
         text=text,
         attended=attended,
         control=control,
-        prepared=prepared,
-        started=started,
+        prepared=begun.prepared,
+        started=begun.events,
     )
     spawn(runner)
     return turn_id
@@ -144,19 +145,19 @@ def turn_start_sync(**kwargs: Any) -> str:
 
 
 async def turn_cancel(*, session: ChatSession) -> str:
-    running = await db(running_turn, session_id=session.pk)
+    running = await on_db_thread(running_turn, session_id=session.pk)
     if running is None:
         raise NoTurn("no turn is running in this session")
-    await steer(running["turn_channel"], running["turn_id"], {"type": "turn.cancel"})
+    await control_send(running["turn_channel"], running["turn_id"], {"type": "turn.cancel"})
     return running["turn_id"]
 
 
 async def turn_approve(*, session: ChatSession, call_id: str, allow: bool) -> None:
-    running = await db(running_turn, session_id=session.pk)
+    running = await on_db_thread(running_turn, session_id=session.pk)
     waiting = (running or {}).get("turn_waiting") or {}
     if waiting.get("kind") != "approval" or waiting.get("call_id") != call_id:
         raise UnknownCall(f"no call {call_id!r} is waiting for approval")
-    await steer(
+    await control_send(
         running["turn_channel"],
         running["turn_id"],
         {"type": "turn.approve", "call_id": call_id, "allow": allow},

@@ -2,7 +2,7 @@
 
 Each event loop that runs turns reads one channel-layer channel of its own, for its whole
 life, and hands each message to the turn it names (``turn``). A turn stores that
-channel's name on the session row while it runs, so any process's socket can steer it.
+channel's name on the session row while it runs, so any process's socket can reach it.
 One long-lived reader per loop, rather than one per turn, means a turn costs no channel
 read to start or to stop (channels-redis drops and reopens a connection to cancel a
 blocking read).
@@ -63,7 +63,7 @@ def listen(turn_id: str, handler: Handler) -> Callable[[], None]:
     return lambda: _handlers.pop(turn_id, None)
 
 
-async def steer(channel: str, turn_id: str, message: dict[str, Any]) -> None:
+async def control_send(channel: str, turn_id: str, message: dict[str, Any]) -> None:
     """Send a control message to a turn through the channel its session row names."""
     await get_channel_layer().send(channel, {**message, "turn": turn_id})
 

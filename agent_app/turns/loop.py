@@ -53,14 +53,16 @@ def loop_for_sync_callers() -> asyncio.AbstractEventLoop:
         return _background
 
 
-async def db(fn: Callable[..., Any], /, **kwargs: Any) -> Any:
+async def on_db_thread(fn: Callable[..., Any], /, **kwargs: Any) -> Any:
     """Run ``fn`` on a database thread. Threads keep their connection (no connect per
     call); one that broke (the server restarted) is dropped and the next call reconnects."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_db_pool, functools.partial(_healing, fn, kwargs))
+    return await loop.run_in_executor(
+        _db_pool, functools.partial(_dropping_broken_connections, fn, kwargs)
+    )
 
 
-def _healing(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+def _dropping_broken_connections(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     try:
         return fn(**kwargs)
     except (InterfaceError, OperationalError):

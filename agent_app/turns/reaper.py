@@ -22,9 +22,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from agent_app.turns.loop import db, live_turns
+from agent_app.turns.loop import live_turns, on_db_thread
 from agent_app.turns.state import lease, reap_seconds, turns_reap
-from sessions_app.notify import notify_events
+from sessions_app.eventlog import notify_events
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def reaper_start() -> None:
 
 async def reap_once() -> int:
     """One round: end every abandoned turn and tell its session. Returns how many."""
-    freed = await db(turns_reap, keep=live_turns())
+    freed = await on_db_thread(turns_reap, keep=live_turns())
     for session_id, events in freed:
         logger.warning("ended turn %s: its server stopped", events[-1].turn if events else "?")
         try:

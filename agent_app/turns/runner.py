@@ -25,9 +25,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 
-from agent_app.history import messages_from_events, tool_result_block, tool_use_block
+from agent_app.history import tool_result_block, tool_use_block
 from agent_app.providers import (
     Provider,
     ProviderError,
@@ -36,13 +35,13 @@ from agent_app.providers import (
     ToolUse,
     Usage,
 )
+from agent_app.turns.begin import PreparedTurn
 from agent_app.turns.control import listen
-from agent_app.turns.loop import db
-from agent_app.turns.preview import RequestTools, next_turn, request_tools
+from agent_app.turns.loop import on_db_thread
+from agent_app.turns.preview import request_tools
 from agent_app.turns.runs import run_on_worker
 from agent_app.turns.state import (
     LostClaim,
-    claim,
     heartbeat_seconds,
     persist,
     release,
@@ -50,150 +49,58 @@ from agent_app.turns.state import (
 )
 from agent_app.turns.tails import TailPump
 from profiles_app.services import global_disables
-from sessions_app.models import ChatSession, SessionEvent
-from sessions_app.notify import notify_events
-from sessions_app.services import (
-    events_insert,
-    session_context,
-    session_history,
-    session_intent_merge,
-    session_plan_store,
-)
+from sessions_app.eventlog import notify_events
+from sessions_app.models import SessionEvent
 from toolhub.lib.markdown import render_markdown
 from toolhub.lib.outage import REDIS_ERRORS
 from toolhub.lib.storable import storable
 from toolhub.tools import (
     CancelToken,
-    ResolvedToolset,
     ToolContext,
     ToolResult,
-    UnknownToolsetError,
 )
 from toolhub.tools.schema import canonical_json
 from toolhub.tools.tokens import count_cached
-from toolhub.tools.turn import TurnTools
+from toolhub.tools.turn import CallTarget, TurnTools
 
 logger = logging.getLogger(__name__)
 
 FLUSH_SECONDS = 0.05
 MAX_TOKENS = 4096
 QUESTION_TOOL = "ask_user_question"
+CANCELLED = "the turn was cancelled"
 
 
-@dataclass
-class _Prepared:
-    session: ChatSession
-    resolved: ResolvedToolset
-    turn: TurnTools
-    # The first request's tools, as the provider sends them (what turn_started says).
-    tools: RequestTools
-    ctx: ToolContext
-    messages: list[dict[str, Any]]
-    provider: Provider
-    model: str
-    system: str
+@dataclass(frozen=True, slots=True)
+class AnnouncedCall:
+    """A tool use the model finished, as its ``tool_call`` event said it (``data``), and
+    what the frozen contract made of it (``target``: the real tool, or an error)."""
+
+    data: dict[str, Any]
+    target: CallTarget
+
+
+@dataclass(frozen=True, slots=True)
+class CallOutcome:
+    """What became of one call: the ``tool_result`` event's status, content and reason,
+    the deferred tools it loaded, and whether it came from the person's result cache."""
+
+    status: str
+    content: str
+    reason: str = ""
+    references: tuple[str, ...] = ()
+    cached: bool = False
 
 
 @dataclass
 class _StepOutcome:
     text: str = ""
     uses: list[ToolUse] = field(default_factory=list)
-    calls: list[tuple[dict[str, Any], Any]] = field(default_factory=list)
+    calls: list[AnnouncedCall] = field(default_factory=list)
     record: dict[str, Any] | None = None
     usage: Usage = field(default_factory=Usage)
     cancelled: bool = False
     latency_ms: int = 0
-
-
-def _prepare(*, session: ChatSession, attended: bool, channel: str, history_seq: int) -> _Prepared:
-    """Resolve and freeze what the turn sends; ``history_seq`` is the session's last seq
-    before this turn's own events."""
-    agent = session.agent
-    upcoming = next_turn(session=session, attended=attended, channel=channel)
-    resolved = upcoming.resolved
-    # Kept with the session so the array does not churn (docs/accounting.md).
-    session_plan_store(session=session, resolved=resolved)
-    messages = messages_from_events(
-        session_history(session_id=session.pk, last_seq=history_seq),
-        native=resolved.strategy == "native",
-        loadable=frozenset(tool.name for tool in resolved.deferred),
-    )
-    return _Prepared(
-        session=session,
-        resolved=resolved,
-        turn=upcoming.turn,
-        tools=upcoming.tools,
-        ctx=session_context(session=session, attended=attended, channel=channel),
-        messages=messages,
-        provider=upcoming.provider,
-        model=agent.model or settings.TOOLHUB_MODEL or upcoming.provider.default_model,
-        system=agent.system_prompt,
-    )
-
-
-class TurnBusy(Exception):
-    """Another live turn holds the session."""
-
-
-def begin_turn(
-    *,
-    session: ChatSession,
-    turn_id: str,
-    control: str,
-    text: str,
-    intent: Any,
-    attended: bool,
-    channel: str,
-) -> tuple[_Prepared | None, list[SessionEvent]]:
-    """Claim the session, merge the frame's intent, resolve and freeze, and store
-    ``user_message`` and ``turn_started``: one transaction, so a refused intent leaves
-    nothing behind (the claim rolls back with it).
-
-    Returns ``(None, events)`` when the turn failed before its first model call (a
-    deleted profile, an unknown provider): the events say why, and the session is free.
-    """
-    title = " ".join(text.split())[:60]
-    with transaction.atomic():
-        # The claim reserves the seqs of the turn's first two events.
-        claimed = claim(
-            session_id=session.pk, turn_id=turn_id, channel=control, title=title, reserve=2
-        )
-        if claimed is None:
-            raise TurnBusy
-        first_seq = claimed.last_seq - 1
-        if intent is not None:
-            claimed = session_intent_merge(session=claimed, patch=intent)
-        asked = ("user_message", {"text": text})
-        try:
-            prep = _prepare(
-                session=claimed, attended=attended, channel=channel, history_seq=first_seq - 1
-            )
-        except UnknownToolsetError as exc:
-            failed = {"code": "invalid_toolset", "message": f"{exc.args[0]}; pick another toolset"}
-        except ProviderError as exc:
-            failed = {"code": exc.code, "message": exc.message}
-        else:
-            resolved = prep.resolved
-            started = {
-                "fingerprint": prep.tools.fingerprint,
-                "strategy": resolved.strategy,
-                # What is billed as resident: under native, the deferred entries travel
-                # flagged and count once loaded (they are in "deferred").
-                "resident": list(prep.tools.wire.billed_names(prep.tools.loaded)),
-                "deferred": len(resolved.deferred),
-                "provider": prep.provider.name,
-                "model": prep.model,
-                "demo": prep.provider.is_demo,
-            }
-            items = [asked, ("turn_started", started)]
-            return prep, events_insert(
-                session_id=session.pk, turn=turn_id, first_seq=first_seq, items=items
-            )
-        items = [asked, ("turn_failed", failed)]
-        release(session_id=session.pk, turn_id=turn_id)
-        return None, events_insert(
-            session_id=session.pk, turn=turn_id, first_seq=first_seq, items=items
-        )
 
 
 class TurnRunner:
@@ -205,7 +112,7 @@ class TurnRunner:
         text: str,
         attended: bool,
         control: str,
-        prepared: _Prepared,
+        prepared: PreparedTurn,
         started: list[SessionEvent],
     ) -> None:
         self.session_id = session_id
@@ -262,7 +169,7 @@ class TurnRunner:
                 await asyncio.shield(self._sending)
             if not self._released:
                 with contextlib.suppress(Exception):
-                    await db(release, session_id=self.session_id, turn_id=self.turn_id)
+                    await on_db_thread(release, session_id=self.session_id, turn_id=self.turn_id)
 
     async def _run(self) -> None:
         prep = self._prep
@@ -296,9 +203,9 @@ class TurnRunner:
                 assistant.append({"type": "text", "text": outcome.text})
             results: list[dict[str, Any]] = []
             native = turn.strategy == "native"
-            assistant += [tool_use_block(data) for data, _ in outcome.calls]
-            for data, target in outcome.calls:
-                result = await self._execute(turn, ctx, data, target)
+            assistant += [tool_use_block(call.data) for call in outcome.calls]
+            for call in outcome.calls:
+                result = await self._execute(turn, ctx, call)
                 # As stored: text no request body can carry (a lone surrogate) is marked.
                 results.append(tool_result_block(storable(result), native=native))
             messages.append({"role": "assistant", "content": assistant})
@@ -311,7 +218,7 @@ class TurnRunner:
     # --- provider ------------------------------------------------------------------
 
     async def _provider_step(
-        self, prep: _Prepared, turn: TurnTools, messages: list[dict[str, Any]]
+        self, prep: PreparedTurn, turn: TurnTools, messages: list[dict[str, Any]]
     ) -> _StepOutcome | None:
         """One provider round trip, stored; ``None`` when it failed (the turn is over)."""
         tools = (
@@ -352,7 +259,7 @@ class TurnRunner:
 
     def _call_record(
         self,
-        prep: _Prepared,
+        prep: PreparedTurn,
         request: ProviderRequest,
         usage: dict[str, Any],
         outcome: _StepOutcome,
@@ -453,7 +360,7 @@ class TurnRunner:
 
     # --- tools ---------------------------------------------------------------------
 
-    def _call_event(self, turn: TurnTools, use: ToolUse) -> tuple[dict[str, Any], Any]:
+    def _call_event(self, turn: TurnTools, use: ToolUse) -> AnnouncedCall:
         target = turn.resolve_call(use.name, use.input)
         arguments = dict(target.arguments) if target.arguments else {}
         if target.error and not isinstance(use.input, dict):
@@ -465,23 +372,23 @@ class TurnRunner:
             data["via"] = target.via
         self._emit("tool_call", data)
         self._unanswered[use.id] = target.name
-        return data, target
+        return AnnouncedCall(data=data, target=target)
 
     async def _execute(
-        self, turn: TurnTools, ctx: ToolContext, call: dict[str, Any], target: Any
+        self, turn: TurnTools, ctx: ToolContext, announced: AnnouncedCall
     ) -> dict[str, Any]:
+        call = announced.data
         result: dict[str, Any] = {"call_id": call["call_id"], "name": call["name"]}
         if call.get("via"):
             result["via"] = call["via"]
         started = time.monotonic()
-        outcome = await self._decide_and_run(turn, ctx, call, target)
-        status, content, reason = outcome[:3]
-        result.update(status=status, content=content)
-        if reason:
-            result["reason"] = reason
-        if len(outcome) > 3 and outcome[3]:
-            result["references"] = outcome[3]
-        if len(outcome) > 4 and outcome[4]:
+        outcome = await self._decide_and_run(turn, ctx, call, announced.target)
+        result.update(status=outcome.status, content=outcome.content)
+        if outcome.reason:
+            result["reason"] = outcome.reason
+        if outcome.references:
+            result["references"] = list(outcome.references)
+        if outcome.cached:
             # Served from the person's result cache: it did not run again.
             result["cached"] = True
         result["elapsed_ms"] = int((time.monotonic() - started) * 1000)
@@ -497,34 +404,34 @@ class TurnRunner:
         return result
 
     async def _decide_and_run(
-        self, turn: TurnTools, ctx: ToolContext, call: dict[str, Any], target: Any
-    ) -> tuple[Any, ...]:
+        self, turn: TurnTools, ctx: ToolContext, call: dict[str, Any], target: CallTarget
+    ) -> CallOutcome:
+        """The decisions, in order: cancelled, outside the contract, vetoed now, denied by
+        the person (then vetoed again: a disable may have come meanwhile); then it runs."""
         if self.cancel.cancelled:
-            return ("cancelled", "Cancelled before it ran.", "the turn was cancelled")
+            return CallOutcome("cancelled", "Cancelled before it ran.", CANCELLED)
         if target.error:
-            return ("error", target.error, "")
+            return CallOutcome("error", target.error)
         tool = target.tool
-        disabled_now = await db(global_disables)
+        disabled_now = await on_db_thread(global_disables)
         veto = turn.veto_now(tool, ctx, disabled_now)
         if veto:
-            return ("vetoed", f"{tool.name} is not allowed: {veto}", veto)
+            return CallOutcome("vetoed", f"{tool.name} is not allowed: {veto}", veto)
         arguments = call["arguments"]
         if tool.needs_approval(arguments, ctx):
             verdict = await self._ask_approval(call)
             if verdict is not True:
                 reason = verdict or "the person denied it"
                 if self.cancel.cancelled:
-                    return (
-                        "cancelled",
-                        "Cancelled while waiting for approval.",
-                        "the turn was cancelled",
+                    return CallOutcome(
+                        "cancelled", "Cancelled while waiting for approval.", CANCELLED
                     )
-                return ("denied", f"{tool.name} did not run: {reason}", reason)
+                return CallOutcome("denied", f"{tool.name} did not run: {reason}", reason)
             # Approval takes time: a disable made meanwhile still holds
             # (docs/architecture.md, hard line 5).
-            veto = turn.veto_now(tool, ctx, await db(global_disables))
+            veto = turn.veto_now(tool, ctx, await on_db_thread(global_disables))
             if veto:
-                return ("vetoed", f"{tool.name} is not allowed: {veto}", veto)
+                return CallOutcome("vetoed", f"{tool.name} is not allowed: {veto}", veto)
         before = turn.loaded
         self._current_call = call["call_id"]
         try:
@@ -538,7 +445,7 @@ class TurnRunner:
                     await pump.close()
         finally:
             self._current_call = ""
-        references = [name for name in turn.loaded if name not in before]
+        references = tuple(name for name in turn.loaded if name not in before)
         status = outcome.status if outcome.status in ("ok", "cancelled") else "error"
         if outcome.is_error and status == "ok":
             status = "error"
@@ -546,8 +453,8 @@ class TurnRunner:
             # A tool that stopped on its own when asked still reports what it did, but the
             # person cancelled it.
             status = "cancelled"
-        reason = "the turn was cancelled" if status == "cancelled" else ""
-        return (status, outcome.content, reason, references, outcome.cached)
+        reason = CANCELLED if status == "cancelled" else ""
+        return CallOutcome(status, outcome.content, reason, references, outcome.cached)
 
     async def _on_worker(self, tool: Any, call: dict[str, Any], ctx: ToolContext) -> ToolResult:
         done = self._runs_done[call["call_id"]] = asyncio.Event()
@@ -578,13 +485,18 @@ class TurnRunner:
             return "cancelled" if self.cancel.cancelled else f"no answer within {timeout:g} s"
         return bool(answer)
 
-    def _expect_answers(self, calls: list[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
+    def _expect_answers(self, calls: list[AnnouncedCall]) -> dict[str, Any]:
         """A question the model asks can be answered from the moment it is announced: the
         waiting state is stored with the announcement, not when the tool gets to run."""
-        for data, target in calls:
-            if target.tool is not None and data["name"] == QUESTION_TOOL and self.attended:
-                self._answers[data["call_id"]] = asyncio.get_running_loop().create_future()
-                return {"waiting": {"kind": "question", "call_id": data["call_id"]}}
+        for call in calls:
+            call_id = call.data["call_id"]
+            if (
+                call.target.tool is not None
+                and call.data["name"] == QUESTION_TOOL
+                and self.attended
+            ):
+                self._answers[call_id] = asyncio.get_running_loop().create_future()
+                return {"waiting": {"kind": "question", "call_id": call_id}}
         return {}
 
     async def _wait_for_person(self, kind: str, call_id: str) -> Any:
@@ -625,7 +537,7 @@ class TurnRunner:
         while True:
             await asyncio.sleep(heartbeat_seconds())
             try:
-                held = await db(renew, session_id=self.session_id, turn_id=self.turn_id)
+                held = await on_db_thread(renew, session_id=self.session_id, turn_id=self.turn_id)
             except Exception as exc:
                 # The database may be restarting: the next beat tries again.
                 logger.warning("turn %s: lease not renewed (%s)", self.turn_id, type(exc).__name__)
@@ -662,7 +574,7 @@ class TurnRunner:
             if not items and not writes:
                 return
             try:
-                events = await db(
+                events = await on_db_thread(
                     persist, session_id=self.session_id, turn=self.turn_id, items=items, **writes
                 )
             except BaseException:

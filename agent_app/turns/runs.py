@@ -54,8 +54,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agent_app.models import ToolRun
-from agent_app.turns.control import steer
-from agent_app.turns.loop import db
+from agent_app.turns.control import control_send
+from agent_app.turns.loop import on_db_thread
 from agent_app.turns.tails import TailPump
 from profiles_app.services import global_disables
 from sessions_app.models import ChatSession
@@ -110,7 +110,7 @@ async def run_on_worker(
     ``done`` is set by the turn when the worker says the run ended (a ``run.done`` control
     message); the row is the truth either way.
     """
-    run = await db(
+    run = await on_db_thread(
         run_create,
         session_id=session_id,
         turn=turn,
@@ -161,7 +161,7 @@ async def run_enqueue(*, run: ToolRun) -> None:
         _embedded.add(task)
         task.add_done_callback(_embedded.discard)
         return
-    await db(_apply_async, run=run)
+    await on_db_thread(_apply_async, run=run)
 
 
 def _apply_async(*, run: ToolRun) -> bool:
@@ -213,18 +213,18 @@ async def _wait(*, run_id: Any, done: asyncio.Event, cancel: CancelToken) -> Too
         if cancel.cancelled and cancel_by is None:
             await run_cancel(run_id=run_id)
             cancel_by = loop.time() + CANCEL_GRACE
-        run = await db(run_check, run_id=run_id)
+        run = await on_db_thread(run_check, run_id=run_id)
         if run.status in ENDED:
             return run
         queued = run.status == Status.QUEUED
         if queued and cancel_by is None and resend.due(loop.time()):
             # Still queued: the message may be gone with Redis, or never got there.
-            await db(_apply_async, run=run)
+            await on_db_thread(_apply_async, run=run)
             resend.sent(loop.time())
         if run.started and _past_hard_limit(run, timezone.now(), slack=LOST_SLACK):
             # Whatever the pool (some enforce no limits), the turn does not wait past the
             # tool's hard limit.
-            ended = await db(
+            ended = await on_db_thread(
                 _run_lost,
                 run_id=run_id,
                 content=f"{run.tool} overran its time limit and was given up.",
@@ -234,7 +234,7 @@ async def _wait(*, run_id: Any, done: asyncio.Event, cancel: CancelToken) -> Too
                 return ended
         if cancel_by is not None and asyncio.get_running_loop().time() > cancel_by:
             # The worker did not stop in time: the turn goes on; the run ends here.
-            ended = await db(
+            ended = await on_db_thread(
                 _run_cancelled, run_id=run_id, content="Cancelled; the worker did not stop yet."
             )
             if ended is not None:
@@ -266,17 +266,17 @@ class _Resend:
 async def run_cancel(*, run_id: Any) -> None:
     """Ask the run to stop: a queued run is cancelled at once (its task revoked); a
     running one sees the flag within ``CANCEL_POLL`` seconds."""
-    run = await db(_cancel_flag, run_id=run_id)
+    run = await on_db_thread(_cancel_flag, run_id=run_id)
     if run is None or run.status != Status.QUEUED:
         return
-    ended = await db(
+    ended = await on_db_thread(
         _run_cancelled,
         run_id=run_id,
         content="Cancelled before a worker started it.",
         only_from=(Status.QUEUED,),
     )
     if ended is not None and run.task_id and not settings.CELERY_TASK_ALWAYS_EAGER:
-        await db(_revoke, task_id=run.task_id)
+        await on_db_thread(_revoke, task_id=run.task_id)
 
 
 def _cancel_key(run_id: Any) -> str:
@@ -534,7 +534,7 @@ async def run_execute(
     """Claim the run and execute its tool here, streaming its tail; store the ending and
     tell the turn. Given ``stop``, the caller keeps the heartbeat and the cancel watch
     (with ``latest`` holding the current tail for it); otherwise this loop does."""
-    run = await db(_claim, run_id=run_id)
+    run = await on_db_thread(_claim, run_id=run_id)
     if run is None:
         return
     token = stop.child() if stop is not None else CancelToken()
@@ -569,7 +569,7 @@ async def run_execute(
     if stored == "cancelled":
         result["reason"] = "the turn was cancelled"
     tail = latest[0] if latest else None
-    ended = await db(
+    ended = await on_db_thread(
         _run_end,
         run_id=run.pk,
         status=status,
@@ -601,10 +601,10 @@ async def _execute(run: ToolRun, on_update: Any, token: CancelToken) -> ToolResu
     tool = registry.get(run.tool)
     if tool is None:
         return ToolResult.error(f"{run.tool} is not a tool this worker knows")
-    disabled = await db(global_disables)
+    disabled = await on_db_thread(global_disables)
     if run.tool in disabled:
         return ToolResult.error(f"{run.tool} is not allowed: {disabled[run.tool]}")
-    ctx = await db(_context, run=run)
+    ctx = await on_db_thread(_context, run=run)
     return await tool.execute(run.arguments, replace(ctx, on_update=on_update, cancel=token))
 
 
@@ -620,11 +620,11 @@ async def _watch(run_id: Any, latest: list[TailUpdate], token: CancelToken) -> N
     while not token.cancelled:
         await asyncio.sleep(CANCEL_POLL)
         try:
-            if await db(_cancel_asked, run_id=run_id):
+            if await on_db_thread(_cancel_asked, run_id=run_id):
                 token.cancel()
             if time.monotonic() >= beat_at:
                 beat_at = time.monotonic() + settings.TOOLHUB_RUN_HEARTBEAT
-                if await db(_beat_once, run_id=run_id, latest=latest):
+                if await on_db_thread(_beat_once, run_id=run_id, latest=latest):
                     token.cancel()
         except Exception:
             logger.warning("tool run %s: heartbeat or cancel check failed", run_id, exc_info=True)
@@ -646,7 +646,7 @@ def _beat_once(*, run_id: Any, latest: list[TailUpdate]) -> bool:
 async def _tell_turn(run: ToolRun) -> None:
     if run.reply_channel:
         with contextlib.suppress(Exception):
-            await steer(
+            await control_send(
                 run.reply_channel,
                 run.turn,
                 {"type": "run.done", "run": str(run.pk), "call_id": run.call_id},

@@ -25,8 +25,9 @@ from django.utils.dateparse import parse_datetime
 from agent_app.turns.runs import runs_cancel_for_turn
 from profiles_app.models import Agent
 from profiles_app.services import agent_current
+from sessions_app.eventlog import events_append
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
-from sessions_app.services import events_append, rows_insert
+from toolhub.lib.rows import rows_insert
 
 # Shares of TOOLHUB_TURN_LOST_AFTER. A lease renewed just before its owner died runs out
 # after LEASE_SHARE of the bound, and a reaper round comes within REAP_SHARE more: the

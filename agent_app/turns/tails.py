@@ -11,8 +11,8 @@ from typing import Any
 
 from django.core.cache import cache
 
-from agent_app.turns.loop import db
-from sessions_app.notify import notify_tail
+from agent_app.turns.loop import on_db_thread
+from sessions_app.eventlog import notify_tail
 from toolhub.lib.outage import REDIS_ERRORS
 from toolhub.tools import TailUpdate
 
@@ -87,7 +87,7 @@ class TailPump:
             else:
                 self._unsent = False
             with contextlib.suppress(Exception):
-                await db(
+                await on_db_thread(
                     _tails_put, session_id=self._session_id, call_id=self._call_id, frame=frame
                 )
 
@@ -102,7 +102,9 @@ class TailPump:
             await self._send()
         if self._sent is not None:
             with contextlib.suppress(Exception):
-                await db(_tails_put, session_id=self._session_id, call_id=self._call_id, frame=None)
+                await on_db_thread(
+                    _tails_put, session_id=self._session_id, call_id=self._call_id, frame=None
+                )
 
 
 def tail_frame(call_id: str, update: TailUpdate) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from profiles_app.models import DEFAULT_AGENT, Agent
 from profiles_app.services.profiles import toolset_check_exists
@@ -41,7 +41,7 @@ _agents: dict[int, Agent] = {}
 _agents_lock = threading.Lock()
 
 
-def agents_visible_to(user: Any):
+def agents_visible_to(user: Any) -> QuerySet[Agent]:
     return Agent.objects.filter(Q(owner=user) | Q(owner__isnull=True))
 
 

@@ -1,17 +1,26 @@
 """The tool catalog a person sees: every exposed tool, and for them whether it is
-available and if not, the layer and why."""
+available and if not, the layer and why; and the catalog as one profile's page shows it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+
+from profiles_app.services.agents import default_agent
 from profiles_app.services.disables import global_disables
+from profiles_app.services.profiles import ProfileView, profile_offers, profile_token_cost
+from toolhub.lib.chat_services import chat_services
 from toolhub.tools import (
     TOOLSETS,
+    TokenCost,
     ToolContext,
     agent_tools,
     registry,
 )
+from toolhub.tools.layers import META_TOOLS
 from toolhub.tools.presets import toolset_members
 from toolhub.tools.resolve import TOOL_SEARCH
 
@@ -70,3 +79,45 @@ def tool_catalog(*, ctx: ToolContext) -> list[dict[str, Any]]:
         for name, reason in missing
     ]
     return catalog
+
+
+def catalog_context(*, user: Any) -> ToolContext:
+    """A representative chat of ``user``, with a person in it: a workspace and the
+    interfaces a chat's tools have, so what is hidden is what a chat would hide."""
+    return ToolContext(
+        user_id=str(user.pk),
+        session_id="catalog",
+        workspace=Path(settings.TOOLHUB_WORKSPACE_ROOT),
+        services=chat_services(attended=True),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileCatalog:
+    """The catalog as one profile's page shows it: the tools it offers, the ones it leaves
+    out (each entry with its first description line as ``summary``, and ``meta`` for the
+    tools no profile can remove), and what its array costs under the default agent."""
+
+    offered: list[dict[str, Any]]
+    left_out: list[dict[str, Any]]
+    cost: TokenCost
+
+
+def profile_catalog(*, user: Any, view: ProfileView) -> ProfileCatalog:
+    ctx = catalog_context(user=user)
+    offers = profile_offers(view)
+    entries = [
+        {
+            **entry,
+            "summary": (entry["description"].strip().splitlines() or [""])[0],
+            "meta": entry["name"] in META_TOOLS,
+        }
+        for entry in tool_catalog(ctx=ctx)
+        if entry["layer"] != "L1"
+    ]
+    # A meta tool is in every profile, whatever its list says (it is offered whenever
+    # something is deferred): an "only" list never names it, and a switch keeps it.
+    offered = [entry for entry in entries if entry["meta"] or offers(entry["name"])]
+    left_out = [entry for entry in entries if not (entry["meta"] or offers(entry["name"]))]
+    cost = profile_token_cost(user=user, name=view.name, agent=default_agent(), ctx=ctx)
+    return ProfileCatalog(offered=offered, left_out=left_out, cost=cost)

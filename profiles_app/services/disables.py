@@ -12,7 +12,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.admin.models import ADDITION, DELETION, LogEntry
+from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.db import IntegrityError, transaction
 
@@ -138,6 +138,39 @@ def global_disable_audit(*, limit: int = 50) -> list[LogEntry]:
         .select_related("user")
         .order_by("-action_time", "-id")[:limit]
     )
+
+
+_ACTIONS = {ADDITION: "added", CHANGE: "changed", DELETION: "deleted"}
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One change in the admin log, as the audit API shows it."""
+
+    time: str
+    user: str
+    object: str
+    type: str
+    action: str
+    message: str
+
+
+def audit_entries(*, limit: int = 200) -> list[AuditEntry]:
+    """The newest changes of every kind (profiles, agents, disables, MCP servers)."""
+    entries = LogEntry.objects.select_related("user", "content_type").order_by(
+        "-action_time", "-id"
+    )[:limit]
+    return [
+        AuditEntry(
+            time=entry.action_time.isoformat(),
+            user=entry.user.get_username(),
+            object=entry.object_repr,
+            type=entry.content_type.model if entry.content_type else "",
+            action=_ACTIONS.get(entry.action_flag, "changed"),
+            message=entry.get_change_message(),
+        )
+        for entry in entries
+    ]
 
 
 def tool_enable_globally(*, user: Any, tool: str, reason: str = "") -> None:

@@ -39,11 +39,11 @@ from toolhub.lib.versioned import versioned_delete, versioned_update
 from toolhub.tools import (
     TOOLSETS,
     ProfileSpec,
+    TokenCost,
     ToolContext,
-    ToolsetPrice,
-    price,
     registry,
     resolve,
+    token_cost,
 )
 from toolhub.tools.presets import DEFAULT_TOOLSET, toolset_members
 
@@ -184,7 +184,7 @@ def profile_offers(view: ProfileView) -> Callable[[str], bool]:
     return lambda name: name not in listed
 
 
-def profile_price(*, user: Any, name: str, agent: Any, ctx: ToolContext) -> ToolsetPrice:
+def profile_token_cost(*, user: Any, name: str, agent: Any, ctx: ToolContext) -> TokenCost:
     """What ``agent``'s tool array costs per turn with this toolset picked: the resident
     tools and the deferred catalog, in tokens, exactly as a turn would send them."""
     resolved = resolve(
@@ -197,7 +197,7 @@ def profile_price(*, user: Any, name: str, agent: Any, ctx: ToolContext) -> Tool
         context_window_tokens=agent.context_window,
         budget_tokens=agent.tier_budget,
     )
-    return price(resolved)
+    return token_cost(resolved)
 
 
 def profiles_for_user(*, user: Any) -> list[ProfileView]:

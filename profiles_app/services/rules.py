@@ -12,7 +12,7 @@ from typing import Any
 
 from django.contrib.admin.models import LogEntry
 from django.core.exceptions import ValidationError
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from profiles_app.models import (
     ToolProfile,
@@ -29,7 +29,7 @@ from toolhub.tools.presets import DEFAULT_TOOLSET
 from toolhub.tools.tool import NAME_PATTERN
 
 
-def profiles_visible_to(user: Any):
+def profiles_visible_to(user: Any) -> QuerySet[ToolProfile]:
     """The stored profiles ``user`` may read: their own and the shared ones."""
     return ToolProfile.objects.filter(Q(owner=user) | Q(owner__isnull=True))
 
@@ -37,14 +37,14 @@ def profiles_visible_to(user: Any):
 def clean_name(name: Any) -> str:
     if not isinstance(name, str):
         raise Invalid("name must be a string", fields={"name": ["must be a string"]})
-    name = name.strip()
-    if name == DEFAULT_TOOLSET or name in TOOLSETS:
-        raise Conflict(f"'{name}' is a built-in preset name", fields={"name": ["reserved"]})
+    cleaned = name.strip()
+    if cleaned == DEFAULT_TOOLSET or cleaned in TOOLSETS:
+        raise Conflict(f"'{cleaned}' is a built-in preset name", fields={"name": ["reserved"]})
     try:
-        profile_name_validator(name)
+        profile_name_validator(cleaned)
     except ValidationError as exc:
-        raise Invalid(f"invalid name {name!r}", fields={"name": exc.messages}) from None
-    return name
+        raise Invalid(f"invalid name {cleaned!r}", fields={"name": exc.messages}) from None
+    return cleaned
 
 
 def clean_tools(tools: Any, field: str = "tools") -> list[str]:
@@ -63,7 +63,7 @@ def clean_tools(tools: Any, field: str = "tools") -> list[str]:
 def clean_mode(mode: Any) -> str:
     if mode not in ToolProfile.Mode.values:
         raise Invalid("mode must be all_except or only", fields={"mode": ["invalid"]})
-    return mode
+    return str(mode)
 
 
 def check_removals(mode: str, tools: Iterable[str]) -> None:

@@ -32,7 +32,10 @@ from toolhub.tools.layers import META_TOOLS
 
 # --- switching between "all except" and "only" ----------------------------------------------
 
-_MODE_NAMES = {ToolProfile.Mode.ALL_EXCEPT: "all except", ToolProfile.Mode.ONLY: "only"}
+_MODE_NAMES: dict[str, str] = {
+    ToolProfile.Mode.ALL_EXCEPT: "all except",
+    ToolProfile.Mode.ONLY: "only",
+}
 
 
 def mode_name(mode: str) -> str:

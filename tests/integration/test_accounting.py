@@ -52,7 +52,7 @@ def _note(text: str) -> str:
 
 
 @pytest.fixture
-def lab(registry_state):
+def test_tools(registry_state):
     registry_state.register(
         function(_lookup, name="deep_lookup", defer=True, register_globally=False)
     )
@@ -157,7 +157,7 @@ def _script(fake, strategy: str) -> None:
     ("fake", "strategy"), COMBINATIONS, indirect=["fake"], ids=[f"{p}-{s}" for p, s in COMBINATIONS]
 )
 def test_the_tokens_and_fingerprint_recorded_are_those_of_the_tools_bytes_the_server_received(
-    api, owner, lab, fake, strategy
+    api, owner, test_tools, fake, strategy
 ):
     from sessions_app.models import ProviderCall
 
@@ -194,7 +194,7 @@ def test_the_tokens_and_fingerprint_recorded_are_those_of_the_tools_bytes_the_se
     ("fake", "strategy"), COMBINATIONS, indirect=["fake"], ids=[f"{p}-{s}" for p, s in COMBINATIONS]
 )
 def test_the_inspector_shows_exactly_what_the_next_turn_first_sends(
-    api, owner, lab, fake, strategy
+    api, owner, test_tools, fake, strategy
 ):
     client = api(owner)
     session_id = _session(client, _agent(owner, fake.provider, strategy))
@@ -233,7 +233,7 @@ def test_the_inspector_shows_exactly_what_the_next_turn_first_sends(
             assert "deep_lookup" in names
 
 
-def test_an_openai_count_is_of_the_function_wrapper_it_sends(api, owner, lab, settings):
+def test_an_openai_count_is_of_the_function_wrapper_it_sends(api, owner, test_tools, settings):
     with FakeOpenAI() as server:
         settings.TOOLHUB_PROVIDER = "openai"
         settings.OPENAI_BASE_URL = f"{server.url}/v1"

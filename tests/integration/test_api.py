@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from profiles_app import services as profile_services
 from profiles_app.models import Agent, ToolProfile
 from sessions_app import services as session_services
+from sessions_app.eventlog import event_append
 
 pytestmark = pytest.mark.django_db
 
@@ -254,9 +255,7 @@ def test_sessions_crud_intent_validation_and_isolation(api, owner, other_user):
 def test_the_event_log_pages_after_a_seq(api, owner):
     session = session_services.session_create(user=owner)
     for index in range(5):
-        session_services.event_append(
-            session_id=session.pk, turn="t1", kind="text_delta", data={"text": str(index)}
-        )
+        event_append(session_id=session.pk, turn="t1", kind="text_delta", data={"text": str(index)})
 
     page = _body(api(owner).get(f"/api/sessions/{session.pk}/events/?after=2&limit=2"))
     bad = api(owner).get(f"/api/sessions/{session.pk}/events/?after=-1")

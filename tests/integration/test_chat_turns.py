@@ -72,7 +72,7 @@ def _plan_danger() -> str:
 
 
 @pytest.fixture
-def lab(registry_state):
+def test_tools(registry_state):
     """Test tools in the live registry; ``CALLS`` records every real execution."""
     CALLS.clear()
     tools = [
@@ -99,7 +99,7 @@ def new_session(user, **kwargs):
 def new_agent(user, **fields):
     from profiles_app.models import Agent
 
-    return Agent.objects.create(owner=user, name=fields.pop("name", "lab agent"), **fields)
+    return Agent.objects.create(owner=user, name=fields.pop("name", "test_tools agent"), **fields)
 
 
 @database_sync_to_async
@@ -149,7 +149,7 @@ async def test_a_text_turn_streams_and_stores_every_event_as_sent(owner, model):
     await socket.disconnect()
 
 
-async def test_a_tool_turn_runs_the_tool_once_and_sends_its_result_back(owner, model, lab):
+async def test_a_tool_turn_runs_the_tool_once_and_sends_its_result_back(owner, model, test_tools):
     model.replies.extend(
         [Reply(tool_calls=[("toolu_1", "counter_tool", {"note": "x"})]), Reply(text="Done.")]
     )
@@ -158,7 +158,7 @@ async def test_a_tool_turn_runs_the_tool_once_and_sends_its_result_back(owner, m
 
     frames = await chat(socket, "count please")
 
-    assert lab == ["counter:x"]
+    assert test_tools == ["counter:x"]
     call = events(frames, "tool_call")[0]["data"]
     result = events(frames, "tool_result")[0]["data"]
     assert call == {"call_id": "toolu_1", "name": "counter_tool", "arguments": {"note": "x"}}
@@ -171,7 +171,9 @@ async def test_a_tool_turn_runs_the_tool_once_and_sends_its_result_back(owner, m
     await socket.disconnect()
 
 
-async def test_the_tools_array_is_byte_identical_across_ten_turns_and_cached(owner, model, lab):
+async def test_the_tools_array_is_byte_identical_across_ten_turns_and_cached(
+    owner, model, test_tools
+):
     session = await new_session(owner)
     socket = await open_socket(session.pk, owner)
 
@@ -191,7 +193,7 @@ async def test_the_tools_array_is_byte_identical_across_ten_turns_and_cached(own
 
 
 async def test_an_intent_in_a_chat_frame_is_merged_stored_and_applies_from_that_turn(
-    owner, model, lab
+    owner, model, test_tools
 ):
     session = await new_session(owner, intent={"web_search": True, "disabled": ["slow"]})
     socket = await open_socket(session.pk, owner)
@@ -212,7 +214,7 @@ async def test_an_intent_in_a_chat_frame_is_merged_stored_and_applies_from_that_
     await socket.disconnect()
 
 
-async def test_an_intent_changed_during_a_turn_waits_for_the_next_turn(owner, model, lab):
+async def test_an_intent_changed_during_a_turn_waits_for_the_next_turn(owner, model, test_tools):
     model.replies.extend(
         [Reply(tool_calls=[("toolu_g", "guarded", {})]), Reply(text="ok"), Reply(text="next")]
     )
@@ -240,7 +242,9 @@ def _set_intent(session, intent):
     session_update(user=session.owner, session=session, version=session.version, intent=intent)
 
 
-async def test_call_tool_never_changes_the_array_and_unwraps_the_real_tool(owner, model, lab):
+async def test_call_tool_never_changes_the_array_and_unwraps_the_real_tool(
+    owner, model, test_tools
+):
     model.replies.extend(
         [
             Reply(tool_calls=[("toolu_s", "tool_search", {"query": "select:deep_lookup"})]),
@@ -267,7 +271,7 @@ async def test_call_tool_never_changes_the_array_and_unwraps_the_real_tool(owner
         "arguments": {"topic": "x"},
         "via": "call_tool",
     }
-    assert lab == ["deep:x"]
+    assert test_tools == ["deep:x"]
     replayed = model.requests[2].body["messages"][-2]["content"][-1]
     assert replayed["name"] == "call_tool"
     session = await reload(session)
@@ -275,7 +279,9 @@ async def test_call_tool_never_changes_the_array_and_unwraps_the_real_tool(owner
     await socket.disconnect()
 
 
-async def test_promote_adds_the_found_schema_to_the_next_request_of_the_turn(owner, model, lab):
+async def test_promote_adds_the_found_schema_to_the_next_request_of_the_turn(
+    owner, model, test_tools
+):
     agent = await new_agent(owner, strategy="promote")
     model.replies.extend(
         [
@@ -292,7 +298,7 @@ async def test_promote_adds_the_found_schema_to_the_next_request_of_the_turn(own
     before, after = tool_names(model.requests[0]), tool_names(model.requests[1])
     assert "deep_lookup" not in before
     assert after == [*before, "deep_lookup"]
-    assert lab == ["deep:y"]
+    assert test_tools == ["deep:y"]
     assert (
         events(frames, "usage")[0]["data"]["fingerprint"]
         != events(frames, "usage")[1]["data"]["fingerprint"]
@@ -301,7 +307,7 @@ async def test_promote_adds_the_found_schema_to_the_next_request_of_the_turn(own
 
 
 async def test_native_sends_deferred_tools_flagged_and_answers_search_with_references(
-    owner, model, lab
+    owner, model, test_tools
 ):
     agent = await new_agent(owner, strategy="native")
     model.replies.extend(
@@ -327,11 +333,11 @@ async def test_native_sends_deferred_tools_flagged_and_answers_search_with_refer
     )
     result = model.requests[1].body["messages"][-1]["content"][0]
     assert result["content"][0] == {"type": "tool_reference", "tool_name": "deep_lookup"}
-    assert lab == ["deep:z"]
+    assert test_tools == ["deep:z"]
     await socket.disconnect()
 
 
-async def test_crafted_calls_outside_the_contract_never_run(owner, staff, model, lab):
+async def test_crafted_calls_outside_the_contract_never_run(owner, staff, model, test_tools):
     await database_sync_to_async(_disable)(staff, "guarded")
     await database_sync_to_async(_profile)(owner, "only-time", ["current_time", "counter_tool"])
     model.replies.extend(
@@ -352,7 +358,7 @@ async def test_crafted_calls_outside_the_contract_never_run(owner, staff, model,
 
     frames = await chat(socket, "try them all")
 
-    assert lab == []
+    assert test_tools == []
     results = [f["data"] for f in events(frames, "tool_result")]
     assert [r["status"] for r in results] == ["error"] * 4
     assert [r["call_id"] for r in results] == ["toolu_1", "toolu_2", "toolu_3", "toolu_4"]
@@ -374,7 +380,7 @@ def _profile(user, name, tools):
 
 
 async def test_a_global_disable_made_during_a_turn_vetoes_the_next_execution(
-    owner, staff, model, lab
+    owner, staff, model, test_tools
 ):
     model.replies.extend([Reply(tool_calls=[("toolu_g", "guarded", {})]), Reply(text="ok")])
     session = await new_session(owner)
@@ -389,7 +395,7 @@ async def test_a_global_disable_made_during_a_turn_vetoes_the_next_execution(
     result = events(frames, "tool_result")[0]["data"]
     assert result["status"] == "vetoed"
     assert "leaks secrets" in result["reason"]
-    assert lab == []
+    assert test_tools == []
     await socket.disconnect()
 
 
@@ -399,7 +405,7 @@ async def test_a_global_disable_made_during_a_turn_vetoes_the_next_execution(
     ids=["allow", "deny", "timeout"],
 )
 async def test_approval_allows_denies_or_times_out(
-    owner, model, lab, settings, answer, status, ran
+    owner, model, test_tools, settings, answer, status, ran
 ):
     settings.TOOLHUB_APPROVAL_TIMEOUT = 0.5 if answer is None else 30
     model.replies.extend(
@@ -421,7 +427,7 @@ async def test_approval_allows_denies_or_times_out(
 
     result = events(frames, "tool_result")[0]["data"]
     assert result["status"] == status
-    assert lab == ran
+    assert test_tools == ran
     if answer is None:
         assert "no answer within" in result["reason"]
     await send(socket, {"type": "approve", "call_id": "toolu_g", "allow": True})
@@ -448,7 +454,7 @@ async def test_cancel_mid_stream_closes_the_provider_stream(owner, model):
     await socket.disconnect()
 
 
-async def test_cancel_mid_tool_stops_it_and_pairs_every_call(owner, model, lab):
+async def test_cancel_mid_tool_stops_it_and_pairs_every_call(owner, model, test_tools):
     model.replies.append(
         Reply(tool_calls=[("toolu_s", "slow", {}), ("toolu_c", "counter_tool", {})])
     )
@@ -456,7 +462,7 @@ async def test_cancel_mid_tool_stops_it_and_pairs_every_call(owner, model, lab):
     socket = await open_socket(session.pk, owner)
     await send(socket, {"type": "chat", "text": "slow down"})
     await until(socket, ("tool_call",))
-    while "slow" not in lab:
+    while "slow" not in test_tools:
         await asyncio.sleep(0.01)
 
     await send(socket, {"type": "cancel"})
@@ -464,7 +470,7 @@ async def test_cancel_mid_tool_stops_it_and_pairs_every_call(owner, model, lab):
 
     results = {f["data"]["call_id"]: f["data"]["status"] for f in events(frames, "tool_result")}
     assert results == {"toolu_s": "cancelled", "toolu_c": "cancelled"}
-    assert lab == ["slow"]
+    assert test_tools == ["slow"]
     assert events(frames, "turn_finished")[0]["data"]["reason"] == "cancelled"
     assert len(model.requests) == 1
     await socket.disconnect()
@@ -612,7 +618,7 @@ async def test_a_malformed_stream_fails_the_turn_cleanly(owner, model):
     await socket.disconnect()
 
 
-async def test_plan_mode_hides_tools_unsafe_in_plan(owner, model, lab):
+async def test_plan_mode_hides_tools_unsafe_in_plan(owner, model, test_tools):
     session = await new_session(owner, plan_mode=True)
     socket = await open_socket(session.pk, owner)
     model.replies.extend([Reply(tool_calls=[("toolu_p", "plan_danger", {})]), Reply(text="ok")])
@@ -622,11 +628,13 @@ async def test_plan_mode_hides_tools_unsafe_in_plan(owner, model, lab):
     assert "plan_danger" not in tool_names(model.requests[0])
     assert "counter_tool" in tool_names(model.requests[0])
     assert events(frames, "tool_result")[0]["data"]["status"] == "error"
-    assert lab == []
+    assert test_tools == []
     await socket.disconnect()
 
 
-async def test_the_demo_model_loads_a_deferred_tool_through_tool_search(owner, settings, lab):
+async def test_the_demo_model_loads_a_deferred_tool_through_tool_search(
+    owner, settings, test_tools
+):
     settings.TOOLHUB_PROVIDER = "demo"
     session = await new_session(owner)
     socket = await open_socket(session.pk, owner)
@@ -637,7 +645,7 @@ async def test_the_demo_model_loads_a_deferred_tool_through_tool_search(owner, s
     assert [c["name"] for c in calls] == ["tool_search", "deep_lookup"]
     assert calls[0]["arguments"] == {"query": "select:deep_lookup"}
     assert calls[1]["via"] == "call_tool"
-    assert lab == ["deep:otters"]
+    assert test_tools == ["deep:otters"]
     assert events(frames, "turn_started")[0]["data"]["demo"] is True
     await socket.disconnect()
 
@@ -691,8 +699,8 @@ def _abandon_a_turn(session):
 
     from django.utils import timezone
 
+    from sessions_app.eventlog import events_append
     from sessions_app.models import ChatSession
-    from sessions_app.services import events_append
 
     events_append(
         session_id=session.pk,
@@ -707,7 +715,9 @@ def _abandon_a_turn(session):
     )
 
 
-async def test_a_turn_whose_process_died_is_closed_and_paired_by_the_next_one(owner, model, lab):
+async def test_a_turn_whose_process_died_is_closed_and_paired_by_the_next_one(
+    owner, model, test_tools
+):
     session = await new_session(owner)
     await _abandon_a_turn(session)
     socket = await open_socket(session.pk, owner)
@@ -726,15 +736,17 @@ async def test_a_turn_whose_process_died_is_closed_and_paired_by_the_next_one(ow
     assert sent[1]["content"][0]["id"] == "toolu_dead"
     assert sent[2]["content"][0]["tool_use_id"] == "toolu_dead"
     assert sent[2]["content"][0]["is_error"] is True
-    assert lab == []
+    assert test_tools == []
     await socket.disconnect()
 
 
 async def test_a_model_that_never_stops_calling_tools_ends_at_the_step_limit(
-    owner, model, lab, settings
+    owner, model, test_tools, settings
 ):
     settings.TOOLHUB_MAX_STEPS = 3
-    model.responder = lambda body: Reply(tool_calls=[(f"toolu_{len(lab)}", "counter_tool", {})])
+    model.responder = lambda body: Reply(
+        tool_calls=[(f"toolu_{len(test_tools)}", "counter_tool", {})]
+    )
     session = await new_session(owner)
     socket = await open_socket(session.pk, owner)
 
@@ -745,12 +757,12 @@ async def test_a_model_that_never_stops_calling_tools_ends_at_the_step_limit(
     calls = [f["data"]["call_id"] for f in events(frames, "tool_call")]
     results = [f["data"]["call_id"] for f in events(frames, "tool_result")]
     assert calls == results
-    assert len(lab) == 3
+    assert len(test_tools) == 3
     await socket.disconnect()
 
 
 async def test_a_socket_that_resumes_during_a_streaming_tool_gets_its_current_tail_once(
-    owner, model, lab
+    owner, model, test_tools
 ):
     model.replies.extend([Reply(tool_calls=[("toolu_s", "slow", {})]), Reply(text="ok")])
     session = await new_session(owner)
@@ -801,7 +813,7 @@ async def test_live_events_the_channel_layer_dropped_still_reach_the_socket(
 
 
 async def test_an_internal_failure_mid_tools_still_pairs_every_announced_call(
-    owner, model, lab, monkeypatch
+    owner, model, test_tools, monkeypatch
 ):
     import agent_app.turns.runner as runner
 
@@ -824,7 +836,7 @@ async def test_an_internal_failure_mid_tools_still_pairs_every_announced_call(
     ]
     assert events(frames)[-1]["kind"] == "turn_failed"
     assert events(frames)[-1]["data"]["code"] == "internal"
-    assert lab == []
+    assert test_tools == []
     monkeypatch.undo()
     await chat(socket, "again")
     sent = model.requests[-1].body["messages"]
@@ -847,7 +859,7 @@ async def test_a_resume_past_the_end_replays_nothing_but_still_gets_what_comes_n
 
 
 async def test_a_turn_whose_process_died_is_ended_by_the_reaper_without_a_new_message(
-    owner, model, lab
+    owner, model, test_tools
 ):
     from agent_app.turns import reap_once
 
@@ -895,7 +907,7 @@ async def _turn_whose_lease_lapsed(owner, model):
 
 
 async def test_the_reaper_never_ends_a_turn_of_its_own_process_whose_lease_lapsed(
-    owner, model, lab
+    owner, model, test_tools
 ):
     from agent_app.turns import reap_once
 
@@ -908,7 +920,7 @@ async def test_the_reaper_never_ends_a_turn_of_its_own_process_whose_lease_lapse
     await socket.disconnect()
 
 
-async def test_a_runner_that_lost_its_claim_stops_writing(owner, model, lab):
+async def test_a_runner_that_lost_its_claim_stops_writing(owner, model, test_tools):
     socket, session, hold = await _turn_whose_lease_lapsed(owner, model)
 
     # Another turn takes the session over.
@@ -979,7 +991,7 @@ def _store_elsewhere(session, text):
 def _store_and_roll_back(session, text):
     from django.db import transaction
 
-    from sessions_app.services import events_append
+    from sessions_app.eventlog import events_append
 
     try:
         with transaction.atomic():
@@ -1015,10 +1027,10 @@ async def test_the_history_sent_is_the_stored_log_whoever_wrote_it(owner, model)
 
 
 async def test_a_control_message_that_comes_before_its_turn_listens_still_reaches_it():
-    from agent_app.turns.control import control_channel, listen, steer
+    from agent_app.turns.control import control_channel, control_send, listen
 
     channel = await control_channel()
-    await steer(channel, "turn-early", {"type": "turn.cancel"})
+    await control_send(channel, "turn-early", {"type": "turn.cancel"})
     await asyncio.sleep(0.2)
 
     heard = []

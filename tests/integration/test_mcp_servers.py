@@ -355,6 +355,28 @@ def test_a_second_server_with_a_taken_name_is_a_conflict_and_the_first_is_kept(s
     assert list(McpServer.objects.values_list("name", "command")) == [("twin", "true")]
 
 
+def test_adding_changing_and_deleting_a_server_is_audited_without_its_secrets(staff, api):
+    created = add_remote(api(staff), f"Bearer {SECRET}")
+    server_id = created.json()["id"]
+    changed = api(staff).patch(
+        f"/api/mcp-servers/{server_id}/",
+        {"timeout": 5, "headers": {"X-Key": SECRET}},
+        format="json",
+    )
+    deleted = api(staff).delete(f"/api/mcp-servers/{server_id}/")
+    audit = api(staff).get("/api/audit/")
+
+    assert (created.status_code, changed.status_code, deleted.status_code) == (201, 200, 204)
+    assert not McpServer.objects.filter(pk=server_id).exists()
+    entries = [(e["type"], e["action"], e["message"]) for e in audit.json()]
+    assert entries[:3] == [
+        ("mcpserver", "deleted", "deleted MCP server remote"),
+        ("mcpserver", "changed", "changed headers, timeout"),
+        ("mcpserver", "added", "added"),
+    ]
+    assert SECRET not in audit.content.decode()
+
+
 def test_the_ops_page_shows_each_server_and_disabling_one_takes_its_tools_away(
     staff, client, password, demo_server
 ):

@@ -17,7 +17,7 @@ NAMES = ("t_a", "t_b", "t_c", "t_d", "t_e", "t_f")
 
 
 def _same_size(ref: str) -> str:
-    """Fetch a record of the lab by its reference.
+    """Fetch a record of the test_tools by its reference.
 
     Args:
         ref: The record's reference.
@@ -26,7 +26,7 @@ def _same_size(ref: str) -> str:
 
 
 @pytest.fixture
-def lab(registry_state):
+def test_tools(registry_state):
     tools = [function(_same_size, name=name, register_globally=False) for name in NAMES]
     for tool in tools:
         registry_state.register(tool)
@@ -34,7 +34,7 @@ def lab(registry_state):
 
 
 def _two_fit(registry) -> int:
-    """A budget that holds the array's frame, the meta tools and two of the lab tools."""
+    """A budget that holds the array's frame, the meta tools and two of the test_tools tools."""
     meta = tool_tokens(registry.get("tool_search")) + tool_tokens(CALL_TOOL)
     return array_frame_tokens() + meta + 2 * tool_tokens(registry.get("t_a")) + 3
 
@@ -44,7 +44,7 @@ def _agent(owner, registry, picked=NAMES):
 
     return Agent.objects.create(
         owner=owner,
-        name="lab",
+        name="test_tools",
         provider="anthropic",
         tier_budget=_two_fit(registry),
         tool_intent={"picked": list(picked)},
@@ -87,10 +87,10 @@ def _lab_resident(started: dict) -> list[str]:
 
 
 def test_an_agent_intent_edit_rebuilds_the_plan_once_and_a_later_tool_arrives_deferred(
-    api, owner, model, lab
+    api, owner, model, test_tools
 ):
     client = api(owner)
-    agent = _agent(owner, lab)
+    agent = _agent(owner, test_tools)
     session_id = _session(client, agent)
 
     first = _turn(client, session_id)
@@ -106,7 +106,7 @@ def test_an_agent_intent_edit_rebuilds_the_plan_once_and_a_later_tool_arrives_de
     agent.save()
     rebuilt = _turn(client, session_id)
     kept_after_rebuild = _stored_tiers(session_id)
-    lab.register(function(_same_size, name="t_new", register_globally=False))
+    test_tools.register(function(_same_size, name="t_new", register_globally=False))
     later = _turn(client, session_id)
 
     assert _lab_resident(rebuilt) == ["t_e", "t_f"]
@@ -136,10 +136,10 @@ def _use(owner, name: str, times: int) -> None:
 
 
 def test_the_reset_rebuilds_the_plan_from_usage_counts_and_keeps_it(
-    api, owner, other_user, model, lab
+    api, owner, other_user, model, test_tools
 ):
     client = api(owner)
-    session_id = _session(client, _agent(owner, lab))
+    session_id = _session(client, _agent(owner, test_tools))
     _turn(client, session_id)
     _use(owner, "t_a", 5)
 
@@ -159,10 +159,14 @@ def test_the_reset_rebuilds_the_plan_from_usage_counts_and_keeps_it(
     assert refused.status_code == 404
 
 
-def test_the_inspector_button_rebuilds_the_tiers_and_says_so(client, owner, password, model, lab):
+def test_the_inspector_button_rebuilds_the_tiers_and_says_so(
+    client, owner, password, model, test_tools
+):
     from sessions_app.models import ChatSession
 
-    session = ChatSession.objects.create(owner=owner, title="lab", agent=_agent(owner, lab))
+    session = ChatSession.objects.create(
+        owner=owner, title="test_tools", agent=_agent(owner, test_tools)
+    )
     client.login(username=owner.username, password=password)
     url = f"/chat/{session.pk}/inspector/reset/"
 
@@ -179,13 +183,13 @@ def test_the_inspector_button_rebuilds_the_tiers_and_says_so(client, owner, pass
 
 
 def test_a_reset_keeps_the_strategy_the_turn_uses_so_the_turn_does_not_rebuild_it(
-    api, owner, settings, lab
+    api, owner, settings, test_tools
 ):
     from profiles_app.models import Agent
     from sessions_app.models import ChatSession
     from tests.fakes import FakeOpenAI, Reply
 
-    agent = _agent(owner, lab)
+    agent = _agent(owner, test_tools)
     # OpenAI cannot carry deferred tools: its turns fall back from native to call_tool.
     Agent.objects.filter(pk=agent.pk).update(provider="openai", strategy="native")
     client = api(owner)

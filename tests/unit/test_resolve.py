@@ -20,8 +20,8 @@ from toolhub.tools.resolve import (
     TierPlan,
     array_frame_tokens,
     listed_line,
-    price,
     resolve,
+    token_cost,
     tool_tokens,
 )
 from toolhub.tools.schema import canonical_json
@@ -201,7 +201,7 @@ def test_the_array_sent_never_costs_more_than_the_budget_meta_tools_included(str
         assert resolved.deferred
 
         # What the provider is sent, counted exactly, call_tool and tool_search included.
-        assert price(resolved).resident <= budget, (budget, resolved.array_names)
+        assert token_cost(resolved).resident <= budget, (budget, resolved.array_names)
 
 
 def test_the_tier_plan_is_stable_and_a_later_tool_starts_deferred(reg):
@@ -256,7 +256,7 @@ def test_token_halves_equal_the_tokenization_of_the_real_payload_parts(strategy)
         _synthetic_registry(), strategy=strategy, budget_tokens=6_000, ctx=ToolContext()
     )
 
-    priced = price(resolved)
+    cost = token_cost(resolved)
 
     assert resolved.deferred
     sent = json.loads(resolved.tools_json)
@@ -264,11 +264,11 @@ def test_token_halves_equal_the_tokenization_of_the_real_payload_parts(strategy)
     billed = [tool for tool in sent if not tool.get("defer_loading")]
     assert len(billed) == len(resolved.resident) + (strategy == "call_tool")
     billed_text = "[\n" + ",\n".join(canonical_json(tool) for tool in billed) + "\n]"
-    assert priced.resident == count(billed_text)
+    assert cost.resident == count(billed_text)
     if strategy != "native":
         assert billed_text == resolved.tools_json
-    assert priced.catalog == count(resolved.catalog)
-    assert sum(tokens for _, tokens in priced.per_tool) + count("[\n") == priced.resident
+    assert cost.catalog == count(resolved.catalog)
+    assert sum(tokens for _, tokens in cost.per_tool) + count("[\n") == cost.resident
 
 
 _DETERMINISM = """
@@ -296,6 +296,7 @@ print(resolve(reg, intent={"toolset": "all_p", "disabled": names[:3]}).fingerpri
 """
 
 
+@pytest.mark.slow
 def test_the_fingerprint_is_identical_across_hash_seeds_and_preset_orders():
     processes = [
         subprocess.Popen(

@@ -210,7 +210,8 @@ class BodyLimitMiddleware:
                     {"code": "too_large", "message": f"the body is over {limit:,} bytes"},
                     status=413,
                 )
-        return self.get_response(request)
+        response: HttpResponse = self.get_response(request)
+        return response
 
 
 _ERROR_RESPONSES = {

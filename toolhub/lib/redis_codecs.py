@@ -57,7 +57,8 @@ class SafeMsgPackSerializer(BaseMessageSerializer):
     """msgpack for channel-layer messages; anything that is not a message is discarded."""
 
     def as_bytes(self, message: Any, *args: Any, **kwargs: Any) -> bytes:
-        return msgpack.packb(message, *args, **kwargs)
+        packed: bytes = msgpack.packb(message, *args, **kwargs)
+        return packed
 
     def from_bytes(self, message: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         try:

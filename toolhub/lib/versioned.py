@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import F, QuerySet
+from django.db.models import F, Manager, QuerySet
 
 from toolhub.lib.errors import Stale
 
 
 def versioned_update(
-    rows: QuerySet[Any], *, pk: Any, version: int, what: str, **changes: Any
+    rows: QuerySet[Any] | Manager[Any], *, pk: Any, version: int, what: str, **changes: Any
 ) -> None:
     """Write ``changes`` to row ``pk`` of ``rows`` if it is still at ``version``; else
     ``Stale(what)``. ``rows`` may be narrowed (say, to a person's own rows)."""
@@ -23,7 +23,9 @@ def versioned_update(
         raise Stale(what)
 
 
-def versioned_delete(rows: QuerySet[Any], *, pk: Any, version: int, what: str) -> None:
+def versioned_delete(
+    rows: QuerySet[Any] | Manager[Any], *, pk: Any, version: int, what: str
+) -> None:
     """Delete row ``pk`` of ``rows`` if it is still at ``version``; else ``Stale(what)``."""
     deleted, _ = rows.filter(pk=pk, version=version).delete()
     if not deleted:

@@ -4,7 +4,7 @@
 order; ``agent_tools`` filters them through layers 1 to 5 with a reason for every tool it
 leaves out; presets (``TOOLSETS``) name subsets; ``ToolIntent`` is what people store;
 ``resolve`` expands intent into the exact, fingerprinted tools array with its deferred
-catalog, ``price`` counts it in tokens, and ``TurnTools`` freezes it for a turn. The
+catalog, ``token_cost`` counts it in tokens, and ``TurnTools`` freezes it for a turn. The
 built-in tool pack registers on import. The Django apps adapt this package through the
 interfaces in ``context`` and never re-implement it.
 """
@@ -36,9 +36,9 @@ from toolhub.tools.resolve import (
     ProfileSpec,
     ResolvedToolset,
     TierPlan,
-    ToolsetPrice,
-    price,
+    TokenCost,
     resolve,
+    token_cost,
 )
 from toolhub.tools.tool import Tool, ToolResult, function
 from toolhub.tools.turn import CallTarget, TurnTools
@@ -58,6 +58,7 @@ __all__ = [
     "TailAccumulator",
     "TailUpdate",
     "TierPlan",
+    "TokenCost",
     "Tool",
     "ToolContext",
     "ToolIntent",
@@ -66,7 +67,6 @@ __all__ = [
     "ToolServices",
     "Toolset",
     "ToolsetCycleError",
-    "ToolsetPrice",
     "TurnTools",
     "UnknownToolsetError",
     "agent_tools",
@@ -77,9 +77,9 @@ __all__ = [
     "function",
     "get",
     "load_plugins",
-    "price",
     "registry",
     "reset",
     "resolve",
+    "token_cost",
     "toolset_members",
 ]

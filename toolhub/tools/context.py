@@ -250,3 +250,11 @@ class ToolContext:
                     source=self.tail,
                 )
             )
+
+
+def present[T](value: T | None, what: str) -> T:
+    """``value``, which the tool's ``can_use`` gate found there before the call; a caller
+    that skipped the gate gets an error result naming ``what``, not an AttributeError."""
+    if value is None:
+        raise RuntimeError(f"{what} is not available here")
+    return value

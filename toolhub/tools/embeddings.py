@@ -147,6 +147,8 @@ class SemanticIndex:
         if not documents or not available():
             return None
         model = _model()
+        if model is None:
+            return None
         return cls(model, model.documents(documents))
 
     def similarities(self, query: str) -> Similarities:

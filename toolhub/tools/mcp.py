@@ -50,7 +50,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, TextIO, cast
 
 from toolhub.tools.context import ToolContext
 from toolhub.tools.registry import Skipped, ToolRegistry
@@ -345,7 +345,8 @@ def _schema_problem(schema: Any) -> str | None:
 
 def _remote_call(call: Callable[..., Any], server: str, remote: str) -> Callable[..., Any]:
     async def call_mcp_tool(ctx: ToolContext, **arguments: Any) -> ToolResult:
-        return await call(server, remote, arguments, ctx=ctx)
+        result: ToolResult = await call(server, remote, arguments, ctx=ctx)
+        return result
 
     call_mcp_tool.__qualname__ = f"mcp:{server}:{remote}"
     return call_mcp_tool
@@ -544,7 +545,7 @@ class _Connection:
             # sync_origin would keep a tool whose wire form is unchanged, but its plan-mode
             # and approval rules must not outlive the listing or config that set them.
             ours = existing is not None and existing.origin == tool.origin
-            if ours and not _same_safety(existing, tool):
+            if existing is not None and ours and not _same_safety(existing, tool):
                 registry.unregister(tool.name)
         skipped += registry.sync_origin(f"mcp:{self.config.name}", tools)
         registered = {tool.name for tool in tools} - {item.name for item in skipped}
@@ -561,7 +562,14 @@ class _Connection:
             )
         self._set("connected", tools=len(tools) - len(skipped), skipped=tuple(skipped))
 
-    def _set(self, state: str, *, error: str = "", tools: int | None = None, skipped=None) -> None:
+    def _set(
+        self,
+        state: str,
+        *,
+        error: str = "",
+        tools: int | None = None,
+        skipped: tuple[Skipped, ...] | None = None,
+    ) -> None:
         previous = self.status
         self.status = McpStatus(
             self.config.name,
@@ -583,7 +591,9 @@ class _Connection:
             params = StdioServerParameters(
                 command=config.command, args=list(config.args), env=dict(config.env) or None
             )
-            return stdio_client(params, errlog=self.manager.errlog)
+            # None (no log given): the server inherits this process's stderr, as anyio
+            # passes it to the subprocess unchanged; the SDK's annotation says TextIO.
+            return stdio_client(params, errlog=cast("TextIO", self.manager.errlog))
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 

@@ -11,7 +11,7 @@ Invariants (docs/architecture.md, hard lines 1 and 2):
   intent on its next resolution.
 - Same inputs, same bytes: order comes from the registry (never a set or dict order),
   JSON is canonical, and the array is laid out as ``[\\n`` + pieces joined by ``,\\n`` +
-  ``\\n]`` so each tool's piece ends on a tokenizer boundary and prices exactly.
+  ``\\n]`` so each tool's piece ends on a tokenizer boundary and counts exactly.
 - If anything is deferred, ``tool_search`` is resident, whatever else would remove it;
   it is never deferred.
 - Results are memoized on (registry generation, every input that can change the output),
@@ -56,7 +56,7 @@ CATALOG_HEADER = (
 _MEMO_SIZE = 512
 
 
-def _call_tool_body(name: str, arguments: dict | None = None) -> str:
+def _call_tool_body(name: str, arguments: dict[str, Any] | None = None) -> str:
     """Call a tool that tool_search loaded.
 
     Args:
@@ -136,7 +136,7 @@ class ResolvedToolset:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolsetPrice:
+class TokenCost:
     resident: int
     catalog: int
     per_tool: tuple[tuple[str, int], ...]
@@ -162,7 +162,7 @@ def native_json(tool: Tool, deferred: bool) -> str:
     return canonical_json({**tool.provider_schema(), "defer_loading": True})
 
 
-def price(resolved: ResolvedToolset) -> ToolsetPrice:
+def token_cost(resolved: ResolvedToolset) -> TokenCost:
     """Tokens of the resident array and of the catalog block, each exactly. Under
     ``native`` the deferred entries travel flagged ``defer_loading`` and are not billed
     until loaded, so the resident half is the array without them."""
@@ -175,7 +175,7 @@ def price(resolved: ResolvedToolset) -> ToolsetPrice:
     )
     resident = count_cached(pieces[0]) + sum(tokens for _, tokens in per_tool)
     catalog = sum(count_cached(piece) for piece in resolved.catalog_pieces)
-    return ToolsetPrice(resident=resident, catalog=catalog, per_tool=per_tool)
+    return TokenCost(resident=resident, catalog=catalog, per_tool=per_tool)
 
 
 def array_frame_tokens() -> int:
@@ -238,7 +238,7 @@ def resolve(
     context_window_tokens: int = DEFAULT_CONTEXT_WINDOW,
     budget_tokens: int | None = None,
 ) -> ResolvedToolset:
-    """Expand the intents against the live registry into one frozen, priced-ready toolset.
+    """Expand the intents against the live registry into one frozen toolset, ready to count.
 
     ``plan`` is the tier plan stored with the session (``None`` on its first turn);
     ``usage`` counts past calls per tool, used only when a plan is (re)built. The returned
@@ -275,29 +275,64 @@ def resolve(
     if cached is not None:
         return cached
     resolved = _resolve(
-        registry,
-        session,
-        agent,
-        toolset_name,
-        profile,
-        disabled,
-        ctx,
-        strategy,
-        plan,
-        usage,
-        budget,
+        _Inputs(
+            registry=registry,
+            session=session,
+            agent=agent,
+            toolset_name=toolset_name,
+            profile=profile,
+            disabled=disabled,
+            ctx=ctx,
+            strategy=strategy,
+            plan=plan,
+            usage=usage or {},
+            budget=budget,
+        )
     )
     _memo.put(key, resolved)
     return resolved
 
 
-def _selection_inputs(
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """Everything one resolution depends on (the memo key is made of the same values)."""
+
+    registry: ToolRegistry
+    session: ToolIntent
+    agent: ToolIntent
+    toolset_name: str | None
+    profile: ProfileSpec | None
+    disabled: dict[str, str]
+    ctx: ToolContext
+    strategy: str
+    plan: TierPlan | None
+    usage: Mapping[str, int]
+    budget: int
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """What the intents select (layer L2b) and veto (L5), before the layers apply it:
+    ``names`` (``None``: every exposed tool) with the reason a tool outside it reads, names
+    excluded with theirs, the allow list, the session's and the agent's denials, and the
+    vetoes the intent itself makes (web search off)."""
+
+    names: frozenset[str] | None
+    names_reason: str
+    exclude: dict[str, str]
+    allow: frozenset[str] | None
+    deny: tuple[str, ...]
+    agent_deny: tuple[str, ...]
+    vetoes: dict[str, str]
+
+
+def _selection(
     registry: ToolRegistry,
     session: ToolIntent,
     agent: ToolIntent,
     toolset_name: str | None,
     profile: ProfileSpec | None,
-) -> dict[str, Any]:
+) -> Selection:
     enabled = next((v for v in (session.enabled, agent.enabled) if v is not None), True)
     picked = session.picked if session.picked is not None else agent.picked
     web = session.web_search if session.web_search is not None else agent.web_search
@@ -330,15 +365,15 @@ def _selection_inputs(
     for allow in (session.allowed, agent.allowed):
         if allow is not None:
             allowed = frozenset(allow) if allowed is None else allowed & frozenset(allow)
-    return {
-        "names": names,
-        "names_reason": reason,
-        "exclude": exclude,
-        "allow": allowed,
-        "deny": session.disabled,
-        "agent_deny": agent.disabled,
-        "vetoes": vetoes,
-    }
+    return Selection(
+        names=names,
+        names_reason=reason,
+        exclude=exclude,
+        allow=allowed,
+        deny=tuple(session.disabled),
+        agent_deny=tuple(agent.disabled),
+        vetoes=vetoes,
+    )
 
 
 def _build_tiers(
@@ -346,7 +381,7 @@ def _build_tiers(
 ) -> dict[str, str]:
     """Tiers within ``budget``: the whole array counts, its brackets and the ``meta`` tools
     that join it once anything is deferred (tool_search, and call_tool under that
-    strategy) included, so the array priced afterwards stays within the budget."""
+    strategy) included, so the array counted afterwards stays within the budget."""
     tiers: dict[str, str] = {}
     cost = {tool.name: tool_tokens(tool) for tool in candidates}
     core: list[Tool] = []
@@ -371,52 +406,25 @@ def _build_tiers(
     return tiers
 
 
-def _resolve(
-    registry: ToolRegistry,
-    session: ToolIntent,
-    agent: ToolIntent,
-    toolset_name: str | None,
-    profile: ProfileSpec | None,
-    disabled: dict[str, str],
-    ctx: ToolContext,
-    strategy: str,
-    plan: TierPlan | None,
-    usage: Mapping[str, int] | None,
-    budget: int,
-) -> ResolvedToolset:
-    inputs = _selection_inputs(registry, session, agent, toolset_name, profile)
+def _resolve(inputs: _Inputs) -> ResolvedToolset:
+    """Select (L2b to L5, ``layers.agent_tools``), tier (L6, the stored plan or a new one),
+    then lay out the array the strategy sends."""
+    registry, strategy = inputs.registry, inputs.strategy
+    chosen = _selection(registry, inputs.session, inputs.agent, inputs.toolset_name, inputs.profile)
     selection = agent_tools(
         registry,
-        ctx=ctx,
-        names=inputs["names"],
-        names_reason=inputs["names_reason"],
-        exclude=inputs["exclude"],
-        allow=inputs["allow"],
-        deny=inputs["deny"],
-        agent_deny=inputs["agent_deny"],
-        disabled={**disabled, **inputs["vetoes"]},
+        ctx=inputs.ctx,
+        names=chosen.names,
+        names_reason=chosen.names_reason,
+        exclude=chosen.exclude,
+        allow=chosen.allow,
+        deny=chosen.deny,
+        agent_deny=chosen.agent_deny,
+        disabled={**inputs.disabled, **chosen.vetoes},
     )
     candidates = [tool for tool in selection.tools if tool.name != TOOL_SEARCH]
-
-    plan_key = hashlib.sha256(
-        canonical_json(
-            [session.to_json(), agent.to_json(), toolset_name, budget, strategy]
-        ).encode()
-    ).hexdigest()[:32]
     search_tool = registry.get(TOOL_SEARCH)
-    if plan is None or plan.key != plan_key:
-        meta = [search_tool] if search_tool is not None else []
-        if strategy == "call_tool" and meta:
-            meta.append(CALL_TOOL)
-        tiers = _build_tiers(candidates, usage or {}, budget, meta)
-    else:
-        kept = dict(plan.tiers)
-        # A tool registered after the plan was made starts deferred: the array of a
-        # running conversation does not grow by itself.
-        tiers = {tool.name: kept.get(tool.name, "deferred") for tool in candidates}
-        tiers.update({name: tier for name, tier in kept.items() if name not in tiers})
-    # Registry order (deterministic already): no sort on this path.
-    new_plan = TierPlan(key=plan_key, tiers=tuple(tiers.items()))
+    tiers, new_plan = _tier_plan(inputs, candidates, search_tool)
 
     offered_tiers = {tool.name: tiers[tool.name] for tool in candidates}
     include_search = search_tool is not None and any(
@@ -425,7 +433,9 @@ def _resolve(
     if include_search:
         offered_tiers[TOOL_SEARCH] = "core"
     # One pass in registry order: both halves keep the order every array is built in.
-    offered, resident, deferred = [], [], []
+    offered: list[Tool] = []
+    resident: list[Tool] = []
+    deferred: list[Tool] = []
     for tool in registry.all_tools():
         tier = offered_tiers.get(tool.name)
         if tier is not None:
@@ -458,8 +468,40 @@ def _resolve(
         array_names=tuple(name for name, _ in sent),
         catalog_pieces=_catalog_pieces(deferred, offered_tiers),
         fingerprint=fingerprint,
-        budget_tokens=budget,
+        budget_tokens=inputs.budget,
     )
+
+
+def _tier_plan(
+    inputs: _Inputs, candidates: list[Tool], search_tool: Tool | None
+) -> tuple[dict[str, str], TierPlan]:
+    """Each candidate's tier, and the plan to store: the stored one while its key (the
+    intents, toolset, budget and strategy) holds, else a new one from the usage counts."""
+    plan_key = hashlib.sha256(
+        canonical_json(
+            [
+                inputs.session.to_json(),
+                inputs.agent.to_json(),
+                inputs.toolset_name,
+                inputs.budget,
+                inputs.strategy,
+            ]
+        ).encode()
+    ).hexdigest()[:32]
+    plan = inputs.plan
+    if plan is None or plan.key != plan_key:
+        meta = [search_tool] if search_tool is not None else []
+        if inputs.strategy == "call_tool" and meta:
+            meta.append(CALL_TOOL)
+        tiers = _build_tiers(candidates, inputs.usage, inputs.budget, meta)
+    else:
+        kept = dict(plan.tiers)
+        # A tool registered after the plan was made starts deferred: the array of a
+        # running conversation does not grow by itself.
+        tiers = {tool.name: kept.get(tool.name, "deferred") for tool in candidates}
+        tiers.update({name: tier for name, tier in kept.items() if name not in tiers})
+    # Registry order (deterministic already): no sort on this path.
+    return tiers, TierPlan(key=plan_key, tiers=tuple(tiers.items()))
 
 
 def _catalog_pieces(deferred: list[Tool], tiers: Mapping[str, str]) -> tuple[str, ...]:

@@ -78,6 +78,7 @@ def annotation_schema(annotation: Any, *, where: str) -> dict[str, Any]:
     """JSON Schema for one annotation; ``where`` names the parameter in errors."""
     if annotation is inspect.Parameter.empty or annotation is Any:
         return {}
+    schema: dict[str, Any]
     optional, inner = _is_optional(annotation)
     if optional:
         schema = annotation_schema(inner, where=where)
@@ -91,7 +92,7 @@ def annotation_schema(annotation: Any, *, where: str) -> dict[str, Any]:
     args = typing.get_args(annotation)
     if origin is Literal:
         kinds = {_PRIMITIVES.get(type(value)) for value in args}
-        schema: dict[str, Any] = {"enum": list(args)}
+        schema = {"enum": list(args)}
         if len(kinds) == 1 and None not in kinds:
             schema["type"] = kinds.pop()
         return schema

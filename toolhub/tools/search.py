@@ -242,7 +242,7 @@ class ToolIndex:
         related = set(lexical) if mode != "semantic" else set()
         scores = lexical
         matched = bool(lexical)
-        if mode != "lexical":
+        if mode != "lexical" and self._semantic is not None:
             similarities = self._semantic.similarities(query)
             # The floor is the same in every mode that has the model: it judges the query,
             # whichever ranker then orders the tools.

@@ -5,7 +5,7 @@ BPE file ships inside the package, so nothing is ever downloaded. Counting is ex
 estimated: the tools array and the catalog are laid out so each tool's piece ends on a
 pre-tokenizer boundary (a newline), which makes the token count of the whole part equal
 to the sum of its pieces. Each piece's count is cached by its text, so a frozen toolset
-prices without re-tokenizing.
+counts without re-tokenizing.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack, overload
 
 from toolhub.tools import presets
 from toolhub.tools.context import ToolContext
@@ -234,9 +234,10 @@ class Tool:
             spec = self.parameters["properties"]["timeout"]
             args["timeout"] = int(budget) if spec.get("type") == "integer" else budget
 
-        key = self.cache_key(args, ctx) if self.cache and ctx.cache is not None else None
-        if key is not None:
-            hit = await _quietly(ctx.cache.get, key)
+        cache = ctx.cache if self.cache else None
+        key = self.cache_key(args, ctx) if cache is not None else None
+        if cache is not None and key is not None:
+            hit = await _quietly(cache.get, key)
             if isinstance(hit, str):
                 return await self._cap(ToolResult(content=hit, cached=True), ctx)
 
@@ -245,8 +246,8 @@ class Tool:
         outcome = await self._run(args, ctx, budget)
         if not isinstance(outcome, ToolResult):
             outcome = ToolResult(content=_to_text(outcome))
-        if key is not None and outcome.status == "ok":
-            await _quietly(ctx.cache.set, key, outcome.content, self.cache_ttl)
+        if cache is not None and key is not None and outcome.status == "ok":
+            await _quietly(cache.set, key, outcome.content, self.cache_ttl)
         return await self._cap(outcome, ctx)
 
     async def _run(self, args: dict[str, Any], ctx: ToolContext, budget: float | None) -> Any:
@@ -357,37 +358,80 @@ def _evaluate_available_if(rule: bool | Callable[[], bool]) -> tuple[bool, str]:
         return False, f"available_if raised {type(exc).__name__}: {exc}"
 
 
+class ToolOptions(TypedDict, total=False):
+    """The keyword arguments of ``function`` that become ``Tool`` fields as given (the
+    three name lists become tuples)."""
+
+    max_result_chars: int
+    head_ratio: float
+    persist_full: bool
+    stream_capacity_chars: int | None
+    timeout: float | None
+    timeout_min: float | None
+    timeout_max: float | None
+    cache: bool
+    cache_ttl: float
+    cache_per_user: bool
+    check_fn: Callable[[], bool] | None
+    requires_env: Iterable[str]
+    can_use: Callable[[ToolContext], bool] | None
+    requires_approval: ApprovalRule
+    expose: bool
+    toolset: Iterable[str]
+    unsafe_in: Iterable[str]
+    defer: bool
+    runs_on: str
+    source: str
+
+
+_NAME_LISTS = frozenset({"requires_env", "toolset", "unsafe_in"})
+
+
+@overload
 def function(
-    fn: Callable[..., Any] | None = None,
+    fn: Callable[..., Any],
+    /,
     *,
     name: str | None = None,
     description: str | None = None,
     parameters: Mapping[str, Any] | None = None,
     label: str | None = None,
-    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
-    head_ratio: float = 0.5,
-    persist_full: bool = False,
-    stream_capacity_chars: int | None = None,
-    timeout: float | None = DEFAULT_TIMEOUT_SECONDS,
-    timeout_min: float | None = None,
-    timeout_max: float | None = None,
-    cache: bool = False,
-    cache_ttl: float = 300.0,
-    cache_per_user: bool = True,
-    check_fn: Callable[[], bool] | None = None,
-    requires_env: Iterable[str] = (),
-    can_use: Callable[[ToolContext], bool] | None = None,
-    requires_approval: ApprovalRule = False,
-    expose: bool = True,
-    toolset: Iterable[str] = (),
-    unsafe_in: Iterable[str] = (),
     available_if: bool | Callable[[], bool] = True,
-    defer: bool = False,
-    runs_on: str = "inline",
     register_globally: bool = True,
     registry: Any = None,
-    source: str = "code",
-) -> Any:
+    **options: Unpack[ToolOptions],
+) -> Tool: ...
+
+
+@overload
+def function(
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    label: str | None = None,
+    available_if: bool | Callable[[], bool] = True,
+    register_globally: bool = True,
+    registry: Any = None,
+    **options: Unpack[ToolOptions],
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def function(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    label: str | None = None,
+    available_if: bool | Callable[[], bool] = True,
+    register_globally: bool = True,
+    registry: Any = None,
+    **options: Unpack[ToolOptions],
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a plain (sync or async) function into a ``Tool`` and register it.
 
     Used bare (``@function``) or with keyword arguments (``@function(timeout=5)``), all
@@ -409,6 +453,10 @@ def function(
     - ``runs_on``: ``inline`` or ``worker`` (a Celery task); ``register_globally=False``
       builds the tool without registering it.
     """
+    fields: dict[str, Any] = {
+        key: tuple(value) if key in _NAME_LISTS else value  # type: ignore[arg-type]
+        for key, value in options.items()
+    }
 
     def build(target: Callable[..., Any]) -> Tool:
         if parameters is not None:
@@ -424,26 +472,7 @@ def function(
             fn=target,
             label=label or tool_name.replace("_", " ").capitalize(),
             origin=_origin(target),
-            max_result_chars=max_result_chars,
-            head_ratio=head_ratio,
-            persist_full=persist_full,
-            stream_capacity_chars=stream_capacity_chars,
-            timeout=timeout,
-            timeout_min=timeout_min,
-            timeout_max=timeout_max,
-            cache=cache,
-            cache_ttl=cache_ttl,
-            cache_per_user=cache_per_user,
-            check_fn=check_fn,
-            requires_env=tuple(requires_env),
-            can_use=can_use,
-            requires_approval=requires_approval,
-            expose=expose,
-            toolset=tuple(toolset),
-            unsafe_in=tuple(unsafe_in),
-            defer=defer,
-            runs_on=runs_on,
-            source=source,
+            **fields,
         )
         if register_globally:
             from toolhub.tools.registry import registry as default_registry
@@ -461,4 +490,11 @@ def function(
     return build
 
 
-__all__ = ["INJECTED_PARAMETERS", "Tool", "ToolResult", "ToolUnavailable", "function"]
+__all__ = [
+    "INJECTED_PARAMETERS",
+    "Tool",
+    "ToolOptions",
+    "ToolResult",
+    "ToolUnavailable",
+    "function",
+]

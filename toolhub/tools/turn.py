@@ -68,7 +68,8 @@ class TurnTools:
 
     def provider_tools(self) -> list[dict[str, Any]]:
         """The tools array for the next provider request of this turn."""
-        return json.loads(self.tools_json())
+        tools: list[dict[str, Any]] = json.loads(self.tools_json())
+        return tools
 
     def tools_json(self) -> str:
         if self.strategy != "promote" or not self._loaded:

@@ -5,7 +5,7 @@ Withheld from unattended turns (layer 5): nobody would answer.
 
 from __future__ import annotations
 
-from toolhub.tools.context import ToolContext
+from toolhub.tools.context import ToolContext, present
 from toolhub.tools.tool import function
 
 
@@ -15,7 +15,7 @@ def _can_ask(ctx: ToolContext) -> bool:
 
 @function(can_use=_can_ask, timeout=None, label="Ask the user")
 async def ask_user_question(
-    question: str, options: list[str] | None = None, ctx: ToolContext | None = None
+    question: str, options: list[str] | None = None, *, ctx: ToolContext
 ) -> str:
     """Ask the person a question and wait for their answer.
 
@@ -23,5 +23,6 @@ async def ask_user_question(
         question: The question, in one or two sentences.
         options: Suggested answers the person can pick from.
     """
-    answer = await ctx.services.asker.ask(question=question, options=list(options or []))
+    asker = present(ctx.services.asker, "a person to ask")
+    answer = await asker.ask(question=question, options=list(options or []))
     return f"The person answered: {answer}"

@@ -56,7 +56,7 @@ def sandbox_ready() -> bool:
     timeout_max=3600,
     label="Shell",
 )
-async def bash(command: str, timeout: int = 120, ctx: ToolContext | None = None) -> ToolResult:
+async def bash(command: str, timeout: int = 120, *, ctx: ToolContext) -> ToolResult:
     """Run a bash command in the workspace and return its output and exit code. It runs
     in a sandbox: only the workspace (/workspace) is writable, and there is no network.
 
@@ -81,7 +81,9 @@ async def bash(command: str, timeout: int = 120, ctx: ToolContext | None = None)
     tail = TailAccumulator(MAX_OUTPUT_CHARS // 2)
     printed = 0
     try:
-        while printed <= output_limit and (chunk := await process.stdout.read(65536)):
+        stdout = process.stdout
+        assert stdout is not None, "started with stdout=PIPE"
+        while printed <= output_limit and (chunk := await stdout.read(65536)):
             chunk = chunk[: output_limit + 1 - printed]
             printed += len(chunk)
             text = decoder.decode(chunk)
@@ -123,7 +125,9 @@ async def _end_box(process: asyncio.subprocess.Process) -> None:
             os.killpg(process.pid, signal.SIGKILL)
 
     async def drain() -> None:
-        while await process.stdout.read(65536):
+        stdout = process.stdout
+        assert stdout is not None, "started with stdout=PIPE"
+        while await stdout.read(65536):
             pass
         await process.wait()
 

@@ -67,7 +67,8 @@ def evaluate(expression: str) -> int | float:
         tree = ast.parse(expression.replace("^", "**"), mode="eval")
     except SyntaxError:
         raise ValueError(f"not an arithmetic expression: {expression!r}") from None
-    return _eval(tree.body)
+    value: int | float = _eval(tree.body)
+    return value
 
 
 def _eval(node: ast.AST) -> Any:

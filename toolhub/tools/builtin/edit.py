@@ -13,7 +13,8 @@ def edit(
     old_string: str,
     new_string: str,
     replace_all: bool = False,
-    ctx: ToolContext | None = None,
+    *,
+    ctx: ToolContext,
 ) -> str:
     """Replace an exact string in a workspace file.
 

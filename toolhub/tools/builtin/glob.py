@@ -15,7 +15,7 @@ from toolhub.tools.tool import function
 
 
 @function(can_use=has_workspace, label="Find files")
-def glob(pattern: str, limit: int = 200, ctx: ToolContext | None = None) -> str:
+def glob(pattern: str, limit: int = 200, *, ctx: ToolContext) -> str:
     """List workspace files matching a glob pattern such as "**/*.py", sorted by path.
 
     Args:

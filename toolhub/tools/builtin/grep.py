@@ -54,7 +54,8 @@ def grep(
     include: str | None = None,
     ignore_case: bool = False,
     limit: int = 100,
-    ctx: ToolContext | None = None,
+    *,
+    ctx: ToolContext,
 ) -> str:
     """Search text files in the workspace for a regular expression; prints file:line: text.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolhub.tools.context import ToolContext
+from toolhub.tools.context import ToolContext, present
 from toolhub.tools.tool import function
 
 
@@ -13,6 +13,7 @@ def _has_directory(ctx: ToolContext) -> bool:
 
 
 @function(can_use=_has_directory, defer=True, label="List agents")
-def list_agents(ctx: ToolContext | None = None) -> list[dict[str, Any]]:
+def list_agents(*, ctx: ToolContext) -> list[dict[str, Any]]:
     """List the agents available to this person: name, model and what each is for."""
-    return ctx.services.agents.list(user_id=ctx.user_id)
+    directory = present(ctx.services.agents, "the agent directory")
+    return directory.list(user_id=present(ctx.user_id, "a person"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolhub.tools.context import ToolContext
+from toolhub.tools.context import ToolContext, present
 from toolhub.tools.tool import function
 
 
@@ -11,7 +11,7 @@ def _has_notes(ctx: ToolContext) -> bool:
 
 
 @function(can_use=_has_notes, defer=True, label="Remember")
-def remember(text: str, ctx: ToolContext | None = None) -> str:
+def remember(text: str, *, ctx: ToolContext) -> str:
     """Save a note for this person, to recall in later conversations.
 
     Args:
@@ -19,19 +19,21 @@ def remember(text: str, ctx: ToolContext | None = None) -> str:
     """
     if not text.strip():
         raise ValueError("text must not be empty")
-    note_id = ctx.services.notes.add(user_id=ctx.user_id, text=text.strip())
+    notes = present(ctx.services.notes, "notes")
+    note_id = notes.add(user_id=present(ctx.user_id, "a person"), text=text.strip())
     return f"remembered (note {note_id})"
 
 
 @function(can_use=_has_notes, defer=True, label="Recall")
-def recall(query: str, limit: int = 5, ctx: ToolContext | None = None) -> str:
+def recall(query: str, limit: int = 5, *, ctx: ToolContext) -> str:
     """Find this person's saved notes that match a query.
 
     Args:
         query: Words to look for.
         limit: Most notes to return.
     """
-    notes = ctx.services.notes.search(user_id=ctx.user_id, query=query, limit=limit)
+    store = present(ctx.services.notes, "notes")
+    notes = store.search(user_id=present(ctx.user_id, "a person"), query=query, limit=limit)
     if not notes:
         return f"no notes match {query!r}"
     return "\n".join(f"- {note['text']} (note {note['id']})" for note in notes)

@@ -6,7 +6,7 @@ leaving it presents the plan and needs the person's approval.
 
 from __future__ import annotations
 
-from toolhub.tools.context import ToolContext
+from toolhub.tools.context import ToolContext, present
 from toolhub.tools.tool import function
 
 PLAN = "plan"
@@ -21,18 +21,20 @@ def _in_plan_mode(ctx: ToolContext) -> bool:
 
 
 @function(can_use=_has_switch, unsafe_in=(PLAN,), defer=True, label="Enter plan mode")
-def enter_plan_mode(ctx: ToolContext | None = None) -> str:
+def enter_plan_mode(*, ctx: ToolContext) -> str:
     """Switch to plan mode: explore and propose a plan before changing anything."""
-    ctx.services.plan_mode.set_plan_mode(session_id=ctx.session_id, on=True)
+    switch = present(ctx.services.plan_mode, "plan mode")
+    switch.set_plan_mode(session_id=present(ctx.session_id, "a session"), on=True)
     return "Plan mode is on from the next turn: tools that change things are hidden."
 
 
 @function(can_use=_in_plan_mode, requires_approval=True, label="Exit plan mode")
-def exit_plan_mode(plan: str, ctx: ToolContext | None = None) -> str:
+def exit_plan_mode(plan: str, *, ctx: ToolContext) -> str:
     """Present the plan to the person and, once they approve, leave plan mode.
 
     Args:
         plan: The plan, in Markdown.
     """
-    ctx.services.plan_mode.set_plan_mode(session_id=ctx.session_id, on=False, plan=plan)
+    switch = present(ctx.services.plan_mode, "plan mode")
+    switch.set_plan_mode(session_id=present(ctx.session_id, "a session"), on=False, plan=plan)
     return "The person approved the plan; plan mode is off from the next turn."

@@ -10,7 +10,7 @@ MAX_FILE_BYTES = 5_000_000
 
 
 @function(can_use=has_workspace, label="Read file")
-def read(path: str, offset: int = 1, limit: int = 2000, ctx: ToolContext | None = None) -> str:
+def read(path: str, offset: int = 1, limit: int = 2000, *, ctx: ToolContext) -> str:
     """Read a text file in the workspace; lines come numbered.
 
     Args:

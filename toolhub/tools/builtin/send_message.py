@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolhub.tools.context import ToolContext
+from toolhub.tools.context import ToolContext, present
 from toolhub.tools.tool import function
 
 
@@ -11,7 +11,7 @@ def _can_send(ctx: ToolContext) -> bool:
 
 
 @function(can_use=_can_send, unsafe_in=("plan",), defer=True, label="Send message")
-def send_message(session_id: str, text: str, ctx: ToolContext | None = None) -> str:
+def send_message(session_id: str, text: str, *, ctx: ToolContext) -> str:
     """Send a message to another of the person's chat sessions.
 
     Args:
@@ -21,8 +21,11 @@ def send_message(session_id: str, text: str, ctx: ToolContext | None = None) -> 
     if session_id == ctx.session_id:
         raise ValueError("that is this session; answer here instead")
     try:
-        ref = ctx.services.messenger.send(
-            user_id=ctx.user_id, from_session=ctx.session_id, to_session=session_id, text=text
+        ref = present(ctx.services.messenger, "the messenger").send(
+            user_id=present(ctx.user_id, "a person"),
+            from_session=ctx.session_id,
+            to_session=session_id,
+            text=text,
         )
     except LookupError:
         # The same answer for a missing session and someone else's: nothing leaks.

@@ -11,7 +11,7 @@ dead-ended.
 
 from __future__ import annotations
 
-from toolhub.tools.context import ToolContext
+from toolhub.tools.context import ToolContext, present
 from toolhub.tools.schema import canonical_json
 from toolhub.tools.tool import function
 
@@ -26,7 +26,7 @@ def _has_index(ctx: ToolContext) -> bool:
 
 
 @function(can_use=_has_index, label="Find tools")
-def tool_search(query: str, limit: int = 5, ctx: ToolContext | None = None) -> str:
+def tool_search(query: str, limit: int = 5, *, ctx: ToolContext) -> str:
     """Find tools that are available but not loaded yet, and load their full schemas.
 
     Use "select:name_a,name_b" to load exact tools, or describe what you need.
@@ -35,7 +35,7 @@ def tool_search(query: str, limit: int = 5, ctx: ToolContext | None = None) -> s
         query: "select:" followed by comma-separated names, or keywords.
         limit: Most tools to return for a keyword query.
     """
-    index = ctx.services.tool_index
+    index = present(ctx.services.tool_index, "the turn's tool index")
     if query.strip().lower().startswith(SELECT_PREFIX):
         found, missing = index.select(query.strip()[len(SELECT_PREFIX) :].split(","))
         if not found:

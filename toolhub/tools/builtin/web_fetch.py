@@ -189,7 +189,7 @@ def html_to_text(html: str) -> tuple[str, str]:
     max_result_chars=40_000,
     persist_full=True,
 )
-async def web_fetch(url: str, ctx: ToolContext | None = None) -> str:
+async def web_fetch(url: str, *, ctx: ToolContext) -> str:
     """Fetch a web page over HTTP(S) and return its readable text.
 
     Args:

@@ -16,7 +16,7 @@ API_KEY_ENV = "BRAVE_API_KEY"
 
 
 @function(requires_env=(API_KEY_ENV,), cache=True, cache_ttl=600, label="Web search")
-async def web_search(query: str, count: int = 5, ctx: ToolContext | None = None) -> str:
+async def web_search(query: str, count: int = 5, *, ctx: ToolContext) -> str:
     """Search the web and return the top results: title, address and snippet.
 
     Args:

@@ -8,7 +8,7 @@ from toolhub.tools.tool import function
 
 
 @function(can_use=has_workspace, unsafe_in=("plan",), label="Write file")
-def write(path: str, content: str, ctx: ToolContext | None = None) -> str:
+def write(path: str, content: str, *, ctx: ToolContext) -> str:
     """Write a file in the workspace, creating folders as needed; replaces what was there.
 
     Args:

@@ -1,5 +1,6 @@
 """MCP servers through the runtime: real servers built with the SDK's MCPServer (FastMCP),
-over stdio and streamable HTTP, connected by ``McpManager`` into a registry."""
+over stdio and streamable HTTP, connected by ``McpManager`` into a registry. (Here, not
+in ``tests/unit``: every test starts server processes.)"""
 
 from __future__ import annotations
 
@@ -20,6 +21,12 @@ from toolhub.tools.mcp import (
     build_tools,
     tool_name,
 )
+
+
+@pytest.fixture
+def reg() -> ToolRegistry:
+    """A registry of the test's own, so tests never see each other's tools."""
+    return ToolRegistry()
 
 
 @pytest.fixture

@@ -1,0 +1,148 @@
+"""A turn's first step, in one transaction: claim the session, merge the frame's intent,
+resolve and freeze what the turn sends, and store ``user_message`` and ``turn_started``.
+
+A refused intent, a deleted profile or an unknown provider rolls back the claim with
+everything else, so a turn either begins whole or leaves only its ``turn_failed``
+(docs/architecture.md, "One chat turn, hop by hop", 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from agent_app.history import messages_from_events
+from agent_app.providers import Provider, ProviderError
+from agent_app.turns.preview import RequestTools, next_turn
+from agent_app.turns.state import claim, release
+from sessions_app.eventlog import events_insert, session_history
+from sessions_app.models import ChatSession, SessionEvent
+from sessions_app.services import session_context, session_intent_merge, session_plan_store
+from toolhub.tools import ResolvedToolset, ToolContext, UnknownToolsetError
+from toolhub.tools.turn import TurnTools
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedTurn:
+    """What a turn sends, resolved and frozen once at its start."""
+
+    session: ChatSession
+    resolved: ResolvedToolset
+    turn: TurnTools
+    # The first request's tools, as the provider sends them (what turn_started says).
+    tools: RequestTools
+    ctx: ToolContext
+    messages: list[dict[str, Any]]
+    provider: Provider
+    model: str
+    system: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnBegun:
+    """The stored start of a turn; ``prepared`` is ``None`` when it failed at once."""
+
+    prepared: PreparedTurn | None
+    events: list[SessionEvent]
+
+
+def _prepare(
+    *, session: ChatSession, attended: bool, channel: str, history_seq: int
+) -> PreparedTurn:
+    """Resolve and freeze what the turn sends; ``history_seq`` is the session's last seq
+    before this turn's own events."""
+    agent = session.agent
+    upcoming = next_turn(session=session, attended=attended, channel=channel)
+    resolved = upcoming.resolved
+    # Kept with the session so the array does not churn (docs/accounting.md).
+    session_plan_store(session=session, resolved=resolved)
+    messages = messages_from_events(
+        session_history(session_id=session.pk, last_seq=history_seq),
+        native=resolved.strategy == "native",
+        loadable=frozenset(tool.name for tool in resolved.deferred),
+    )
+    return PreparedTurn(
+        session=session,
+        resolved=resolved,
+        turn=upcoming.turn,
+        tools=upcoming.tools,
+        ctx=session_context(session=session, attended=attended, channel=channel),
+        messages=messages,
+        provider=upcoming.provider,
+        model=agent.model or settings.TOOLHUB_MODEL or upcoming.provider.default_model,
+        system=agent.system_prompt,
+    )
+
+
+class TurnBusy(Exception):
+    """Another live turn holds the session."""
+
+
+def begin_turn(
+    *,
+    session: ChatSession,
+    turn_id: str,
+    control: str,
+    text: str,
+    intent: Any,
+    attended: bool,
+    channel: str,
+) -> TurnBegun:
+    """Claim the session, merge the frame's intent, resolve and freeze, and store
+    ``user_message`` and ``turn_started``: one transaction, so a refused intent leaves
+    nothing behind (the claim rolls back with it).
+
+    A turn that failed before its first model call (a deleted profile, an unknown
+    provider) begins with no ``prepared``: its events say why, and the session is free.
+    """
+    title = " ".join(text.split())[:60]
+    with transaction.atomic():
+        # The claim reserves the seqs of the turn's first two events.
+        claimed = claim(
+            session_id=session.pk, turn_id=turn_id, channel=control, title=title, reserve=2
+        )
+        if claimed is None:
+            raise TurnBusy
+        first_seq = claimed.last_seq - 1
+        if intent is not None:
+            claimed = session_intent_merge(session=claimed, patch=intent)
+        asked = ("user_message", {"text": text})
+        try:
+            prep = _prepare(
+                session=claimed, attended=attended, channel=channel, history_seq=first_seq - 1
+            )
+        except UnknownToolsetError as exc:
+            failed = {"code": "invalid_toolset", "message": f"{exc.args[0]}; pick another toolset"}
+        except ProviderError as exc:
+            failed = {"code": exc.code, "message": exc.message}
+        else:
+            resolved = prep.resolved
+            started = {
+                "fingerprint": prep.tools.fingerprint,
+                "strategy": resolved.strategy,
+                # What is billed as resident: under native, the deferred entries travel
+                # flagged and count once loaded (they are in "deferred").
+                "resident": list(prep.tools.wire.billed_names(prep.tools.loaded)),
+                "deferred": len(resolved.deferred),
+                "provider": prep.provider.name,
+                "model": prep.model,
+                "demo": prep.provider.is_demo,
+            }
+            items = [asked, ("turn_started", started)]
+            return TurnBegun(
+                prepared=prep,
+                events=events_insert(
+                    session_id=session.pk, turn=turn_id, first_seq=first_seq, items=items
+                ),
+            )
+        items = [asked, ("turn_failed", failed)]
+        release(session_id=session.pk, turn_id=turn_id)
+        return TurnBegun(
+            prepared=None,
+            events=events_insert(
+                session_id=session.pk, turn=turn_id, first_seq=first_seq, items=items
+            ),
+        )

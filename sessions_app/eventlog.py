@@ -1,0 +1,333 @@
+"""A session's event log: the one module that writes it, reads it, and delivers it.
+
+Invariants (docs/architecture.md, "The event log"):
+
+- **Contiguous seqs.** A writer reserves ``len(items)`` numbers with one conditional UPDATE
+  of ``ChatSession.last_seq`` inside the insert's transaction (row lock held to the
+  commit), so concurrent writers in several processes never share or skip a number.
+  ``events_insert`` writes under numbers a turn's claim reserved the same way.
+- **Stored before sent.** ``notify_events`` is called after the commit; a socket that
+  replays from the log therefore never misses what a live socket was sent.
+- **Append-only.** Nothing updates or deletes an event; ``session_history`` reuses what
+  this process read before and reads only what was added since.
+- **Delivered in order, once.** ``EventCursor`` is one socket's position in the log: it
+  replays after ``resume``, drops live events it already sent, fills a gap from the log,
+  and while a turn is open reads the log when the live stream goes quiet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+from channels.layers import get_channel_layer
+from django.db import connection, transaction
+from django.db.models import Field
+from django.utils import timezone
+
+from sessions_app.models import ChatSession, SessionEvent
+from toolhub.lib.errors import Invalid, NotFound
+from toolhub.lib.rows import rows_insert
+
+HISTORY_KINDS = ("user_message", "assistant_message", "tool_call", "tool_result")
+# Sessions whose history this process keeps (the most recently used).
+HISTORY_CACHE_SESSIONS = 256
+EVENTS_PAGE = 500
+EVENTS_PAGE_MAX = 1_000
+
+Frame = dict[str, Any]
+
+
+def events_append(
+    *,
+    session_id: Any,
+    turn: str,
+    items: list[tuple[str, dict[str, Any]]],
+    holder: str | None = None,
+    changes: dict[str, Any] | None = None,
+) -> list[SessionEvent] | None:
+    """Store events with the session's next contiguous seqs, in one transaction.
+
+    One conditional UPDATE reserves ``len(items)`` numbers and returns the last (row lock
+    held to the commit), so a batch costs two statements whatever its size, and
+    concurrent writers get disjoint ranges. ``changes`` (session fields to values) are
+    written by that same UPDATE. With ``holder``, only while that turn holds the session:
+    otherwise nothing is stored or changed and the result is ``None``.
+    """
+    if not items and not changes:
+        return []
+    changes = changes or {}
+    fields = [cast("Field[Any, Any]", ChatSession._meta.get_field(name)) for name in changes]
+    sets = "".join(f", {connection.ops.quote_name(str(field.column))} = %s" for field in fields)
+    params = [field.get_db_prep_save(changes[field.name], connection) for field in fields]
+    where = "" if holder is None else " AND turn_id = %s"
+    table = connection.ops.quote_name(ChatSession._meta.db_table)
+    # No savepoint: inside a caller's transaction a failure here fails it all anyway.
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        # Only the model's own table and column names are interpolated; values are
+        # parameters.
+        cursor.execute(
+            f"UPDATE {table} SET last_seq = last_seq + %s{sets} WHERE id = %s{where} "  # noqa: S608
+            "RETURNING last_seq",
+            [
+                len(items),
+                *params,
+                ChatSession._meta.pk.get_db_prep_value(session_id, connection),
+                *([holder] if holder is not None else []),
+            ],
+        )
+        row = cursor.fetchone()
+        if row is None:
+            if holder is not None:
+                return None
+            raise NotFound("no such session")
+        return events_insert(
+            session_id=session_id, turn=turn, first_seq=row[0] - len(items) + 1, items=items
+        )
+
+
+def events_insert(
+    *, session_id: Any, turn: str, first_seq: int, items: list[tuple[str, dict[str, Any]]]
+) -> list[SessionEvent]:
+    """Insert events under seqs the caller reserved (``last_seq`` already advanced in this
+    transaction). The events come back without row ids, which nothing reads."""
+    if not items:
+        return []
+    now = timezone.now()
+    events = [
+        SessionEvent(
+            session_id=session_id,
+            seq=first_seq + offset,
+            turn=turn,
+            kind=kind,
+            data=data,
+            created=now,
+        )
+        for offset, (kind, data) in enumerate(items)
+    ]
+    rows_insert(events)
+    transaction.on_commit(lambda: _history_extend(session_id, first_seq, items))
+    return events
+
+
+def event_append(*, session_id: Any, turn: str, kind: str, data: dict[str, Any]) -> SessionEvent:
+    events = events_append(session_id=session_id, turn=turn, items=[(kind, data)])
+    assert events, "without a holder the event is stored or NotFound is raised"
+    return events[0]
+
+
+_history: OrderedDict[str, tuple[int, list[tuple[str, dict[str, Any]]]]] = OrderedDict()
+_history_lock = threading.Lock()
+
+
+def session_history(
+    *, session_id: Any, last_seq: int | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """The events a provider's conversation is rebuilt from, in order.
+
+    Given the session's ``last_seq`` as read in the caller's transaction, the history this
+    process already holds is reused and only the log after it is read (nothing at all when
+    nothing was added): the log is append-only, so what was read stays true. Events this
+    process stores extend the cache once committed, never before.
+    """
+    key = str(session_id)
+    with _history_lock:
+        cached = _history.get(key)
+        if cached is not None:
+            _history.move_to_end(key)
+    if last_seq is not None and cached is not None and cached[0] == last_seq:
+        return list(cached[1])
+    after, known = 0, cast("list[tuple[str, dict[str, Any]]]", [])
+    if last_seq is not None and cached is not None and cached[0] < last_seq:
+        after, known = cached
+    rows = SessionEvent.objects.filter(
+        session_id=session_id, seq__gt=after, kind__in=HISTORY_KINDS
+    ).order_by("seq")
+    history = [*known, *rows.values_list("kind", "data")]
+    if last_seq is not None:
+        # Kept once committed: a read inside a transaction may see its own inserts, which
+        # a rollback would take back.
+        transaction.on_commit(lambda: _history_keep(key, last_seq, history))
+    return list(history)
+
+
+def _history_keep(key: str, last_seq: int, history: list[tuple[str, dict[str, Any]]]) -> None:
+    with _history_lock:
+        _history[key] = (last_seq, history)
+        _history.move_to_end(key)
+        while len(_history) > HISTORY_CACHE_SESSIONS:
+            _history.popitem(last=False)
+
+
+def _history_extend(session_id: Any, first: int, items: list[tuple[str, dict[str, Any]]]) -> None:
+    """Committed events join a cached history that ends just before them."""
+    key = str(session_id)
+    with _history_lock:
+        cached = _history.get(key)
+        if cached is None or cached[0] != first - 1:
+            return
+        added = [(kind, data) for kind, data in items if kind in HISTORY_KINDS]
+        _history[key] = (first + len(items) - 1, cached[1] + added if added else cached[1])
+
+
+def session_events(
+    *, session: ChatSession, after: int = 0, limit: int = EVENTS_PAGE
+) -> tuple[list[SessionEvent], int]:
+    if after < 0 or not 1 <= limit <= EVENTS_PAGE_MAX:
+        raise Invalid(f"after must be >= 0 and limit within 1..{EVENTS_PAGE_MAX}")
+    events = list(session.events.filter(seq__gt=after).order_by("seq")[:limit])
+    # An event may land between reading the session and reading its events.
+    last_seq = max(session.last_seq, events[-1].seq if events else 0)
+    return events, last_seq
+
+
+def event_frames_after(*, session_id: Any, after: int, limit: int = EVENTS_PAGE_MAX) -> list[Frame]:
+    """Up to ``limit`` stored events after seq ``after``, as ``event`` frames, in order."""
+    events = SessionEvent.objects.filter(session_id=session_id, seq__gt=after).order_by("seq")
+    return [event_frame(event) for event in events[:limit]]
+
+
+# --- delivery -----------------------------------------------------------------------------
+
+
+def session_group(session_id: Any) -> str:
+    return f"session.{session_id}"
+
+
+def event_frame(event: SessionEvent) -> dict[str, Any]:
+    return {
+        "type": "event",
+        "seq": event.seq,
+        "turn": event.turn,
+        "kind": event.kind,
+        "data": event.data,
+    }
+
+
+async def notify_events(session_id: Any, events: list[SessionEvent]) -> None:
+    if not events:
+        return
+    frames = [event_frame(event) for event in events]
+    await get_channel_layer().group_send(
+        session_group(session_id), {"type": "session.events", "frames": frames}
+    )
+
+
+async def notify_tail(session_id: Any, frame: dict[str, Any]) -> None:
+    await get_channel_layer().group_send(
+        session_group(session_id), {"type": "session.tail", "frame": frame}
+    )
+
+
+# --- one socket's position in the log --------------------------------------------------------
+
+TERMINAL = ("turn_finished", "turn_failed")
+# While a turn is open, a cursor that heard nothing for this long reads the log: a live
+# message the channel layer dropped (it drops when a process falls behind) is recovered.
+CATCH_UP_SECONDS = 2.0
+
+
+class EventCursor:
+    """Which events one socket has sent, and what it sends next: every stored event after
+    ``resume``, in seq order, none twice, none missed.
+
+    ``read_after(seq)`` returns a page of stored event frames after ``seq`` (in order, at
+    most ``page`` of them); ``send(frame)`` delivers one. Live frames, replays and
+    catch-ups interleave at awaits, so they take turns under one lock and ``last_sent``
+    decides every send. Nothing is sent before ``resume`` or ``start_at``.
+    """
+
+    def __init__(
+        self,
+        *,
+        read_after: Callable[[int], Awaitable[list[Frame]]],
+        send: Callable[[Frame], Awaitable[None]],
+        page: int = EVENTS_PAGE_MAX,
+        quiet_seconds: float = CATCH_UP_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._read_after = read_after
+        self._send = send
+        self._page = page
+        self._quiet = quiet_seconds
+        self._clock = clock
+        self._lock = asyncio.Lock()
+        self._watch: asyncio.Task[None] | None = None
+        self.resumed = False
+        self.last_sent = 0
+        self.turn_open = False
+        self.heard = clock()
+
+    async def resume(self, *, after_seq: int, last_seq: int) -> None:
+        """Replay everything stored after ``after_seq`` (``last_seq`` is the session's, as
+        read now: past it replays nothing and hides nothing still to come)."""
+        async with self._lock:
+            self.resumed = True
+            self.last_sent = min(after_seq, last_seq)
+            await self._replay_until(None)
+
+    def start_at(self, last_seq: int) -> None:
+        """Subscribe from ``last_seq`` on, replaying nothing (a chat before any resume)."""
+        self.resumed = True
+        self.last_sent = last_seq
+
+    async def live(self, frames: list[Frame]) -> None:
+        """Live frames from the session's group: the ones already sent are dropped, and a
+        frame that skips ahead is preceded by the missing range, read from the log."""
+        if not self.resumed:
+            return
+        async with self._lock:
+            for frame in frames:
+                if frame["seq"] <= self.last_sent:
+                    continue
+                if frame["seq"] > self.last_sent + 1:
+                    await self._replay_until(frame["seq"] - 1)
+                await self._deliver(frame)
+
+    def expect_turn(self) -> None:
+        """A turn is open: until its end is delivered, a quiet stream means a read of the
+        log (``catch_up``), on a watch started here."""
+        self.turn_open = True
+        self.heard = self._clock()
+        if self._watch is None or self._watch.done():
+            self._watch = asyncio.ensure_future(self._watch_quiet())
+
+    async def catch_up(self) -> None:
+        """Read the log if a turn is open and nothing was heard for ``quiet_seconds``."""
+        if not (self.resumed and self.turn_open) or self._clock() - self.heard < self._quiet:
+            return
+        async with self._lock:
+            self.heard = self._clock()
+            await self._replay_until(None)
+
+    def close(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+
+    async def _watch_quiet(self) -> None:
+        while self.turn_open:
+            await asyncio.sleep(self._quiet)
+            await self.catch_up()
+
+    async def _replay_until(self, last: int | None) -> None:
+        # The caller holds the lock.
+        while last is None or self.last_sent < last:
+            frames = await self._read_after(self.last_sent)
+            frames = [frame for frame in frames if last is None or frame["seq"] <= last]
+            for frame in frames:
+                await self._deliver(frame)
+            if len(frames) < self._page:
+                return
+
+    async def _deliver(self, frame: Frame) -> None:
+        await self._send(frame)
+        self.last_sent = frame["seq"]
+        self.heard = self._clock()
+        if frame["kind"] == "turn_started":
+            self.expect_turn()
+        elif frame["kind"] in TERMINAL:
+            self.turn_open = False
