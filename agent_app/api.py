@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.validators import RegexValidator
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import (
     OpenApiParameter,
     PolymorphicProxySerializer,
@@ -21,7 +20,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent_app import mcp
-from agent_app.models import McpServer
 from agent_app.turns import TEXT_LIMIT, turn_start_sync
 from agent_app.turns.preview import session_plan_reset, session_toolset
 from sessions_app import services
@@ -143,7 +141,7 @@ class McpServerListView(APIView):
 
     @extend_schema(responses=McpServerSerializer(many=True))
     def get(self, request: Request) -> Response:
-        return Response([mcp.server_json(server) for server in McpServer.objects.all()])
+        return Response([mcp.server_json(server) for server in mcp.mcp_servers()])
 
     @extend_schema(
         request=McpServerCreateSerializer,
@@ -160,21 +158,21 @@ class McpServerDetailView(APIView):
 
     @extend_schema(responses=McpServerSerializer)
     def get(self, request: Request, server_id: int) -> Response:
-        return Response(mcp.server_json(get_object_or_404(McpServer, pk=server_id)))
+        return Response(mcp.server_json(mcp.mcp_server_get(server_id=server_id)))
 
     @extend_schema(
         request=McpServerSerializer,
         responses={200: McpServerSerializer, **error_responses(409)},
     )
     def patch(self, request: Request, server_id: int) -> Response:
-        server = get_object_or_404(McpServer, pk=server_id)
+        server = mcp.mcp_server_get(server_id=server_id)
         data = validated_body(request, McpServerSerializer, partial=True)
         server = mcp.mcp_server_save(user=request.user, server=server, data=_server_fields(data))
         return Response(mcp.server_json(server))
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, server_id: int) -> Response:
-        mcp.mcp_server_delete(user=request.user, server=get_object_or_404(McpServer, pk=server_id))
+        mcp.mcp_server_delete(user=request.user, server=mcp.mcp_server_get(server_id=server_id))
         return Response(status=204)
 
 

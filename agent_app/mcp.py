@@ -27,7 +27,7 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from agent_app.models import McpServer
-from toolhub.lib.errors import Conflict, Forbidden, Invalid
+from toolhub.lib.errors import Conflict, Forbidden, Invalid, NotFound
 from toolhub.tools.mcp import McpManager, McpServerConfig, McpStatus
 
 logger = logging.getLogger(__name__)
@@ -181,6 +181,17 @@ FIELDS = (
     "allowlist",
     "approve_destructive",
 )
+
+
+def mcp_servers() -> list[McpServer]:
+    return list(McpServer.objects.all())
+
+
+def mcp_server_get(*, server_id: int) -> McpServer:
+    server = McpServer.objects.filter(pk=server_id).first()
+    if server is None:
+        raise NotFound("no such MCP server")
+    return server
 
 
 def mcp_server_save(*, user: Any, server: McpServer | None, data: dict[str, Any]) -> McpServer:

@@ -11,7 +11,7 @@ from celery.concurrency.prefork import TaskPool as PreforkPool
 from celery.signals import worker_init, worker_process_init
 
 from agent_app.mcp import mcp_start
-from agent_app.turns.runs import run_in_worker
+from agent_app.turns.worker import run_in_task
 from toolhub.tools.sandbox import reap_orphan_sandboxes
 
 logger = logging.getLogger(__name__)
@@ -43,4 +43,4 @@ def _reap_orphan_sandboxes(**_: object) -> None:
 @shared_task(name="toolhub.tool_run", acks_late=True, reject_on_worker_lost=True)
 def tool_run(run_id: str) -> None:
     """Run a worker tool's ``ToolRun`` (a redelivered task finds it claimed and returns)."""
-    run_in_worker(run_id=run_id)
+    run_in_task(run_id=run_id)

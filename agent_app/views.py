@@ -12,11 +12,10 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from agent_app.mcp import mcp_server_save, server_json
-from agent_app.models import McpServer
+from agent_app.mcp import mcp_server_get, mcp_server_save, mcp_servers, server_json
 from agent_app.turns.preview import session_plan_reset, session_toolset
 from profiles_app.services import (
     global_disable_audit,
@@ -89,7 +88,7 @@ def _render(
 ) -> HttpResponse:
     tools, orphans = tools_for_ops()
     context = {
-        "mcp_servers": [server_json(server) for server in McpServer.objects.all()],
+        "mcp_servers": [server_json(server) for server in mcp_servers()],
         "tools": tools,
         "orphans": orphans,
         "audit": global_disable_audit(),
@@ -138,7 +137,7 @@ def ops_tool_enable(request: HttpRequest) -> HttpResponse:
 @login_required
 def ops_mcp_enabled(request: HttpRequest, server_id: int) -> HttpResponse:
     _check_staff(request)
-    server = get_object_or_404(McpServer, pk=server_id)
+    server = found_or_404(mcp_server_get, server_id=server_id)
     enabled = request.POST.get("enabled") == "1"
     mcp_server_save(user=request.user, server=server, data={"enabled": enabled})
     messages.success(

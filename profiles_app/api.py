@@ -302,8 +302,7 @@ class GlobalDisableListView(APIView):
 
     @extend_schema(responses=GlobalDisableSerializer(many=True))
     def get(self, request: Request) -> Response:
-        rows = GlobalDisable.objects.select_related("created_by")
-        return Response([_disable_json(row) for row in rows])
+        return Response([_disable_json(row) for row in services.global_disable_rows()])
 
     @extend_schema(
         request=GlobalDisableSerializer,

@@ -37,22 +37,20 @@ from agent_app.providers import (
 )
 from agent_app.turns.begin import PreparedTurn
 from agent_app.turns.control import listen
+from agent_app.turns.events import TurnEvents
 from agent_app.turns.loop import on_db_thread
 from agent_app.turns.preview import request_tools
-from agent_app.turns.runs import run_on_worker
+from agent_app.turns.runs import run_and_wait
 from agent_app.turns.state import (
     LostClaim,
     heartbeat_seconds,
-    persist,
     release,
     renew,
 )
 from agent_app.turns.tails import TailPump
 from profiles_app.services import global_disables
-from sessions_app.eventlog import notify_events
 from sessions_app.models import SessionEvent
 from toolhub.lib.markdown import render_markdown
-from toolhub.lib.outage import REDIS_ERRORS
 from toolhub.lib.storable import storable
 from toolhub.tools import (
     CancelToken,
@@ -103,7 +101,9 @@ class _StepOutcome:
     latency_ms: int = 0
 
 
-class TurnRunner:
+class TurnRunner(TurnEvents):
+    """One turn's task: the provider loop, the tool decisions, control and the lease."""
+
     def __init__(
         self,
         *,
@@ -115,31 +115,20 @@ class TurnRunner:
         prepared: PreparedTurn,
         started: list[SessionEvent],
     ) -> None:
-        self.session_id = session_id
-        self.turn_id = turn_id
+        super().__init__(session_id=session_id, turn_id=turn_id)
         self.text = text
         self.attended = attended
         self.control = control
         self._prep = prepared
         self._started = started
         self.cancel = CancelToken()
-        self._pending: list[tuple[str, dict[str, Any]]] = []
         self._answers: dict[str, asyncio.Future[Any]] = {}
         # Worker runs this turn waits for (call id → set when the worker says it ended).
         self._runs_done: dict[str, asyncio.Event] = {}
         self._checkpoint: list[str] = []
         self._current_call = ""
-        self._failed = False
-        self._released = False
-        # Announced tool calls without a result yet (call id → name).
-        self._unanswered: dict[str, str] = {}
         self._text_buffer = ""
         self._text_timer: asyncio.Future[None] | None = None
-        # Flushes come from the runner and from the delta timer: one at a time, so seqs
-        # follow the order events were emitted.
-        self._flush_lock = asyncio.Lock()
-        # The last group send; each send waits for the one before it.
-        self._sending: asyncio.Future[None] | None = None
 
     # The task body: whatever happens, the turn ends with a terminal event and the
     # session is released.
@@ -205,7 +194,7 @@ class TurnRunner:
             native = turn.strategy == "native"
             assistant += [tool_use_block(call.data) for call in outcome.calls]
             for call in outcome.calls:
-                result = await self._execute(turn, ctx, call)
+                result = await self._answer_call(turn, ctx, call)
                 # As stored: text no request body can carry (a lone surrogate) is marked.
                 results.append(tool_result_block(storable(result), native=native))
             messages.append({"role": "assistant", "content": assistant})
@@ -374,7 +363,7 @@ class TurnRunner:
         self._unanswered[use.id] = target.name
         return AnnouncedCall(data=data, target=target)
 
-    async def _execute(
+    async def _answer_call(
         self, turn: TurnTools, ctx: ToolContext, announced: AnnouncedCall
     ) -> dict[str, Any]:
         call = announced.data
@@ -459,7 +448,7 @@ class TurnRunner:
     async def _on_worker(self, tool: Any, call: dict[str, Any], ctx: ToolContext) -> ToolResult:
         done = self._runs_done[call["call_id"]] = asyncio.Event()
         try:
-            return await run_on_worker(
+            return await run_and_wait(
                 tool=tool,
                 session_id=self.session_id,
                 turn=self.turn_id,
@@ -553,90 +542,6 @@ class TurnRunner:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.cancel.wait(), timeout=seconds)
         return self.cancel.cancelled
-
-    def _emit(self, kind: str, data: dict[str, Any]) -> None:
-        # Made storable here, before it is stored or sent: both see the same text.
-        self._pending.append((kind, storable(data)))
-
-    async def _flush(self, *, text_only: bool = False, **writes: Any) -> None:
-        """Store what is pending (with ``writes``), then send it. ``text_only`` (the delta
-        timer) takes just the leading text deltas: whatever the runner emitted after them
-        goes out with the runner's own writes (a release, a waiting state)."""
-        async with self._flush_lock:
-            if text_only:
-                count = next(
-                    (n for n, (kind, _) in enumerate(self._pending) if kind != "text_delta"),
-                    len(self._pending),
-                )
-            else:
-                count = len(self._pending)
-            items, self._pending = self._pending[:count], self._pending[count:]
-            if not items and not writes:
-                return
-            try:
-                events = await on_db_thread(
-                    persist, session_id=self.session_id, turn=self.turn_id, items=items, **writes
-                )
-            except BaseException:
-                # Not stored: kept, so the failure path stores them with its own events.
-                self._pending[:0] = items
-                raise
-            await self._send(events)
-
-    def _send(self, events: list[SessionEvent]) -> asyncio.Future[None]:
-        """Send stored events to the session's group, after every earlier send. A send that
-        fails is logged, not raised: the events are stored, and a socket that misses them
-        reads them from the log."""
-        previous = self._sending
-
-        async def send() -> None:
-            if previous is not None:
-                await previous
-            try:
-                await notify_events(self.session_id, events)
-            except REDIS_ERRORS as exc:
-                # An outage, not a bug: one line per flush, no traceback (docs/outages.md).
-                logger.warning(
-                    "turn %s: events stored, not sent live (%s)", self.turn_id, type(exc).__name__
-                )
-            except Exception:
-                logger.exception("turn %s: events not sent to the session group", self.turn_id)
-
-        self._sending = asyncio.ensure_future(send())
-        return self._sending
-
-    async def _finish(self, reason: str, **writes: Any) -> None:
-        if self._failed:
-            return
-        self._emit("turn_finished", {"reason": reason})
-        await self._flush(release=True, **writes)
-        self._released = True
-
-    async def _finish_failed(self, code: str, message: str) -> None:
-        # Every announced call still gets its result, so the history stays valid.
-        earlier = len(self._pending)
-        for call_id, name in self._unanswered.items():
-            self._emit(
-                "tool_result",
-                {
-                    "call_id": call_id,
-                    "name": name,
-                    "status": "error",
-                    "content": "The turn stopped before this tool finished.",
-                    "reason": message,
-                },
-            )
-        self._unanswered.clear()
-        self._emit("turn_failed", {"code": code, "message": message})
-        try:
-            await self._flush(release=True)
-        except Exception:
-            # What failed to store before must not keep the terminal events out too: they
-            # go alone (a failed flush puts its items back in front of the pending ones).
-            logger.exception("turn %s: dropped %d unstorable events", self.turn_id, earlier)
-            self._pending = self._pending[earlier:]
-            await self._flush(release=True)
-        self._failed = self._released = True
 
 
 def _merged(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -37,63 +37,47 @@ same record, streaming and cancel). What stays true:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
-import socket
-import threading
-import time
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
-from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
 from agent_app.models import ToolRun
-from agent_app.turns.control import control_send
 from agent_app.turns.loop import on_db_thread
-from agent_app.turns.tails import TailPump
-from profiles_app.services import global_disables
-from sessions_app.models import ChatSession
-from sessions_app.services import session_context
+from agent_app.turns.run_state import (
+    CANCEL_GRACE,
+    DEFAULT_LIMIT,
+    ENDED,
+    HARD_GRACE,
+    LIVE,
+    LOST_SLACK,
+    SOFT_MARGIN,
+    Status,
+    as_result,
+    cancel_flag_set,
+    past_hard_limit,
+    run_cancelled,
+    run_lost,
+)
+from agent_app.turns.worker import run_claim_and_execute
 from toolhub.lib.outage import REDIS_ERRORS
-from toolhub.lib.storable import storable, storable_text
-from toolhub.tools import CancelToken, TailUpdate, Tool, ToolContext, ToolResult, registry
+from toolhub.lib.storable import storable
+from toolhub.tools import CancelToken, Tool, ToolContext, ToolResult
 
 logger = logging.getLogger(__name__)
 
-Status = ToolRun.Status
-LIVE = (Status.QUEUED, Status.RUNNING)
-ENDED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.LOST)
-# Celery's soft limit comes this long after the tool's own timeout, the hard limit this
-# long after the soft one; a soft-stopped tool gets CLEANUP_GRACE to finish.
-SOFT_MARGIN = 2.0
-HARD_GRACE = 10.0
-CLEANUP_GRACE = 5.0
-# How long a cancelled run may take to stop before the turn stops waiting for it, and how
-# often a running one looks for the cancel flag.
-CANCEL_GRACE = 10.0
-CANCEL_POLL = 0.25
-# Runs without a timeout still end at the worker's limits.
-DEFAULT_LIMIT = 3600.0
-# How long past a run's hard limit the turn gives it up itself.
-LOST_SLACK = 5.0
+
 # Re-sends of a run no worker took back off to at most this far apart.
 RESEND_MAX = 120.0
-# A cache that is out of reach is said in the log at most this often per process.
-CACHE_WARN_EVERY = 30.0
-_cache_warned = 0.0
+
+
 _embedded: set[asyncio.Task[None]] = set()
 
 
-# --- the turn's side ----------------------------------------------------------------
-
-
-async def run_on_worker(
+async def run_and_wait(
     *,
     tool: Tool,
     session_id: Any,
@@ -124,7 +108,7 @@ async def run_on_worker(
     )
     await run_enqueue(run=run)
     ended = await _wait(run_id=run.pk, done=done, cancel=cancel)
-    return _as_result(ended)
+    return as_result(ended)
 
 
 def run_create(
@@ -157,7 +141,7 @@ async def run_enqueue(*, run: ToolRun) -> None:
     from the tool's timeout; with no broker (embedded), a task on this loop. A send the
     broker does not take (Redis is down) leaves the run queued: ``_wait`` sends it again."""
     if settings.CELERY_TASK_ALWAYS_EAGER:
-        task = asyncio.get_running_loop().create_task(run_execute(run_id=run.pk))
+        task = asyncio.get_running_loop().create_task(run_claim_and_execute(run_id=run.pk))
         _embedded.add(task)
         task.add_done_callback(_embedded.discard)
         return
@@ -221,11 +205,11 @@ async def _wait(*, run_id: Any, done: asyncio.Event, cancel: CancelToken) -> Too
             # Still queued: the message may be gone with Redis, or never got there.
             await on_db_thread(_apply_async, run=run)
             resend.sent(loop.time())
-        if run.started and _past_hard_limit(run, timezone.now(), slack=LOST_SLACK):
+        if run.started and past_hard_limit(run, timezone.now(), slack=LOST_SLACK):
             # Whatever the pool (some enforce no limits), the turn does not wait past the
             # tool's hard limit.
             ended = await on_db_thread(
-                _run_lost,
+                run_lost,
                 run_id=run_id,
                 content=f"{run.tool} overran its time limit and was given up.",
                 reason="time limit",
@@ -235,7 +219,7 @@ async def _wait(*, run_id: Any, done: asyncio.Event, cancel: CancelToken) -> Too
         if cancel_by is not None and asyncio.get_running_loop().time() > cancel_by:
             # The worker did not stop in time: the turn goes on; the run ends here.
             ended = await on_db_thread(
-                _run_cancelled, run_id=run_id, content="Cancelled; the worker did not stop yet."
+                run_cancelled, run_id=run_id, content="Cancelled; the worker did not stop yet."
             )
             if ended is not None:
                 return ended
@@ -266,54 +250,17 @@ class _Resend:
 async def run_cancel(*, run_id: Any) -> None:
     """Ask the run to stop: a queued run is cancelled at once (its task revoked); a
     running one sees the flag within ``CANCEL_POLL`` seconds."""
-    run = await on_db_thread(_cancel_flag, run_id=run_id)
+    run = await on_db_thread(cancel_flag_set, run_id=run_id)
     if run is None or run.status != Status.QUEUED:
         return
     ended = await on_db_thread(
-        _run_cancelled,
+        run_cancelled,
         run_id=run_id,
         content="Cancelled before a worker started it.",
         only_from=(Status.QUEUED,),
     )
     if ended is not None and run.task_id and not settings.CELERY_TASK_ALWAYS_EAGER:
         await on_db_thread(_revoke, task_id=run.task_id)
-
-
-def _cancel_key(run_id: Any) -> str:
-    return f"toolhub:run-cancel:{run_id}"
-
-
-def _cancel_flag(*, run_id: Any) -> ToolRun | None:
-    # Also on a run that has ended: its worker may still be going (a lost run's worker
-    # was only slow), and stops when it sees the flag. The row first: it is the flag a
-    # worker still reads while the cache is out of reach.
-    ToolRun.objects.filter(pk=run_id).update(cancel_requested=True)
-    try:
-        cache.set(_cancel_key(run_id), True, timeout=3600)
-    except REDIS_ERRORS as exc:
-        _cache_unreachable(exc)
-    return ToolRun.objects.filter(pk=run_id, status__in=LIVE).first()
-
-
-def _cancel_asked(*, run_id: Any) -> bool:
-    """The quick cancel flag; False while the cache is out of reach (the heartbeat reads
-    the row's flag anyway)."""
-    try:
-        return cache.get(_cancel_key(run_id)) is True
-    except REDIS_ERRORS as exc:
-        _cache_unreachable(exc)
-        return False
-
-
-def _cache_unreachable(exc: BaseException) -> None:
-    global _cache_warned
-    now = time.monotonic()
-    if now - _cache_warned >= CACHE_WARN_EVERY:
-        _cache_warned = now
-        logger.warning(
-            "the cache is out of reach (%s): cancel flags go through the database until it is back",
-            type(exc).__name__,
-        )
 
 
 def _revoke(*, task_id: str) -> None:
@@ -342,8 +289,8 @@ def runs_cancel_for_turn(*, session_id: Any, turn: str) -> None:
     for run_id in ToolRun.objects.filter(
         session_id=session_id, turn=turn, status__in=LIVE
     ).values_list("pk", flat=True):
-        _cancel_flag(run_id=run_id)
-        _run_cancelled(
+        cancel_flag_set(run_id=run_id)
+        run_cancelled(
             run_id=run_id,
             content="Cancelled before a worker started it: its turn ended.",
             only_from=(Status.QUEUED,),
@@ -365,289 +312,12 @@ def runs_reap() -> int:
         if run.status == Status.QUEUED:
             content = f"No worker took {run.tool} in time (is a worker serving the tools queue?)."
             reason = "no worker available"
-        elif run.started and _past_hard_limit(run, now):
+        elif run.started and past_hard_limit(run, now):
             content = f"{run.tool} was killed at its time limit."
             reason = "time limit"
         else:
             content = f"The worker running {run.tool} was lost; the tool did not finish."
             reason = "worker lost"
-        ended = _run_lost(run_id=run.pk, content=content, reason=reason, only_from=(run.status,))
+        ended = run_lost(run_id=run.pk, content=content, reason=reason, only_from=(run.status,))
         reaped += ended is not None
     return reaped
-
-
-def _run_lost(
-    *, run_id: Any, content: str, reason: str, only_from: tuple[str, ...] = LIVE
-) -> ToolRun | None:
-    """Give the run up as lost; a worker that was only slow is told to stop it."""
-    ended = _run_end(
-        run_id=run_id, status=Status.LOST, result=_error(content, reason), only_from=only_from
-    )
-    if ended is not None:
-        _cancel_flag(run_id=run_id)
-    return ended
-
-
-def _error(content: str, reason: str) -> dict[str, str]:
-    return {"status": "error", "content": content, "reason": reason}
-
-
-def _past_hard_limit(run: ToolRun, now: Any, slack: float = 0.0) -> bool:
-    limit = (run.timeout or DEFAULT_LIMIT) + SOFT_MARGIN + HARD_GRACE + slack
-    return (now - run.started).total_seconds() >= limit
-
-
-def _run_end(
-    *,
-    run_id: Any,
-    status: str,
-    result: dict[str, Any],
-    only_from: tuple[str, ...] = LIVE,
-    tail: str | None = None,
-    bytes_total: int | None = None,
-) -> ToolRun | None:
-    """End the run if it is still in one of ``only_from``; the first ending wins."""
-    changes: dict[str, Any] = {
-        "status": status,
-        "result": storable(result),
-        "finished": timezone.now(),
-    }
-    if tail is not None:
-        changes.update(tail=storable_text(tail), bytes_total=bytes_total or 0)
-    if not ToolRun.objects.filter(pk=run_id, status__in=only_from).update(**changes):
-        return None
-    return ToolRun.objects.get(pk=run_id)
-
-
-def _run_cancelled(
-    *, run_id: Any, content: str, only_from: tuple[str, ...] = LIVE
-) -> ToolRun | None:
-    return _run_end(
-        run_id=run_id,
-        status=Status.CANCELLED,
-        result={"status": "cancelled", "content": content, "reason": "the turn was cancelled"},
-        only_from=only_from,
-    )
-
-
-def _as_result(run: ToolRun) -> ToolResult:
-    result = run.result or {}
-    content = str(result.get("content", ""))
-    status = result.get("status", "error")
-    if status == "ok":
-        return ToolResult(content=content)
-    if status == "cancelled":
-        return ToolResult.cancelled(content)
-    return ToolResult(content=content, is_error=True, status="error")
-
-
-# --- the worker's side ------------------------------------------------------------------
-
-
-def run_in_worker(*, run_id: str) -> None:
-    """The Celery task's body: run the tool on an event loop of its own thread, so that
-    Celery's soft time limit (raised in this, the main thread) can stop it cleanly."""
-    from celery.exceptions import SoftTimeLimitExceeded
-
-    stop = CancelToken()
-    finished = threading.Event()
-    # Set when this task returns: the watch ends even if a deaf tool's thread does not.
-    returned = threading.Event()
-    latest: list[TailUpdate] = []
-
-    def body() -> None:
-        try:
-            asyncio.run(run_execute(run_id=run_id, stop=stop, latest=latest))
-        except Exception as exc:
-            # The run must not stay claimed by a body that died: the turn would wait for
-            # the loss bound instead of hearing now.
-            logger.exception("tool run %s: the worker's run failed", run_id)
-            _end_and_tell(
-                run_id=run_id,
-                status=Status.FAILED,
-                result=_error(
-                    f"The worker could not run the tool: {type(exc).__name__}", "worker error"
-                ),
-            )
-        finally:
-            finished.set()
-
-    def watch() -> None:
-        # The heartbeat and the cancel watch have a thread of their own: a tool that
-        # blocks its loop still shows its worker alive (its time limits deal with it).
-        beat_at = time.monotonic() + settings.TOOLHUB_RUN_HEARTBEAT
-        try:
-            while not finished.wait(CANCEL_POLL) and not returned.is_set():
-                # The cache flag never holds up the heartbeat: that goes to the database,
-                # and a run whose heartbeat stopped is given up as lost.
-                try:
-                    if not stop.cancelled and _cancel_asked(run_id=run_id):
-                        stop.cancel()
-                except Exception:
-                    logger.warning("tool run %s: cancel check failed", run_id, exc_info=True)
-                try:
-                    if time.monotonic() >= beat_at:
-                        beat_at = time.monotonic() + settings.TOOLHUB_RUN_HEARTBEAT
-                        if _beat_once(run_id=run_id, latest=latest):
-                            stop.cancel()
-                except Exception:
-                    logger.warning("tool run %s: heartbeat failed", run_id, exc_info=True)
-        finally:
-            connection.close()
-
-    threading.Thread(target=body, daemon=True).start()
-    threading.Thread(target=watch, daemon=True).start()
-    # This thread only waits, so Celery's soft limit (raised into it) never lands in the
-    # middle of a query. An exception raised into Thread.join can leave the thread looking
-    # finished; an Event keeps its state.
-    try:
-        while not finished.wait(1.0):
-            pass
-    except SoftTimeLimitExceeded:
-        # Ended first, so the tool's own ending (a clean stop looks like a cancel) cannot
-        # take its place; then the tool is told to stop and given its cleanup.
-        _end_and_tell(
-            run_id=run_id,
-            status=Status.FAILED,
-            result=_error("The tool was stopped at its time limit.", "time limit"),
-            only_from=(Status.RUNNING,),
-        )
-        stop.cancel()
-        # A tool deaf to the stop must not run on beside the next task: waiting on lets
-        # Celery's hard limit end this process (a redelivery then finds the run ended).
-        finished.wait()
-    finally:
-        returned.set()
-
-
-def _end_and_tell(
-    *, run_id: Any, status: str, result: dict[str, Any], only_from: tuple[str, ...] = LIVE
-) -> None:
-    ended = _run_end(run_id=run_id, status=status, result=result, only_from=only_from)
-    if ended is not None:
-        asyncio.run(_tell_turn(ended))
-
-
-async def run_execute(
-    *, run_id: Any, stop: CancelToken | None = None, latest: list[TailUpdate] | None = None
-) -> None:
-    """Claim the run and execute its tool here, streaming its tail; store the ending and
-    tell the turn. Given ``stop``, the caller keeps the heartbeat and the cancel watch
-    (with ``latest`` holding the current tail for it); otherwise this loop does."""
-    run = await on_db_thread(_claim, run_id=run_id)
-    if run is None:
-        return
-    token = stop.child() if stop is not None else CancelToken()
-    if run.cancel_requested:
-        token.cancel()
-    pump = TailPump(run.session_id, run.call_id)
-    latest = [] if latest is None else latest
-
-    def on_update(update: TailUpdate) -> None:
-        latest[:] = [update]
-        pump.on_update(update)
-
-    watchers = []
-    if stop is None:
-        watchers = [asyncio.ensure_future(_watch(run.pk, latest, token))]
-    try:
-        outcome = await _execute(run, on_update, token)
-    except Exception as exc:
-        logger.exception("tool run %s failed", run.pk)
-        outcome = ToolResult.error(f"{run.tool} failed on the worker: {type(exc).__name__}")
-    finally:
-        for watcher in watchers:
-            watcher.cancel()
-        await pump.close()
-    if outcome.status == "cancelled" or (token.cancelled and outcome.status != "ok"):
-        status, stored = Status.CANCELLED, "cancelled"
-    elif outcome.status == "ok" and not outcome.is_error:
-        status, stored = Status.SUCCEEDED, "ok"
-    else:
-        status, stored = Status.FAILED, "error"
-    result = {"status": stored, "content": outcome.content}
-    if stored == "cancelled":
-        result["reason"] = "the turn was cancelled"
-    tail = latest[0] if latest else None
-    ended = await on_db_thread(
-        _run_end,
-        run_id=run.pk,
-        status=status,
-        result=result,
-        only_from=(Status.RUNNING,),
-        tail=tail.tail if tail else "",
-        bytes_total=tail.total_chars if tail else 0,
-    )
-    if ended is not None:
-        await _tell_turn(ended)
-
-
-def _claim(*, run_id: Any) -> ToolRun | None:
-    now = timezone.now()
-    # A run asked to stop before it started (its turn ended) is never started, whichever
-    # copy of its message arrives.
-    claimed = ToolRun.objects.filter(
-        pk=run_id, status=Status.QUEUED, cancel_requested=False
-    ).update(
-        status=Status.RUNNING,
-        started=now,
-        heartbeat=now,
-        worker=f"{socket.gethostname()}:{os.getpid()}",
-    )
-    return ToolRun.objects.get(pk=run_id) if claimed else None
-
-
-async def _execute(run: ToolRun, on_update: Any, token: CancelToken) -> ToolResult:
-    tool = registry.get(run.tool)
-    if tool is None:
-        return ToolResult.error(f"{run.tool} is not a tool this worker knows")
-    disabled = await on_db_thread(global_disables)
-    if run.tool in disabled:
-        return ToolResult.error(f"{run.tool} is not allowed: {disabled[run.tool]}")
-    ctx = await on_db_thread(_context, run=run)
-    return await tool.execute(run.arguments, replace(ctx, on_update=on_update, cancel=token))
-
-
-def _context(*, run: ToolRun) -> ToolContext:
-    session = ChatSession.objects.select_related("agent").get(pk=run.session_id)
-    ctx = session_context(session=session, attended=False, channel=run.channel)
-    return replace(ctx, mode=run.mode or None)
-
-
-async def _watch(run_id: Any, latest: list[TailUpdate], token: CancelToken) -> None:
-    """The heartbeat and the cancel watch, on the run's own loop (the embedded path)."""
-    beat_at = time.monotonic() + settings.TOOLHUB_RUN_HEARTBEAT
-    while not token.cancelled:
-        await asyncio.sleep(CANCEL_POLL)
-        try:
-            if await on_db_thread(_cancel_asked, run_id=run_id):
-                token.cancel()
-            if time.monotonic() >= beat_at:
-                beat_at = time.monotonic() + settings.TOOLHUB_RUN_HEARTBEAT
-                if await on_db_thread(_beat_once, run_id=run_id, latest=latest):
-                    token.cancel()
-        except Exception:
-            logger.warning("tool run %s: heartbeat or cancel check failed", run_id, exc_info=True)
-
-
-def _beat_once(*, run_id: Any, latest: list[TailUpdate]) -> bool:
-    """Prove the run is alive and store its latest tail; says whether the tool should
-    stop: cancel was asked (the row's flag, in case the cache lost its own), or the run
-    has already ended (reaped as lost, or stopped at its time limit)."""
-    changes: dict[str, Any] = {"heartbeat": timezone.now()}
-    update = latest[0] if latest else None
-    if update is not None:
-        changes.update(tail=storable_text(update.tail), bytes_total=update.total_chars)
-    if not ToolRun.objects.filter(pk=run_id, status=Status.RUNNING).update(**changes):
-        return True
-    return ToolRun.objects.filter(pk=run_id, cancel_requested=True).exists()
-
-
-async def _tell_turn(run: ToolRun) -> None:
-    if run.reply_channel:
-        with contextlib.suppress(Exception):
-            await control_send(
-                run.reply_channel,
-                run.turn,
-                {"type": "run.done", "run": str(run.pk), "call_id": run.call_id},
-            )

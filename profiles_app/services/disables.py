@@ -130,6 +130,11 @@ def tools_for_ops() -> tuple[list[OpsTool], list[GlobalDisable]]:
     return tools, sorted(disables.values(), key=lambda row: row.tool)
 
 
+def global_disable_rows() -> list[GlobalDisable]:
+    """Every global disable, with who made it, by tool name."""
+    return list(GlobalDisable.objects.select_related("created_by").order_by("tool"))
+
+
 def global_disable_audit(*, limit: int = 50) -> list[LogEntry]:
     """The newest changes to global disables: who, when, and the reason given."""
     kind = ContentType.objects.get_for_model(GlobalDisable)

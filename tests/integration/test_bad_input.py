@@ -191,9 +191,9 @@ async def test_events_that_cannot_be_stored_never_keep_the_turn_from_ending(
 ):
     from django.db import DataError
 
-    import agent_app.turns.runner as runner
+    import agent_app.turns.events as events_module
 
-    real = runner.persist
+    real = events_module.persist
 
     def refusing(**kwargs):
         # A database that refuses this one message, whatever else comes with it.
@@ -201,7 +201,7 @@ async def test_events_that_cannot_be_stored_never_keep_the_turn_from_ending(
             raise DataError("refused by the database")
         return real(**kwargs)
 
-    monkeypatch.setattr(runner, "persist", refusing)
+    monkeypatch.setattr(events_module, "persist", refusing)
     model.replies.extend([Reply(text="unstorable"), Reply(text="next answer")])
     session = await _session(owner)
     socket = await open_socket(session.pk, owner)

@@ -792,16 +792,16 @@ async def test_a_socket_that_resumes_during_a_streaming_tool_gets_its_current_ta
 async def test_live_events_the_channel_layer_dropped_still_reach_the_socket(
     owner, model, monkeypatch
 ):
-    import agent_app.turns.runner as runner
+    import agent_app.turns.events as events_module
 
-    sent = runner.notify_events
+    sent = events_module.notify_events
 
     async def lossy(session_id, batch):
         # As when a process's channel-layer inbox is over capacity: the end is dropped.
         if not any(event.kind == "turn_finished" for event in batch):
             await sent(session_id, batch)
 
-    monkeypatch.setattr(runner, "notify_events", lossy)
+    monkeypatch.setattr(events_module, "notify_events", lossy)
     session = await new_session(owner)
     socket = await open_socket(session.pk, owner)
 

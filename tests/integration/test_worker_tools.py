@@ -444,7 +444,8 @@ def test_a_run_given_up_as_lost_is_told_to_stop(owner, tools):
 
     from django.utils import timezone
 
-    from agent_app.turns.runs import _cancel_asked, runs_reap
+    from agent_app.turns.run_state import cancel_asked
+    from agent_app.turns.runs import runs_reap
 
     quiet = timezone.now() - timedelta(seconds=60)
     run = _live_run(owner, "turn-1", status="running", started=quiet, heartbeat=quiet)
@@ -455,12 +456,13 @@ def test_a_run_given_up_as_lost_is_told_to_stop(owner, tools):
     assert (run.status, run.result["reason"]) == ("lost", "worker lost")
     # A worker that was only slow sees this on its next look and stops the tool.
     assert run.cancel_requested
-    assert _cancel_asked(run_id=run.pk)
+    assert cancel_asked(run_id=run.pk)
 
 
 def test_the_runs_of_a_turn_whose_server_died_are_stopped_and_a_late_copy_starts_none(owner, tools):
-    from agent_app.turns.runs import _cancel_asked, _claim
+    from agent_app.turns.run_state import cancel_asked
     from agent_app.turns.state import _close_abandoned
+    from agent_app.turns.worker import _claim
 
     queued = _live_run(owner, "dead-turn", status="queued")
     running = _live_run(
@@ -476,7 +478,7 @@ def test_the_runs_of_a_turn_whose_server_died_are_stopped_and_a_late_copy_starts
     assert _claim(run_id=queued.pk) is None
     # The running one is told to stop.
     assert running.cancel_requested
-    assert _cancel_asked(run_id=running.pk)
+    assert cancel_asked(run_id=running.pk)
 
 
 async def test_bash_output_with_nul_bytes_reaches_the_chat_and_the_run_with_markers(

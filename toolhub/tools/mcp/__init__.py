@@ -1,0 +1,74 @@
+"""MCP servers as a tool source: connect through the official ``mcp`` SDK, register each
+server's tools, call them, and live through the server going away. ``config`` holds the
+names and limits, ``tools`` turns a listing into ``Tool`` objects, ``manager`` keeps the
+connections.
+
+Invariants:
+- **Names.** A server's tool ``t`` is the tool ``<server>__<t>``. Server names are
+  ``[a-z0-9][a-z0-9-]*`` (no underscore), so the first ``__`` always splits a name back
+  into its server and tool. A tool name outside ``[A-Za-z0-9_-]``, or too long for the
+  64-character limit providers share, is cleaned and suffixed with 8 hex digits of the
+  sha256 of the original, so two different names never meet.
+- **Order and fingerprint.** The registry lays out tools of source ``mcp`` after all
+  others, sorted by name (registry.py), and ``sync_origin`` keeps unchanged tools as they
+  are: a reconnect, or a server listing its tools in another order, leaves the array and
+  its fingerprint byte-identical. A changed listing reaches turns at their next
+  resolution; a running turn keeps the array it froze.
+- **Going away.** A server that disconnects keeps its tools registered but unavailable at
+  layer 4 ("MCP server X disconnected"), calls to them fail with that message, and the
+  connection retries with exponential backoff. Only removing or disabling the server
+  unregisters its tools.
+- **Annotations.** A tool's MCP annotations decide plan mode and approval, read as the
+  spec defines them (``readOnlyHint`` defaults to false, ``destructiveHint`` to true and
+  counts only when the tool is not read-only). Only a tool the server marks read-only is
+  offered in plan mode; every other one is ``unsafe_in=("plan",)``, with the reason.
+  A destructive one asks the person first unless its server's ``approve_destructive`` is
+  off. A tool without annotations is unknown: hidden in plan mode, run without asking,
+  as before annotations were read. A hint is believed only as a JSON boolean exactly as
+  it came over the wire: the SDK parses ``"true"`` or ``1`` into ``True``, so the
+  transport's read stream is watched (``_WatchedListing``) and a hint the SDK changed,
+  or any other odd one, makes the tool destructive, never read-only.
+- **Untrusted text.** Names, titles and descriptions from a server are cut to a fixed
+  length with control characters removed before they are registered, so nothing a server
+  says reaches a prompt or a page unbounded. Input schemas pass through unchanged (they
+  must be valid JSON Schema and below a size cap); arguments are validated against them
+  by ``Tool.execute`` before anything is sent.
+- **One loop.** Every connection lives on one event loop in one daemon thread: the SDK's
+  clients are anyio task groups that must be entered and left by the same task. Callers
+  on any loop or thread reach it through ``run_coroutine_threadsafe``; cancelling the
+  caller cancels the request.
+"""
+
+from __future__ import annotations
+
+from toolhub.tools.mcp.config import (
+    CONTROL_CHARS,
+    ENV_NAME,
+    HEADER_NAME,
+    MAX_DESCRIPTION_CHARS,
+    SERVER_NAME,
+    McpServerConfig,
+    McpStatus,
+    McpUnavailableError,
+    tool_name,
+)
+from toolhub.tools.mcp.manager import McpManager
+from toolhub.tools.mcp.tools import Effect, McpTool, build_tools, result_text, tool_effect
+
+__all__ = [
+    "CONTROL_CHARS",
+    "ENV_NAME",
+    "HEADER_NAME",
+    "MAX_DESCRIPTION_CHARS",
+    "SERVER_NAME",
+    "Effect",
+    "McpManager",
+    "McpServerConfig",
+    "McpStatus",
+    "McpTool",
+    "McpUnavailableError",
+    "build_tools",
+    "result_text",
+    "tool_effect",
+    "tool_name",
+]

@@ -1,0 +1,131 @@
+"""MCP server configuration as the runtime takes it, the names its tools get, and the
+status of a connection."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolhub.tools.registry import Skipped
+from toolhub.tools.tool import NAME_PATTERN
+
+logger = logging.getLogger(__name__)
+
+TRANSPORTS = ("stdio", "streamable_http")
+SERVER_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,23}$")
+SEPARATOR = "__"
+MAX_NAME = 64
+MAX_DESCRIPTION_CHARS = 1_024
+MAX_LABEL_CHARS = 80
+MAX_SCHEMA_CHARS = 32_768
+MAX_RESULT_TEXT = 1_000_000
+# Long enough for the SDK's stdio shutdown: 2 s for the server to exit after stdin
+# closes, 2 s after SIGTERM, then SIGKILL.
+CLOSE_SECONDS = 8.0
+# A server may ask for a tool to stay resident (or be deferred) through the tool's _meta.
+DEFER_META_KEY = "toolhub/defer"
+CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+_NOT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,200}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
+PLAN = "plan"
+# The hints that decide plan mode and approval: the SDK's field name, the wire's.
+HINTS = (("read_only_hint", "readOnlyHint"), ("destructive_hint", "destructiveHint"))
+
+
+def clean_text(text: str | None, limit: int) -> str:
+    """Untrusted text, made safe to show and to prompt with: control and bidi characters
+    removed (newlines and tabs kept), cut to ``limit`` characters with an ellipsis."""
+    cleaned = CONTROL_CHARS.sub("", text or "").strip()
+    if len(cleaned) > limit:
+        cleaned = cleaned[: limit - 1].rstrip() + "…"
+    return cleaned
+
+
+def tool_name(server: str, remote: str) -> str:
+    """The registry name of ``server``'s tool ``remote`` (the scheme in the docstring)."""
+    name = f"{server}{SEPARATOR}{remote}"
+    if NAME_PATTERN.fullmatch(name):
+        return name
+    digest = hashlib.sha256(remote.encode()).hexdigest()[:8]
+    room = MAX_NAME - len(server) - len(SEPARATOR) - 1 - len(digest)
+    stem = _NOT_NAME.sub("_", remote).strip("_")[:room] or "tool"
+    return f"{server}{SEPARATOR}{stem}-{digest}"
+
+
+@dataclass(frozen=True, slots=True)
+class McpServerConfig:
+    """One server as configured by staff. Frozen and comparable: a changed config
+    reconnects, an equal one is left alone."""
+
+    name: str
+    transport: str
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    url: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+    defer: bool = True
+    timeout: float = 60.0
+    allowlist: tuple[str, ...] | None = None
+    # Ask the person before a tool this server marks destructive runs.
+    approve_destructive: bool = True
+
+    def __post_init__(self) -> None:
+        if not SERVER_NAME.fullmatch(self.name):
+            raise ValueError(
+                f"MCP server name {self.name!r} must be lowercase letters, digits and "
+                "hyphens, at most 24 characters"
+            )
+        if self.transport not in TRANSPORTS:
+            raise ValueError(f"transport must be one of {TRANSPORTS}")
+        if self.transport == "stdio" and not self.command:
+            raise ValueError("a stdio server needs a command")
+        if self.transport == "streamable_http" and not self.url:
+            raise ValueError("a streamable HTTP server needs a URL")
+        if self.timeout <= 0:
+            raise ValueError("timeout must be positive")
+        for key, value in self.headers:
+            if not HEADER_NAME.fullmatch(key):
+                raise ValueError(f"header name {key[:60]!r} is not a valid HTTP header name")
+            if value != value.strip() or CONTROL_CHARS.search(value):
+                # Checked here, not by the HTTP client, whose error would quote the value.
+                raise ValueError(
+                    f"the value of header {key} has surrounding spaces or control characters"
+                )
+        for key, _value in self.env:
+            if not ENV_NAME.fullmatch(key):
+                raise ValueError(f"environment name {key[:60]!r} is not a valid variable name")
+
+    def redact(self, text: str) -> str:
+        """``text`` with every secret value of this server replaced (errors, logs)."""
+        for _key, value in (*self.env, *self.headers):
+            if len(value) >= 4:
+                text = text.replace(value, "***")
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class McpStatus:
+    """What a page shows about one server in this process."""
+
+    name: str
+    state: str  # connecting | connected | disconnected
+    error: str = ""
+    tools: int = 0
+    skipped: tuple[Skipped, ...] = ()
+    since: float = field(default_factory=time.time)
+
+
+class McpUnavailableError(Exception):
+    pass
+
+
+# No wire form was seen for a tool (a listing built in code, not read off a stream).
+NOT_SEEN: Any = object()
+# Two entries of one name whose annotations differ: which one the SDK kept is not known.
+CONFLICTING_HINT: Any = object()
