@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_app.turns import TEXT_LIMIT
-from toolhub.lib.storable import TooDeep, json_loads_bounded, storable_text
-from toolhub.tools import IntentError, ToolIntent
+from agent_app.turns import TextTooLong, clean_text
+from toolhub.lib.errors import Invalid
+from toolhub.lib.storable import TooDeep, json_loads_bounded
 
 MAX_FRAME_BYTES = 64 * 1024
 TYPES = ("chat", "cancel", "approve", "resume")
@@ -53,20 +53,16 @@ def parse_frame(text: str | None, data: bytes | None = None) -> dict[str, Any]:
 
 
 def _chat(frame: dict[str, Any]) -> dict[str, Any]:
-    text = frame.get("text")
-    if not isinstance(text, str) or not text.strip():
-        raise FrameError("bad_frame", "chat needs a non-empty text", "chat")
-    if len(text) > TEXT_LIMIT:
-        raise FrameError("too_large", f"text is over {TEXT_LIMIT:,} characters", "chat")
-    # JSON's escapes can carry a NUL or a lone surrogate, which nothing can store.
-    text = storable_text(text)
-    intent = frame.get("intent")
-    if intent is not None:
-        try:
-            ToolIntent.parse(intent)
-        except IntentError as exc:
-            raise FrameError("invalid_intent", str(exc), "chat") from None
-    return {"type": "chat", "text": text, "intent": intent}
+    # The message's own rules are the turn's (``turns.clean_text``) and the intent's the
+    # runtime's (``ToolIntent``): checked once, where they are kept, and reported as this
+    # frame's error codes.
+    try:
+        text = clean_text(frame.get("text"))
+    except TextTooLong as exc:
+        raise FrameError("too_large", exc.message, "chat") from None
+    except Invalid as exc:
+        raise FrameError("bad_frame", exc.message, "chat") from None
+    return {"type": "chat", "text": text, "intent": frame.get("intent")}
 
 
 def _cancel(frame: dict[str, Any]) -> dict[str, Any]:

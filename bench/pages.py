@@ -57,6 +57,7 @@ def _setup():
     from sessions_app.models import ChatSession
     from sessions_app.services import session_create
     from toolhub.tools import registry
+    from toolhub.tools.layers import META_TOOLS
 
     _register_tools()
     user, _ = get_user_model().objects.get_or_create(
@@ -65,7 +66,8 @@ def _setup():
     ToolProfile.objects.filter(owner=user).delete()
     ChatSession.objects.filter(owner=user).delete()
     GlobalDisable.objects.all().delete()
-    names = [tool.name for tool in registry.all_tools()]
+    # The meta tools can be neither removed from a profile nor disabled.
+    names = [tool.name for tool in registry.all_tools() if tool.name not in META_TOOLS]
     created = [
         profiles.profile_create(user=user, name=f"bench-{number}", tools=names[number : number + 5])
         for number in range(PROFILES)

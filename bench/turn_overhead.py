@@ -55,6 +55,8 @@ class _TimedProvider:
         self.default_model = inner.default_model
         self.supports_native = inner.supports_native
         self.is_demo = inner.is_demo
+        # What the request carries is the real provider's wire form.
+        self.wire_tools = inner.wire_tools
         self.spent = 0.0
 
     async def stream(self, request):

@@ -68,11 +68,18 @@ class UnknownCall(ServiceError):
     status = 409
 
 
+class TextTooLong(Invalid):
+    code = "too_large"
+
+
 def clean_text(text: Any) -> str:
+    """The one rule for a person's message, whichever way it came (socket or REST):
+    non-blank text of at most ``TEXT_LIMIT`` characters, made storable (JSON's escapes can
+    carry a NUL or a lone surrogate, which nothing can store)."""
     if not isinstance(text, str) or not text.strip():
         raise Invalid("text must be non-empty text", fields={"text": ["required"]})
     if len(text) > TEXT_LIMIT:
-        raise Invalid(f"text is over {TEXT_LIMIT:,} characters", fields={"text": ["too long"]})
+        raise TextTooLong(f"text is over {TEXT_LIMIT:,} characters", fields={"text": ["too long"]})
     return storable_text(text)
 
 

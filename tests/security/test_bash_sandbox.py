@@ -4,7 +4,7 @@ file is not there, the service was not reached, the command was stopped and said
 
 Everything runs for real: bubblewrap, the host's PostgreSQL and Redis, a listener of the
 test's own on loopback. A command outliving a SIGKILLed worker is tested with a real
-Celery worker in tests/integration/test_worker_tools.py.
+Celery worker in tests/integration/agent_app/test_worker_tools.py.
 """
 
 from __future__ import annotations

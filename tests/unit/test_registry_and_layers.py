@@ -259,3 +259,17 @@ def test_the_array_order_does_not_depend_on_the_order_presets_were_defined(order
     finally:
         TOOLSETS.clear()
         TOOLSETS.update(saved)
+
+
+def test_function_refuses_an_option_it_does_not_know_and_passes_the_rest_to_the_tool(reg):
+    with pytest.raises(TypeError, match="unexpected keyword arguments: tiemout"):
+        function(tiemout=5)
+
+    def probe(query: str) -> str:
+        """Probe something."""
+        return query
+
+    tool = function(probe, timeout=7, requires_env=["PROBE_KEY"], label="Probe it", registry=reg)
+
+    assert (tool.timeout, tool.requires_env, tool.label) == (7, ("PROBE_KEY",), "Probe it")
+    assert reg.get("probe") is tool

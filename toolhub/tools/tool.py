@@ -384,6 +384,19 @@ class ToolOptions(TypedDict, total=False):
     source: str
 
 
+class FunctionOptions(ToolOptions, total=False):
+    """Everything ``function`` takes: the Tool fields, and how the tool is built and
+    registered."""
+
+    name: str | None
+    description: str | None
+    parameters: Mapping[str, Any] | None
+    label: str | None
+    available_if: bool | Callable[[], bool]
+    register_globally: bool
+    registry: Any
+
+
 _NAME_LISTS = frozenset({"requires_env", "toolset", "unsafe_in"})
 
 
@@ -391,15 +404,7 @@ _NAME_LISTS = frozenset({"requires_env", "toolset", "unsafe_in"})
 def function(
     fn: Callable[..., Any],
     /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    parameters: Mapping[str, Any] | None = None,
-    label: str | None = None,
-    available_if: bool | Callable[[], bool] = True,
-    register_globally: bool = True,
-    registry: Any = None,
-    **options: Unpack[ToolOptions],
+    **options: Unpack[FunctionOptions],
 ) -> Tool: ...
 
 
@@ -407,30 +412,14 @@ def function(
 def function(
     fn: None = None,
     /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    parameters: Mapping[str, Any] | None = None,
-    label: str | None = None,
-    available_if: bool | Callable[[], bool] = True,
-    register_globally: bool = True,
-    registry: Any = None,
-    **options: Unpack[ToolOptions],
+    **options: Unpack[FunctionOptions],
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def function(
     fn: Callable[..., Any] | None = None,
     /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    parameters: Mapping[str, Any] | None = None,
-    label: str | None = None,
-    available_if: bool | Callable[[], bool] = True,
-    register_globally: bool = True,
-    registry: Any = None,
-    **options: Unpack[ToolOptions],
+    **options: Unpack[FunctionOptions],
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a plain (sync or async) function into a ``Tool`` and register it.
 
@@ -453,6 +442,16 @@ def function(
     - ``runs_on``: ``inline`` or ``worker`` (a Celery task); ``register_globally=False``
       builds the tool without registering it.
     """
+    unknown = sorted(set(options) - FunctionOptions.__optional_keys__)
+    if unknown:
+        raise TypeError(f"function() got unexpected keyword arguments: {', '.join(unknown)}")
+    name = options.pop("name", None)
+    description = options.pop("description", None)
+    parameters = options.pop("parameters", None)
+    label = options.pop("label", None)
+    available_if = options.pop("available_if", True)
+    register_globally = options.pop("register_globally", True)
+    registry = options.pop("registry", None)
     fields: dict[str, Any] = {
         key: tuple(value) if key in _NAME_LISTS else value  # type: ignore[arg-type]
         for key, value in options.items()
@@ -492,6 +491,7 @@ def function(
 
 __all__ = [
     "INJECTED_PARAMETERS",
+    "FunctionOptions",
     "Tool",
     "ToolOptions",
     "ToolResult",

@@ -484,7 +484,7 @@ def test_a_server_name_that_could_not_be_split_back_is_refused():
 
 # --- annotations: plan mode and approval ---------------------------------------------
 
-RAW_SERVER = Path(__file__).resolve().parents[1] / "mcp" / "raw_server.py"
+RAW_SERVER = Path(__file__).resolve().parents[2] / "mcp" / "raw_server.py"
 
 
 def raw_config(*args: str, **fields) -> McpServerConfig:
