@@ -61,8 +61,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
             return
         session_id = self.session.pk
         self.cursor = EventCursor(
-            read_after=lambda after: on_db_thread(
-                event_frames_after, session_id=session_id, after=after
+            read_after=lambda after, limit: on_db_thread(
+                event_frames_after, session_id=session_id, after=after, limit=limit
             ),
             send=self._send,
         )

@@ -13,6 +13,7 @@ from typing import Any
 from agent_app.turns import TextTooLong, clean_text
 from toolhub.lib.errors import Invalid
 from toolhub.lib.storable import TooDeep, json_loads_bounded
+from toolhub.tools import IntentError, ToolIntent
 
 MAX_FRAME_BYTES = 64 * 1024
 TYPES = ("chat", "cancel", "approve", "resume")
@@ -53,16 +54,22 @@ def parse_frame(text: str | None, data: bytes | None = None) -> dict[str, Any]:
 
 
 def _chat(frame: dict[str, Any]) -> dict[str, Any]:
-    # The message's own rules are the turn's (``turns.clean_text``) and the intent's the
-    # runtime's (``ToolIntent``): checked once, where they are kept, and reported as this
-    # frame's error codes.
+    # The rules are the turn's (``turns.clean_text``) and the runtime's (``ToolIntent``),
+    # applied here so that a refused chat changes nothing (no subscription, no claim) and
+    # gets this frame's error code; the service applies the same rules to REST messages.
     try:
         text = clean_text(frame.get("text"))
     except TextTooLong as exc:
         raise FrameError("too_large", exc.message, "chat") from None
-    except Invalid as exc:
-        raise FrameError("bad_frame", exc.message, "chat") from None
-    return {"type": "chat", "text": text, "intent": frame.get("intent")}
+    except Invalid:
+        raise FrameError("bad_frame", "chat needs a non-empty text", "chat") from None
+    intent = frame.get("intent")
+    if intent is not None:
+        try:
+            ToolIntent.parse(intent)
+        except IntentError as exc:
+            raise FrameError("invalid_intent", str(exc), "chat") from None
+    return {"type": "chat", "text": text, "intent": intent}
 
 
 def _cancel(frame: dict[str, Any]) -> dict[str, Any]:

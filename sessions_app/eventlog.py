@@ -1,4 +1,5 @@
-"""A session's event log: the one module that writes it, reads it, and delivers it.
+"""A session's event log: the one module that appends to it, reads it for the provider and
+the API, and delivers it.
 
 Invariants (docs/architecture.md, "The event log"):
 
@@ -235,8 +236,8 @@ class EventCursor:
     """Which events one socket has sent, and what it sends next: every stored event after
     ``resume``, in seq order, none twice, none missed.
 
-    ``read_after(seq)`` returns a page of stored event frames after ``seq`` (in order, at
-    most ``page`` of them); ``send(frame)`` delivers one. Live frames, replays and
+    ``read_after(seq, limit)`` returns up to ``limit`` stored event frames after ``seq``, in
+    order (the cursor asks for ``page``); ``send(frame)`` delivers one. Live frames, replays and
     catch-ups interleave at awaits, so they take turns under one lock and ``last_sent``
     decides every send. Nothing is sent before ``resume`` or ``start_at``.
     """
@@ -244,7 +245,7 @@ class EventCursor:
     def __init__(
         self,
         *,
-        read_after: Callable[[int], Awaitable[list[Frame]]],
+        read_after: Callable[[int, int], Awaitable[list[Frame]]],
         send: Callable[[Frame], Awaitable[None]],
         page: int = EVENTS_PAGE_MAX,
         quiet_seconds: float = CATCH_UP_SECONDS,
@@ -316,7 +317,7 @@ class EventCursor:
     async def _replay_until(self, last: int | None) -> None:
         # The caller holds the lock.
         while last is None or self.last_sent < last:
-            frames = await self._read_after(self.last_sent)
+            frames = await self._read_after(self.last_sent, self._page)
             frames = [frame for frame in frames if last is None or frame["seq"] <= last]
             for frame in frames:
                 await self._deliver(frame)

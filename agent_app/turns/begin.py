@@ -1,8 +1,9 @@
 """A turn's first step, in one transaction: claim the session, merge the frame's intent,
 resolve and freeze what the turn sends, and store ``user_message`` and ``turn_started``.
 
-A refused intent, a deleted profile or an unknown provider rolls back the claim with
-everything else, so a turn either begins whole or leaves only its ``turn_failed``
+An intent the merge refuses rolls back the claim with everything else (nothing is
+stored); a profile that is gone or an unknown provider stores ``user_message`` and
+``turn_failed`` and frees the session. A turn either begins whole or not at all
 (docs/architecture.md, "One chat turn, hop by hop", 2).
 """
 

@@ -23,45 +23,22 @@ logger = logging.getLogger(__name__)
 
 
 Status = ToolRun.Status
-
-
 LIVE = (Status.QUEUED, Status.RUNNING)
-
-
 ENDED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.LOST)
-
-
 # Celery's soft limit comes this long after the tool's own timeout, the hard limit this
-# long after the soft one; a soft-stopped tool gets CLEANUP_GRACE to finish.
+# long after the soft one.
 SOFT_MARGIN = 2.0
-
-
 HARD_GRACE = 10.0
-
-
-CLEANUP_GRACE = 5.0
-
-
 # How long a cancelled run may take to stop before the turn stops waiting for it, and how
 # often a running one looks for the cancel flag.
 CANCEL_GRACE = 10.0
-
-
 CANCEL_POLL = 0.25
-
-
 # Runs without a timeout still end at the worker's limits.
 DEFAULT_LIMIT = 3600.0
-
-
 # How long past a run's hard limit the turn gives it up itself.
 LOST_SLACK = 5.0
-
-
 # A cache that is out of reach is said in the log at most this often per process.
 CACHE_WARN_EVERY = 30.0
-
-
 _cache_warned = 0.0
 
 

@@ -1,4 +1,6 @@
-"""Tools that run on workers: the ``ToolRun`` record, the worker's side, the turn's wait.
+"""Tools that run on workers: the turn's side (create, send, wait, cancel, reap). The
+worker's side is ``worker``, the row's moves ``run_state``; what stays true holds for all
+three.
 
 A ``runs_on="worker"`` call becomes a ``ToolRun`` row, then a Celery task on the ``tools``
 queue (or, in the embedded default with no broker, a task on this process's loop: the

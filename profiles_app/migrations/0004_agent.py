@@ -9,18 +9,28 @@ from django.conf import settings
 from django.db import migrations, models
 
 
-def move_content_type(apps, schema_editor):
+def _move(apps, source, target):
+    """The agent's content type goes from ``source`` to ``target``. If ``target`` exists
+    already (made after an earlier move back), the admin log moves onto it instead."""
     ContentType = apps.get_model("contenttypes", "ContentType")
-    ContentType.objects.filter(app_label="agent_app", model="agent").update(
-        app_label="profiles_app"
-    )
+    LogEntry = apps.get_model("admin", "LogEntry")
+    old = ContentType.objects.filter(app_label=source, model="agent").first()
+    if old is None:
+        return
+    new = ContentType.objects.filter(app_label=target, model="agent").first()
+    if new is None:
+        ContentType.objects.filter(pk=old.pk).update(app_label=target)
+        return
+    LogEntry.objects.filter(content_type=old).update(content_type=new)
+    old.delete()
+
+
+def move_content_type(apps, schema_editor):
+    _move(apps, "agent_app", "profiles_app")
 
 
 def move_content_type_back(apps, schema_editor):
-    ContentType = apps.get_model("contenttypes", "ContentType")
-    ContentType.objects.filter(app_label="profiles_app", model="agent").update(
-        app_label="agent_app"
-    )
+    _move(apps, "profiles_app", "agent_app")
 
 
 class Migration(migrations.Migration):
@@ -29,6 +39,7 @@ class Migration(migrations.Migration):
         ('profiles_app', '0003_new_chat_default'),
         ('agent_app', '0006_mcp_approve_destructive'),
         ('contenttypes', '0002_remove_content_type_name'),
+        ('admin', '0003_logentry_add_action_flag_choices'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -229,7 +229,7 @@ def profiles_for_user(*, user: Any) -> list[ProfileView]:
 
 
 def profile_lookup_for(user: Any) -> Callable[[str], ProfileSpec | None]:
-    """Resolve a toolset name the way DESIGN.md 4b says: own, then shared, then preset
+    """Resolve a toolset name as a chat does: own, then shared, then preset
     (``None`` here lets the runtime fall through to its presets)."""
 
     def lookup(name: str) -> ProfileSpec | None:

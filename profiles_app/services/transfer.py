@@ -183,7 +183,7 @@ def new_chat_default_set(*, user: Any, toolset: Any) -> str:
     name = toolset.strip()
     profile, preset = None, ""
     if name and name != DEFAULT_TOOLSET:
-        # Own before shared, as a chat resolves a name (DESIGN.md 4b).
+        # Own before shared, as a chat resolves a name (profile_lookup_for).
         profile = (
             profiles_visible_to(user)
             .filter(name=name)

@@ -311,7 +311,7 @@ class _Inputs:
 
 
 @dataclass(frozen=True, slots=True)
-class Selection:
+class IntentSelection:
     """What the intents select (layer L2b) and veto (L5), before the layers apply it:
     ``names`` (``None``: every exposed tool) with the reason a tool outside it reads, names
     excluded with theirs, the allow list, the session's and the agent's denials, and the
@@ -332,7 +332,7 @@ def _selection(
     agent: ToolIntent,
     toolset_name: str | None,
     profile: ProfileSpec | None,
-) -> Selection:
+) -> IntentSelection:
     enabled = next((v for v in (session.enabled, agent.enabled) if v is not None), True)
     picked = session.picked if session.picked is not None else agent.picked
     web = session.web_search if session.web_search is not None else agent.web_search
@@ -365,7 +365,7 @@ def _selection(
     for allow in (session.allowed, agent.allowed):
         if allow is not None:
             allowed = frozenset(allow) if allowed is None else allowed & frozenset(allow)
-    return Selection(
+    return IntentSelection(
         names=names,
         names_reason=reason,
         exclude=exclude,

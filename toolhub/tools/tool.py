@@ -403,7 +403,6 @@ _NAME_LISTS = frozenset({"requires_env", "toolset", "unsafe_in"})
 @overload
 def function(
     fn: Callable[..., Any],
-    /,
     **options: Unpack[FunctionOptions],
 ) -> Tool: ...
 
@@ -411,14 +410,12 @@ def function(
 @overload
 def function(
     fn: None = None,
-    /,
     **options: Unpack[FunctionOptions],
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def function(
     fn: Callable[..., Any] | None = None,
-    /,
     **options: Unpack[FunctionOptions],
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a plain (sync or async) function into a ``Tool`` and register it.

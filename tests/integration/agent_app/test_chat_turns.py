@@ -72,7 +72,7 @@ def _plan_danger() -> str:
 
 
 @pytest.fixture
-def test_tools(registry_state):
+def executed(registry_state):
     """Test tools in the live registry; ``CALLS`` records every real execution."""
     CALLS.clear()
     tools = [
@@ -99,7 +99,7 @@ def new_session(user, **kwargs):
 def new_agent(user, **fields):
     from profiles_app.models import Agent
 
-    return Agent.objects.create(owner=user, name=fields.pop("name", "test_tools agent"), **fields)
+    return Agent.objects.create(owner=user, name=fields.pop("name", "lab agent"), **fields)
 
 
 @database_sync_to_async
@@ -149,7 +149,7 @@ async def test_a_text_turn_streams_and_stores_every_event_as_sent(owner, model):
     await socket.disconnect()
 
 
-async def test_a_tool_turn_runs_the_tool_once_and_sends_its_result_back(owner, model, test_tools):
+async def test_a_tool_turn_runs_the_tool_once_and_sends_its_result_back(owner, model, executed):
     model.replies.extend(
         [Reply(tool_calls=[("toolu_1", "counter_tool", {"note": "x"})]), Reply(text="Done.")]
     )
@@ -158,7 +158,7 @@ async def test_a_tool_turn_runs_the_tool_once_and_sends_its_result_back(owner, m
 
     frames = await chat(socket, "count please")
 
-    assert test_tools == ["counter:x"]
+    assert executed == ["counter:x"]
     call = events(frames, "tool_call")[0]["data"]
     result = events(frames, "tool_result")[0]["data"]
     assert call == {"call_id": "toolu_1", "name": "counter_tool", "arguments": {"note": "x"}}
@@ -172,7 +172,7 @@ async def test_a_tool_turn_runs_the_tool_once_and_sends_its_result_back(owner, m
 
 
 async def test_the_tools_array_is_byte_identical_across_ten_turns_and_cached(
-    owner, model, test_tools
+    owner, model, executed
 ):
     session = await new_session(owner)
     socket = await open_socket(session.pk, owner)
@@ -193,7 +193,7 @@ async def test_the_tools_array_is_byte_identical_across_ten_turns_and_cached(
 
 
 async def test_an_intent_in_a_chat_frame_is_merged_stored_and_applies_from_that_turn(
-    owner, model, test_tools
+    owner, model, executed
 ):
     session = await new_session(owner, intent={"web_search": True, "disabled": ["slow"]})
     socket = await open_socket(session.pk, owner)
@@ -214,7 +214,7 @@ async def test_an_intent_in_a_chat_frame_is_merged_stored_and_applies_from_that_
     await socket.disconnect()
 
 
-async def test_an_intent_changed_during_a_turn_waits_for_the_next_turn(owner, model, test_tools):
+async def test_an_intent_changed_during_a_turn_waits_for_the_next_turn(owner, model, executed):
     model.replies.extend(
         [Reply(tool_calls=[("toolu_g", "guarded", {})]), Reply(text="ok"), Reply(text="next")]
     )
@@ -242,9 +242,7 @@ def _set_intent(session, intent):
     session_update(user=session.owner, session=session, version=session.version, intent=intent)
 
 
-async def test_call_tool_never_changes_the_array_and_unwraps_the_real_tool(
-    owner, model, test_tools
-):
+async def test_call_tool_never_changes_the_array_and_unwraps_the_real_tool(owner, model, executed):
     model.replies.extend(
         [
             Reply(tool_calls=[("toolu_s", "tool_search", {"query": "select:deep_lookup"})]),
@@ -271,7 +269,7 @@ async def test_call_tool_never_changes_the_array_and_unwraps_the_real_tool(
         "arguments": {"topic": "x"},
         "via": "call_tool",
     }
-    assert test_tools == ["deep:x"]
+    assert executed == ["deep:x"]
     replayed = model.requests[2].body["messages"][-2]["content"][-1]
     assert replayed["name"] == "call_tool"
     session = await reload(session)
@@ -280,7 +278,7 @@ async def test_call_tool_never_changes_the_array_and_unwraps_the_real_tool(
 
 
 async def test_promote_adds_the_found_schema_to_the_next_request_of_the_turn(
-    owner, model, test_tools
+    owner, model, executed
 ):
     agent = await new_agent(owner, strategy="promote")
     model.replies.extend(
@@ -298,7 +296,7 @@ async def test_promote_adds_the_found_schema_to_the_next_request_of_the_turn(
     before, after = tool_names(model.requests[0]), tool_names(model.requests[1])
     assert "deep_lookup" not in before
     assert after == [*before, "deep_lookup"]
-    assert test_tools == ["deep:y"]
+    assert executed == ["deep:y"]
     assert (
         events(frames, "usage")[0]["data"]["fingerprint"]
         != events(frames, "usage")[1]["data"]["fingerprint"]
@@ -307,7 +305,7 @@ async def test_promote_adds_the_found_schema_to_the_next_request_of_the_turn(
 
 
 async def test_native_sends_deferred_tools_flagged_and_answers_search_with_references(
-    owner, model, test_tools
+    owner, model, executed
 ):
     agent = await new_agent(owner, strategy="native")
     model.replies.extend(
@@ -333,11 +331,11 @@ async def test_native_sends_deferred_tools_flagged_and_answers_search_with_refer
     )
     result = model.requests[1].body["messages"][-1]["content"][0]
     assert result["content"][0] == {"type": "tool_reference", "tool_name": "deep_lookup"}
-    assert test_tools == ["deep:z"]
+    assert executed == ["deep:z"]
     await socket.disconnect()
 
 
-async def test_crafted_calls_outside_the_contract_never_run(owner, staff, model, test_tools):
+async def test_crafted_calls_outside_the_contract_never_run(owner, staff, model, executed):
     await database_sync_to_async(_disable)(staff, "guarded")
     await database_sync_to_async(_profile)(owner, "only-time", ["current_time", "counter_tool"])
     model.replies.extend(
@@ -358,7 +356,7 @@ async def test_crafted_calls_outside_the_contract_never_run(owner, staff, model,
 
     frames = await chat(socket, "try them all")
 
-    assert test_tools == []
+    assert executed == []
     results = [f["data"] for f in events(frames, "tool_result")]
     assert [r["status"] for r in results] == ["error"] * 4
     assert [r["call_id"] for r in results] == ["toolu_1", "toolu_2", "toolu_3", "toolu_4"]
@@ -380,7 +378,7 @@ def _profile(user, name, tools):
 
 
 async def test_a_global_disable_made_during_a_turn_vetoes_the_next_execution(
-    owner, staff, model, test_tools
+    owner, staff, model, executed
 ):
     model.replies.extend([Reply(tool_calls=[("toolu_g", "guarded", {})]), Reply(text="ok")])
     session = await new_session(owner)
@@ -395,7 +393,7 @@ async def test_a_global_disable_made_during_a_turn_vetoes_the_next_execution(
     result = events(frames, "tool_result")[0]["data"]
     assert result["status"] == "vetoed"
     assert "leaks secrets" in result["reason"]
-    assert test_tools == []
+    assert executed == []
     await socket.disconnect()
 
 
@@ -405,7 +403,7 @@ async def test_a_global_disable_made_during_a_turn_vetoes_the_next_execution(
     ids=["allow", "deny", "timeout"],
 )
 async def test_approval_allows_denies_or_times_out(
-    owner, model, test_tools, settings, answer, status, ran
+    owner, model, executed, settings, answer, status, ran
 ):
     settings.TOOLHUB_APPROVAL_TIMEOUT = 0.5 if answer is None else 30
     model.replies.extend(
@@ -427,7 +425,7 @@ async def test_approval_allows_denies_or_times_out(
 
     result = events(frames, "tool_result")[0]["data"]
     assert result["status"] == status
-    assert test_tools == ran
+    assert executed == ran
     if answer is None:
         assert "no answer within" in result["reason"]
     await send(socket, {"type": "approve", "call_id": "toolu_g", "allow": True})
@@ -454,7 +452,7 @@ async def test_cancel_mid_stream_closes_the_provider_stream(owner, model):
     await socket.disconnect()
 
 
-async def test_cancel_mid_tool_stops_it_and_pairs_every_call(owner, model, test_tools):
+async def test_cancel_mid_tool_stops_it_and_pairs_every_call(owner, model, executed):
     model.replies.append(
         Reply(tool_calls=[("toolu_s", "slow", {}), ("toolu_c", "counter_tool", {})])
     )
@@ -462,7 +460,7 @@ async def test_cancel_mid_tool_stops_it_and_pairs_every_call(owner, model, test_
     socket = await open_socket(session.pk, owner)
     await send(socket, {"type": "chat", "text": "slow down"})
     await until(socket, ("tool_call",))
-    while "slow" not in test_tools:
+    while "slow" not in executed:
         await asyncio.sleep(0.01)
 
     await send(socket, {"type": "cancel"})
@@ -470,7 +468,7 @@ async def test_cancel_mid_tool_stops_it_and_pairs_every_call(owner, model, test_
 
     results = {f["data"]["call_id"]: f["data"]["status"] for f in events(frames, "tool_result")}
     assert results == {"toolu_s": "cancelled", "toolu_c": "cancelled"}
-    assert test_tools == ["slow"]
+    assert executed == ["slow"]
     assert events(frames, "turn_finished")[0]["data"]["reason"] == "cancelled"
     assert len(model.requests) == 1
     await socket.disconnect()
@@ -618,7 +616,7 @@ async def test_a_malformed_stream_fails_the_turn_cleanly(owner, model):
     await socket.disconnect()
 
 
-async def test_plan_mode_hides_tools_unsafe_in_plan(owner, model, test_tools):
+async def test_plan_mode_hides_tools_unsafe_in_plan(owner, model, executed):
     session = await new_session(owner, plan_mode=True)
     socket = await open_socket(session.pk, owner)
     model.replies.extend([Reply(tool_calls=[("toolu_p", "plan_danger", {})]), Reply(text="ok")])
@@ -628,13 +626,11 @@ async def test_plan_mode_hides_tools_unsafe_in_plan(owner, model, test_tools):
     assert "plan_danger" not in tool_names(model.requests[0])
     assert "counter_tool" in tool_names(model.requests[0])
     assert events(frames, "tool_result")[0]["data"]["status"] == "error"
-    assert test_tools == []
+    assert executed == []
     await socket.disconnect()
 
 
-async def test_the_demo_model_loads_a_deferred_tool_through_tool_search(
-    owner, settings, test_tools
-):
+async def test_the_demo_model_loads_a_deferred_tool_through_tool_search(owner, settings, executed):
     settings.TOOLHUB_PROVIDER = "demo"
     session = await new_session(owner)
     socket = await open_socket(session.pk, owner)
@@ -645,7 +641,7 @@ async def test_the_demo_model_loads_a_deferred_tool_through_tool_search(
     assert [c["name"] for c in calls] == ["tool_search", "deep_lookup"]
     assert calls[0]["arguments"] == {"query": "select:deep_lookup"}
     assert calls[1]["via"] == "call_tool"
-    assert test_tools == ["deep:otters"]
+    assert executed == ["deep:otters"]
     assert events(frames, "turn_started")[0]["data"]["demo"] is True
     await socket.disconnect()
 
@@ -716,7 +712,7 @@ def _abandon_a_turn(session):
 
 
 async def test_a_turn_whose_process_died_is_closed_and_paired_by_the_next_one(
-    owner, model, test_tools
+    owner, model, executed
 ):
     session = await new_session(owner)
     await _abandon_a_turn(session)
@@ -736,16 +732,16 @@ async def test_a_turn_whose_process_died_is_closed_and_paired_by_the_next_one(
     assert sent[1]["content"][0]["id"] == "toolu_dead"
     assert sent[2]["content"][0]["tool_use_id"] == "toolu_dead"
     assert sent[2]["content"][0]["is_error"] is True
-    assert test_tools == []
+    assert executed == []
     await socket.disconnect()
 
 
 async def test_a_model_that_never_stops_calling_tools_ends_at_the_step_limit(
-    owner, model, test_tools, settings
+    owner, model, executed, settings
 ):
     settings.TOOLHUB_MAX_STEPS = 3
     model.responder = lambda body: Reply(
-        tool_calls=[(f"toolu_{len(test_tools)}", "counter_tool", {})]
+        tool_calls=[(f"toolu_{len(executed)}", "counter_tool", {})]
     )
     session = await new_session(owner)
     socket = await open_socket(session.pk, owner)
@@ -757,12 +753,12 @@ async def test_a_model_that_never_stops_calling_tools_ends_at_the_step_limit(
     calls = [f["data"]["call_id"] for f in events(frames, "tool_call")]
     results = [f["data"]["call_id"] for f in events(frames, "tool_result")]
     assert calls == results
-    assert len(test_tools) == 3
+    assert len(executed) == 3
     await socket.disconnect()
 
 
 async def test_a_socket_that_resumes_during_a_streaming_tool_gets_its_current_tail_once(
-    owner, model, test_tools
+    owner, model, executed
 ):
     model.replies.extend([Reply(tool_calls=[("toolu_s", "slow", {})]), Reply(text="ok")])
     session = await new_session(owner)
@@ -813,7 +809,7 @@ async def test_live_events_the_channel_layer_dropped_still_reach_the_socket(
 
 
 async def test_an_internal_failure_mid_tools_still_pairs_every_announced_call(
-    owner, model, test_tools, monkeypatch
+    owner, model, executed, monkeypatch
 ):
     import agent_app.turns.runner as runner
 
@@ -836,7 +832,7 @@ async def test_an_internal_failure_mid_tools_still_pairs_every_announced_call(
     ]
     assert events(frames)[-1]["kind"] == "turn_failed"
     assert events(frames)[-1]["data"]["code"] == "internal"
-    assert test_tools == []
+    assert executed == []
     monkeypatch.undo()
     await chat(socket, "again")
     sent = model.requests[-1].body["messages"]
@@ -859,7 +855,7 @@ async def test_a_resume_past_the_end_replays_nothing_but_still_gets_what_comes_n
 
 
 async def test_a_turn_whose_process_died_is_ended_by_the_reaper_without_a_new_message(
-    owner, model, test_tools
+    owner, model, executed
 ):
     from agent_app.turns import reap_once
 
@@ -907,7 +903,7 @@ async def _turn_whose_lease_lapsed(owner, model):
 
 
 async def test_the_reaper_never_ends_a_turn_of_its_own_process_whose_lease_lapsed(
-    owner, model, test_tools
+    owner, model, executed
 ):
     from agent_app.turns import reap_once
 
@@ -920,7 +916,7 @@ async def test_the_reaper_never_ends_a_turn_of_its_own_process_whose_lease_lapse
     await socket.disconnect()
 
 
-async def test_a_runner_that_lost_its_claim_stops_writing(owner, model, test_tools):
+async def test_a_runner_that_lost_its_claim_stops_writing(owner, model, executed):
     socket, session, hold = await _turn_whose_lease_lapsed(owner, model)
 
     # Another turn takes the session over.

@@ -17,7 +17,7 @@ NAMES = ("t_a", "t_b", "t_c", "t_d", "t_e", "t_f")
 
 
 def _same_size(ref: str) -> str:
-    """Fetch a record of the test_tools by its reference.
+    """Fetch a record of the lab by its reference.
 
     Args:
         ref: The record's reference.
@@ -34,7 +34,7 @@ def test_tools(registry_state):
 
 
 def _two_fit(registry) -> int:
-    """A budget that holds the array's frame, the meta tools and two of the test_tools tools."""
+    """A budget that holds the array's frame, the meta tools and two of the test tools."""
     meta = tool_tokens(registry.get("tool_search")) + tool_tokens(CALL_TOOL)
     return array_frame_tokens() + meta + 2 * tool_tokens(registry.get("t_a")) + 3
 
@@ -44,7 +44,7 @@ def _agent(owner, registry, picked=NAMES):
 
     return Agent.objects.create(
         owner=owner,
-        name="test_tools",
+        name="lab",
         provider="anthropic",
         tier_budget=_two_fit(registry),
         tool_intent={"picked": list(picked)},
@@ -164,9 +164,7 @@ def test_the_inspector_button_rebuilds_the_tiers_and_says_so(
 ):
     from sessions_app.models import ChatSession
 
-    session = ChatSession.objects.create(
-        owner=owner, title="test_tools", agent=_agent(owner, test_tools)
-    )
+    session = ChatSession.objects.create(owner=owner, title="lab", agent=_agent(owner, test_tools))
     client.login(username=owner.username, password=password)
     url = f"/chat/{session.pk}/inspector/reset/"
 

@@ -25,10 +25,10 @@ class _Log:
         self.page = page
         self.reads = 0
 
-    async def read_after(self, seq: int) -> list[dict]:
+    async def read_after(self, seq: int, limit: int) -> list[dict]:
         self.reads += 1
         await asyncio.sleep(0)
-        return [frame for frame in self.frames if frame["seq"] > seq][: self.page]
+        return [frame for frame in self.frames if frame["seq"] > seq][:limit]
 
 
 def _cursor(log: _Log, sent: list[int], **kwargs) -> EventCursor:

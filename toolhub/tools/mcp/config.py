@@ -37,7 +37,7 @@ PLAN = "plan"
 HINTS = (("read_only_hint", "readOnlyHint"), ("destructive_hint", "destructiveHint"))
 
 
-def clean_text(text: str | None, limit: int) -> str:
+def untrusted_text(text: str | None, limit: int) -> str:
     """Untrusted text, made safe to show and to prompt with: control and bidi characters
     removed (newlines and tabs kept), cut to ``limit`` characters with an ellipsis."""
     cleaned = CONTROL_CHARS.sub("", text or "").strip()

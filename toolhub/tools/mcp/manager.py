@@ -20,8 +20,8 @@ from toolhub.tools.mcp.config import (
     McpServerConfig,
     McpStatus,
     McpUnavailableError,
-    clean_text,
     tool_name,
+    untrusted_text,
 )
 from toolhub.tools.mcp.tools import build_tools, result_text, same_safety
 from toolhub.tools.registry import Skipped, ToolRegistry
@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 
 def _progress_line(progress: float, total: float | None, message: str | None) -> str:
     counted = f"{progress:g}/{total:g}" if total else f"{progress:g}"
-    text = clean_text(message, 500)
+    text = untrusted_text(message, 500)
     return f"{text} ({counted})\n" if text else f"{counted}\n"
 
 
@@ -42,7 +42,7 @@ def _describe(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     text = str(exc).splitlines()[0] if str(exc) else ""
-    return clean_text(f"{type(exc).__name__}: {text}" if text else type(exc).__name__, 300)
+    return untrusted_text(f"{type(exc).__name__}: {text}" if text else type(exc).__name__, 300)
 
 
 class _WatchedListing:

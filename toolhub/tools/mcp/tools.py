@@ -23,8 +23,8 @@ from toolhub.tools.mcp.config import (
     NOT_SEEN,
     PLAN,
     McpServerConfig,
-    clean_text,
     tool_name,
+    untrusted_text,
 )
 from toolhub.tools.registry import Skipped
 from toolhub.tools.schema import canonical_json, check_schema
@@ -135,7 +135,7 @@ def build_tools(
         if allowed is not None and remote.name not in allowed:
             continue
         name = tool_name(config.name, remote.name)
-        shown = clean_text(remote.name, MAX_LABEL_CHARS)
+        shown = untrusted_text(remote.name, MAX_LABEL_CHARS)
         reason = _schema_problem(remote.input_schema)
         if reason is None and name in tools:
             reason = f"its name {name} is already used by another of this server's tools"
@@ -149,10 +149,10 @@ def build_tools(
         effect = tool_effect(annotations, NOT_SEEN if wire is None else wire.get(remote.name, None))
         tools[name] = McpTool(
             name=name,
-            description=clean_text(remote.description, MAX_DESCRIPTION_CHARS),
+            description=untrusted_text(remote.description, MAX_DESCRIPTION_CHARS),
             parameters=dict(remote.input_schema),
             fn=_remote_call(call, config.name, remote.name),
-            label=clean_text(title or remote.name, MAX_LABEL_CHARS),
+            label=untrusted_text(title or remote.name, MAX_LABEL_CHARS),
             origin=origin,
             timeout=config.timeout,
             check_fn=check,
@@ -229,9 +229,11 @@ def result_text(result: Any) -> ToolResult:
             else:
                 parts.append(f"[resource {resource.uri}: {mime}, binary]")
         elif kind == "resource_link":
-            parts.append(f"[resource link: {item.uri} {clean_text(item.name, MAX_LABEL_CHARS)}]")
+            parts.append(
+                f"[resource link: {item.uri} {untrusted_text(item.name, MAX_LABEL_CHARS)}]"
+            )
         else:
-            parts.append(f"[{clean_text(kind, 40) or 'unknown'} content]")
+            parts.append(f"[{untrusted_text(kind, 40) or 'unknown'} content]")
     if not parts and result.structured_content is not None:
         # Text for the model, not part of a schema: NaN is shown as such, not refused.
         parts.append(json.dumps(result.structured_content, sort_keys=True, ensure_ascii=False))
