@@ -111,7 +111,9 @@ def _last_request(messages: list[dict[str, Any]]) -> tuple[tuple[str, str] | Non
 def _reply(messages: list[dict[str, Any]]) -> str:
     last = _blocks(messages[-1]) if messages else []
     results = [block for block in last if block["type"] == "tool_result"]
-    if results:
+    # A person's new message after a stopped turn rides in the same user message as that
+    # turn's results: what they said comes last, and it is what gets the answer.
+    if results and last[-1]["type"] == "tool_result":
         content = results[-1]["content"]
         text = content if isinstance(content, str) else "tool schemas loaded"
         verdict = "reported an error" if results[-1].get("is_error") else "returned"

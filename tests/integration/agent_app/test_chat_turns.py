@@ -646,6 +646,27 @@ async def test_the_demo_model_loads_a_deferred_tool_through_tool_search(owner, s
     await socket.disconnect()
 
 
+async def test_after_a_stop_the_demo_answers_the_next_message_not_the_stopped_tool(
+    owner, settings, executed
+):
+    settings.TOOLHUB_PROVIDER = "demo"
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "chat", "text": "use slow"})
+    while "slow" not in executed:
+        await asyncio.sleep(0.01)
+    await send(socket, {"type": "cancel"})
+    stopped = await until(socket)
+
+    frames = await chat(socket, "what time is it")
+
+    assert events(stopped, "tool_result")[0]["data"]["status"] == "cancelled"
+    answer = events(frames, "assistant_message")[0]["data"]["text"]
+    assert answer.startswith("You said: *what time is it*")
+    assert "reported an error" not in answer
+    await socket.disconnect()
+
+
 async def test_the_demo_model_answers_in_text_and_says_it_is_a_demo(owner, settings):
     settings.TOOLHUB_PROVIDER = "demo"
     session = await new_session(owner)
