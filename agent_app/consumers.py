@@ -31,6 +31,8 @@ from agent_app.turns import running_tails, turn_approve, turn_cancel, turn_start
 from agent_app.turns.loop import on_db_thread
 from sessions_app.eventlog import EventCursor, event_frames_after, session_group
 from sessions_app.services import session_get_for_user
+from sessions_app.transcript import LiveTranscript, last_user_message, transcript_seed
+from toolhub.lib.catalog_news import CATALOG_GROUP
 from toolhub.lib.errors import Invalid, NotFound, ServiceError
 from toolhub.lib.outage import REDIS_ERRORS
 from toolhub.lib.redis_codecs import DISCARDED
@@ -41,7 +43,7 @@ CLOSE_TRY_AGAIN = 1013
 # How often an open socket joins its group again: a Redis restart (or a socket older than
 # the layer's group expiry) leaves it out of the group, and live events with it.
 REJOIN_SECONDS = 30.0
-LIVE = ("session.events", "session.tail")
+LIVE = ("session.events", "session.tail", "catalog.changed")
 
 
 class SessionConsumer(AsyncWebsocketConsumer):
@@ -64,11 +66,14 @@ class SessionConsumer(AsyncWebsocketConsumer):
             read_after=lambda after, limit: on_db_thread(
                 event_frames_after, session_id=session_id, after=after, limit=limit
             ),
-            send=self._send,
+            send=self._send_event,
         )
+        # The page's fold of the log, once it asked for rendered items (``resume`` with
+        # ``render``); API clients get the events alone.
+        self.transcript: LiveTranscript | None = None
         self.group = session_group(session_id)
         try:
-            await self.channel_layer.group_add(self.group, self.channel_name)
+            await self._join()
         except REDIS_ERRORS:
             self.session = None
             await self.close(code=CLOSE_TRY_AGAIN)
@@ -84,6 +89,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
             # Out of reach, Redis drops the membership itself (the group expires).
             with contextlib.suppress(*REDIS_ERRORS):
                 await self.channel_layer.group_discard(self.group, self.channel_name)
+                await self.channel_layer.group_discard(CATALOG_GROUP, self.channel_name)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Live frames use no database connection on this thread (a gap replay goes through
@@ -107,17 +113,39 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self._send(exc.frame())
 
     async def _on_chat(self, frame: dict[str, Any]) -> None:
+        await self._start(frame, text=frame["text"])
+
+    async def _on_edit(self, frame: dict[str, Any]) -> None:
+        await self._start(frame, text=frame["text"], rewind_to=frame["seq"] - 1)
+
+    async def _on_regenerate(self, frame: dict[str, Any]) -> None:
+        last = await on_db_thread(last_user_message, session_id=self.session.pk)
+        if last is None:
+            raise FrameError(
+                "nothing_to_regenerate", "There is no answer to regenerate yet.", "regenerate"
+            )
+        seq, text = last
+        await self._start(frame, text=text, rewind_to=seq - 1)
+
+    async def _start(
+        self, frame: dict[str, Any], *, text: str, rewind_to: int | None = None
+    ) -> None:
+        kind = frame["type"]
         if not self.cursor.resumed:
             self.session = await _session(self.scope["user"], self.session.pk)
             self.cursor.start_at(self.session.last_seq)
         try:
             await turn_start(
-                session=self.session, text=frame["text"], intent=frame["intent"], channel="web"
+                session=self.session,
+                text=text,
+                intent=frame["intent"],
+                channel="web",
+                rewind_to=rewind_to,
             )
         except Invalid as exc:
-            raise FrameError("invalid_intent", exc.message, "chat") from None
+            raise FrameError("invalid_intent", exc.message, kind) from None
         except ServiceError as exc:
-            raise FrameError(exc.code, exc.message, "chat") from None
+            raise FrameError(exc.code, exc.message, kind) from None
         self.cursor.expect_turn()
 
     async def _on_cancel(self, frame: dict[str, Any]) -> None:
@@ -136,12 +164,23 @@ class SessionConsumer(AsyncWebsocketConsumer):
         # Already in the group: live events queue behind this handler and are filtered
         # by seq once the replay is done.
         self.session = await _session(self.scope["user"], self.session.pk)
+        self.transcript = None
+        if frame["render"]:
+            upto = min(frame["after_seq"], self.session.last_seq)
+            seed = await on_db_thread(transcript_seed, session_id=self.session.pk, upto=upto)
+            self.transcript = LiveTranscript(seed, session_id=self.session.pk)
         await self.cursor.resume(after_seq=frame["after_seq"], last_seq=self.session.last_seq)
         for tail in await on_db_thread(running_tails, session_id=self.session.pk):
             await self._send(tail)
 
     async def session_events(self, message: dict[str, Any]) -> None:
         await self.cursor.live(message["frames"])
+
+    async def catalog_changed(self, message: dict[str, Any]) -> None:
+        # The page refreshes its inspector (toolhub.lib.catalog_news); API clients,
+        # which did not ask for the page's items, are not told.
+        if self.cursor.resumed and self.transcript is not None:
+            await self._send({"type": "catalog_changed"})
 
     async def session_tail(self, message: dict[str, Any]) -> None:
         if self.cursor.resumed:
@@ -153,7 +192,16 @@ class SessionConsumer(AsyncWebsocketConsumer):
         while True:
             await asyncio.sleep(REJOIN_SECONDS)
             with contextlib.suppress(*REDIS_ERRORS):
-                await self.channel_layer.group_add(self.group, self.channel_name)
+                await self._join()
+
+    async def _join(self) -> None:
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.channel_layer.group_add(CATALOG_GROUP, self.channel_name)
+
+    async def _send_event(self, frame: dict[str, Any]) -> None:
+        if self.transcript is not None:
+            frame = self.transcript.frame(frame)
+        await self._send(frame)
 
     async def _send(self, frame: dict[str, Any]) -> None:
         await self.send(text_data=json.dumps(frame))

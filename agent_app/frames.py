@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from agent_app.turns import TextTooLong, clean_text
+from sessions_app.limits import FRAME_MAX_BYTES
 from toolhub.lib.errors import Invalid
 from toolhub.lib.storable import TooDeep, json_loads_bounded
 from toolhub.tools import IntentError, ToolIntent
 
-MAX_FRAME_BYTES = 64 * 1024
-TYPES = ("chat", "cancel", "approve", "resume")
+MAX_FRAME_BYTES = FRAME_MAX_BYTES
+TYPES = ("chat", "edit", "regenerate", "cancel", "approve", "resume")
 
 
 class FrameError(Exception):
@@ -36,7 +37,11 @@ def parse_frame(text: str | None, data: bytes | None = None) -> dict[str, Any]:
         raise FrameError("bad_json", "empty frame")
     size = len(raw.encode() if isinstance(raw, str) else raw)
     if size > MAX_FRAME_BYTES:
-        raise FrameError("too_large", f"frames are at most {MAX_FRAME_BYTES // 1024} KiB")
+        raise FrameError(
+            "too_large",
+            f"That message is too long to send: {size:,} bytes, the limit is "
+            f"{MAX_FRAME_BYTES:,} bytes (frames are at most {MAX_FRAME_BYTES // 1024} KiB).",
+        )
     try:
         frame = json_loads_bounded(raw)
     except TooDeep as exc:
@@ -63,13 +68,36 @@ def _chat(frame: dict[str, Any]) -> dict[str, Any]:
         raise FrameError("too_large", exc.message, "chat") from None
     except Invalid:
         raise FrameError("bad_frame", "chat needs a non-empty text", "chat") from None
+    return {"type": "chat", "text": text, "intent": _intent(frame, "chat")}
+
+
+def _intent(frame: dict[str, Any], ref: str) -> Any:
     intent = frame.get("intent")
     if intent is not None:
         try:
             ToolIntent.parse(intent)
         except IntentError as exc:
-            raise FrameError("invalid_intent", str(exc), "chat") from None
-    return {"type": "chat", "text": text, "intent": intent}
+            raise FrameError("invalid_intent", str(exc), ref) from None
+    return intent
+
+
+def _edit(frame: dict[str, Any]) -> dict[str, Any]:
+    # A sent message, changed and sent again: the conversation goes on from before it.
+    seq = frame.get("seq")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+        raise FrameError("bad_frame", "edit needs seq, the seq of one of your messages", "edit")
+    try:
+        chat = _chat({"text": frame.get("text"), "intent": frame.get("intent")})
+    except FrameError as exc:
+        raise FrameError(
+            exc.code, exc.message.replace("chat needs", "edit needs"), "edit"
+        ) from None
+    return {"type": "edit", "seq": seq, "text": chat["text"], "intent": chat["intent"]}
+
+
+def _regenerate(frame: dict[str, Any]) -> dict[str, Any]:
+    # The last answer, asked for again.
+    return {"type": "regenerate", "intent": _intent(frame, "regenerate")}
 
 
 def _cancel(frame: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +115,17 @@ def _resume(frame: dict[str, Any]) -> dict[str, Any]:
     after = frame.get("after_seq")
     if not isinstance(after, int) or isinstance(after, bool) or after < 0:
         raise FrameError("bad_frame", "resume needs after_seq, a whole number >= 0", "resume")
-    return {"type": "resume", "after_seq": after}
+    render = frame.get("render", False)
+    if not isinstance(render, bool):
+        raise FrameError("bad_frame", "resume's render is true or false", "resume")
+    return {"type": "resume", "after_seq": after, "render": render}
 
 
-_FIELDS = {"chat": _chat, "cancel": _cancel, "approve": _approve, "resume": _resume}
+_FIELDS = {
+    "chat": _chat,
+    "edit": _edit,
+    "regenerate": _regenerate,
+    "cancel": _cancel,
+    "approve": _approve,
+    "resume": _resume,
+}

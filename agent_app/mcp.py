@@ -27,6 +27,7 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from agent_app.models import McpServer
+from toolhub.lib.catalog_news import catalog_changed, catalog_changed_now
 from toolhub.lib.errors import Conflict, Forbidden, Invalid, NotFound
 from toolhub.tools.mcp import McpManager, McpServerConfig, McpStatus
 
@@ -123,6 +124,8 @@ def _server_changed(**_: Any) -> None:
     # servers because someone saved a row.
     if _poller is not None:
         transaction.on_commit(_sync_now)
+    else:
+        catalog_changed()
 
 
 def _sync_now() -> None:
@@ -132,6 +135,8 @@ def _sync_now() -> None:
         mcp_sync(wait=SYNC_WAIT_SECONDS)
     except Exception:
         logger.warning("MCP servers are still being reconciled", exc_info=True)
+    # Open chats refresh their inspectors with the servers' tools as they are now.
+    catalog_changed_now()
 
 
 def mcp_status(server: McpServer) -> McpStatus | None:

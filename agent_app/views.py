@@ -24,8 +24,16 @@ from profiles_app.services import (
     tools_for_ops,
 )
 from sessions_app.models import ChatSession
-from sessions_app.services import session_get_for_user, session_recent_calls
-from toolhub.lib.errors import ServiceError, found_or_404
+from sessions_app.services import (
+    session_get_for_user,
+    session_recent_calls,
+    session_with_draft,
+)
+from toolhub.lib.errors import Invalid, ServiceError, found_or_404
+from toolhub.lib.storable import TooDeep, json_loads_bounded
+
+# A composer's intent is a few names; anything longer is not one.
+MAX_DRAFT_CHARS = 4_096
 
 # --- the chat's inspector ----------------------------------------------------------------
 
@@ -35,11 +43,26 @@ from toolhub.lib.errors import ServiceError, found_or_404
 def chat_inspector(request: HttpRequest, session_id: Any) -> HttpResponse:
     """What the next turn of this chat will send, and what the last ones cost."""
     session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
+    draft = request.GET.get("draft")
     try:
+        if draft:
+            # What the composer is set to now, before any turn (sent as a chat frame's
+            # intent): previewed on an unsaved copy.
+            session = session_with_draft(session=session, draft=_json_object(draft))
         toolset, problem = session_toolset(session=session), ""
     except ServiceError as exc:
         toolset, problem = None, exc.message
-    return _inspector(request, session, toolset, problem)
+    return _inspector(request, session, toolset, problem, draft=bool(draft))
+
+
+def _json_object(text: str) -> Any:
+    try:
+        value = json_loads_bounded(text[:MAX_DRAFT_CHARS])
+    except (ValueError, TooDeep):
+        raise Invalid("the composer's intent is not JSON") from None
+    if not isinstance(value, dict):
+        raise Invalid("the composer's intent is a JSON object")
+    return value
 
 
 def _inspector(

@@ -3,9 +3,9 @@
 Creates (or reuses) the database ``toolhub_bench`` on the PostgreSQL at BENCH_DATABASE_URL
 (default postgres://postgres@127.0.0.1:5432/toolhub_bench), registers 150 extra tools next
 to the built-in pack (200 or more in all), makes a staff user with 50 profiles, a chat
-with a few turns' worth of events, and 20 global disables, then renders each page through
-Django's full request handling in-process (middleware, sessions, CSP, templates) and
-prints the p50 and p95 server time and the queries of one request, per page:
+of 200 messages and 50 tool cards (100 turns), and 20 global disables, then renders each
+page through Django's full request handling in-process (middleware, sessions, CSP,
+templates) and prints the p50 and p95 server time and the queries of one request, per page:
 the Programs page, one profile on it, the chat page, its inspector, and the ops page.
 """
 
@@ -75,15 +75,30 @@ def _setup():
     for name in names[-20:]:
         profiles.tool_disable_globally(user=user, tool=name, reason="bench")
     session = session_create(user=user)
-    for turn in range(10):
-        events_append(
-            session_id=session.pk,
-            turn=str(turn),
-            items=[
-                ("user_message", {"text": f"message {turn}"}),
-                ("assistant_message", {"text": "answer", "html": "<p>answer</p>"}),
-            ],
-        )
+    # 200 messages and 50 tool cards: 100 turns, each a question and a streamed answer,
+    # every other one with a tool call (half of them approved) and a 2 KB result.
+    for turn in range(100):
+        items = [
+            ("user_message", {"text": f"message {turn}: " + "words " * 30}),
+            ("turn_started", {"demo": False}),
+            *[("text_delta", {"text": "part "}) for _ in range(3)],
+            ("assistant_message", {"text": "answer", "html": "<p>answer " + "text " * 60 + "</p>"}),
+        ]
+        if turn % 2 == 0:
+            call = {"call_id": f"call-{turn}", "name": "bash", "arguments": {"command": "ls -la"}}
+            items.append(("tool_call", call))
+            if turn % 4 == 0:
+                items += [
+                    ("approval_request", call),
+                    ("approval_answered", {"call_id": call["call_id"], "outcome": "allowed"}),
+                ]
+            result = {**call, "status": "ok", "content": "file.txt\n" * 200, "elapsed_ms": 12}
+            items.append(("tool_result", result))
+        items += [
+            ("usage", {"input_tokens": 1500, "output_tokens": 40, "cache_read_input_tokens": 900}),
+            ("turn_finished", {"reason": "end_turn"}),
+        ]
+        events_append(session_id=session.pk, turn=str(turn), items=items)
     return user, created[0], session
 
 

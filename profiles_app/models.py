@@ -109,12 +109,15 @@ class GlobalDisable(models.Model):
     def __str__(self) -> str:
         return f"{self.tool} (disabled)"
 
+    # How an explanation starts: the inspector words it for a person from it.
+    EXPLAINED_BY = "disabled globally by "
+
     @property
     def explanation(self) -> str:
         who = "ops"
         if self.created_by is not None:
             who = self.created_by.email or self.created_by.get_username()
-        return f"disabled globally by {who}: {self.reason}"
+        return f"{self.EXPLAINED_BY}{who}: {self.reason}"
 
 
 class DisablesGeneration(models.Model):

@@ -34,7 +34,9 @@ from sessions_app.models import ChatSession, SessionEvent
 from toolhub.lib.errors import Invalid, NotFound
 from toolhub.lib.rows import rows_insert
 
-HISTORY_KINDS = ("user_message", "assistant_message", "tool_call", "tool_result")
+HISTORY_KINDS = ("user_message", "assistant_message", "tool_call", "tool_result", "rewind")
+# A stored row of history: seq, kind, data.
+Row = tuple[int, str, dict[str, Any]]
 # Sessions whose history this process keeps (the most recently used).
 HISTORY_CACHE_SESSIONS = 256
 EVENTS_PAGE = 500
@@ -121,14 +123,16 @@ def event_append(*, session_id: Any, turn: str, kind: str, data: dict[str, Any])
     return events[0]
 
 
-_history: OrderedDict[str, tuple[int, list[tuple[str, dict[str, Any]]]]] = OrderedDict()
+_history: OrderedDict[str, tuple[int, list[Row]]] = OrderedDict()
 _history_lock = threading.Lock()
 
 
 def session_history(
-    *, session_id: Any, last_seq: int | None = None
+    *, session_id: Any, last_seq: int | None = None, rewind_to: int | None = None
 ) -> list[tuple[str, dict[str, Any]]]:
-    """The events a provider's conversation is rebuilt from, in order.
+    """The events a provider's conversation is rebuilt from, in order, with every
+    ``rewind`` applied (an edited or regenerated message drops what came after the seq it
+    names; ``rewind_to`` applies one more, for the turn about to store it).
 
     Given the session's ``last_seq`` as read in the caller's transaction, the history this
     process already holds is reused and only the log after it is read (nothing at all when
@@ -141,22 +145,36 @@ def session_history(
         if cached is not None:
             _history.move_to_end(key)
     if last_seq is not None and cached is not None and cached[0] == last_seq:
-        return list(cached[1])
-    after, known = 0, cast("list[tuple[str, dict[str, Any]]]", [])
+        return _rewound(cached[1], rewind_to)
+    after, known = 0, cast("list[Row]", [])
     if last_seq is not None and cached is not None and cached[0] < last_seq:
         after, known = cached
     rows = SessionEvent.objects.filter(
         session_id=session_id, seq__gt=after, kind__in=HISTORY_KINDS
     ).order_by("seq")
-    history = [*known, *rows.values_list("kind", "data")]
+    history = [*known, *rows.values_list("seq", "kind", "data")]
     if last_seq is not None:
         # Kept once committed: a read inside a transaction may see its own inserts, which
         # a rollback would take back.
         transaction.on_commit(lambda: _history_keep(key, last_seq, history))
-    return list(history)
+    return _rewound(history, rewind_to)
 
 
-def _history_keep(key: str, last_seq: int, history: list[tuple[str, dict[str, Any]]]) -> None:
+def _rewound(rows: list[Row], rewind_to: int | None) -> list[tuple[str, dict[str, Any]]]:
+    kept: list[Row] = []
+    for row in [*rows, (0, "rewind", {"to": rewind_to})] if rewind_to is not None else rows:
+        seq, kind, data = row
+        if kind != "rewind":
+            kept.append(row)
+            continue
+        to = data.get("to")
+        to = to if isinstance(to, int) else seq
+        while kept and kept[-1][0] > to:
+            kept.pop()
+    return [(kind, data) for _, kind, data in kept]
+
+
+def _history_keep(key: str, last_seq: int, history: list[Row]) -> None:
     with _history_lock:
         _history[key] = (last_seq, history)
         _history.move_to_end(key)
@@ -171,7 +189,11 @@ def _history_extend(session_id: Any, first: int, items: list[tuple[str, dict[str
         cached = _history.get(key)
         if cached is None or cached[0] != first - 1:
             return
-        added = [(kind, data) for kind, data in items if kind in HISTORY_KINDS]
+        added = [
+            (first + offset, kind, data)
+            for offset, (kind, data) in enumerate(items)
+            if kind in HISTORY_KINDS
+        ]
         _history[key] = (first + len(items) - 1, cached[1] + added if added else cached[1])
 
 
@@ -206,6 +228,7 @@ def event_frame(event: SessionEvent) -> dict[str, Any]:
         "turn": event.turn,
         "kind": event.kind,
         "data": event.data,
+        "created": event.created.isoformat(),
     }
 
 

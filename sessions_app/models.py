@@ -45,6 +45,9 @@ class ChatSession(models.Model):
     version = models.PositiveIntegerField(default=1)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
+    # Deleted from the chat page, still restorable ("Undo") until it is purged
+    # (sessions_app.services.session_trash); every read of a person's chats skips it.
+    deleted = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-updated", "-created"]
@@ -56,6 +59,12 @@ class ChatSession(models.Model):
                 fields=["turn_lease"],
                 condition=~models.Q(turn_id=""),
                 name="session_turn_lease_held",
+            ),
+            # The purge of binned chats reads only those.
+            models.Index(
+                fields=["deleted"],
+                condition=models.Q(deleted__isnull=False),
+                name="session_binned",
             ),
         ]
 

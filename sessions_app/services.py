@@ -7,11 +7,12 @@ and stored as intent only; every write names the version it read. The event log 
 
 from __future__ import annotations
 
-import functools
+import copy
 import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Count, F, QuerySet
+from django.utils import timezone
 
 from profiles_app.models import Agent
 from profiles_app.services import (
@@ -27,9 +29,10 @@ from profiles_app.services import (
     global_disables,
     new_chat_toolset,
     profile_lookup_for,
+    profile_lookup_preloaded,
     toolset_check_exists,
 )
-from sessions_app.eventlog import event_append
+from sessions_app.eventlog import event_append, events_append
 from sessions_app.models import ChatSession, FullResult, ProviderCall, SessionEvent
 from toolhub.lib.chat_services import chat_services
 from toolhub.lib.errors import Conflict, Invalid, NotFound
@@ -51,7 +54,100 @@ TITLE_CHARS = 200
 
 
 def sessions_of(user: Any) -> QuerySet[ChatSession]:
-    return ChatSession.objects.filter(owner=user)
+    """A person's chats (not the ones in the bin: ``session_trash``)."""
+    return ChatSession.objects.filter(owner=user, deleted__isnull=True)
+
+
+# How long a chat deleted from the page can be brought back.
+UNDO_SECONDS = 600
+
+
+def session_trash(*, user: Any, session: ChatSession) -> None:
+    """Delete a chat from the page, restorable by ``session_restore`` for
+    ``UNDO_SECONDS``; the person's chats binned longer ago than that go for good now.
+    A chat with a running turn is refused (stop it first)."""
+    now = timezone.now()
+    trashed = sessions_of(user).filter(pk=session.pk, turn_id="").update(deleted=now)
+    if not trashed:
+        if sessions_of(user).filter(pk=session.pk).exists():
+            raise Conflict("This chat is still answering; stop it before deleting it.")
+        raise NotFound("no such session")
+    sessions_purge_binned(now=now)
+
+
+def sessions_purge_binned(*, now: Any = None) -> int:
+    """Delete for good the chats binned longer than ``UNDO_SECONDS`` ago (every server's
+    reaper calls this now and then); how many went."""
+    cutoff = (now or timezone.now()) - timedelta(seconds=UNDO_SECONDS)
+    deleted, _ = ChatSession.objects.filter(deleted__lt=cutoff).delete()
+    return deleted
+
+
+def session_restore(*, user: Any, session_id: Any) -> ChatSession:
+    """Bring back a chat ``session_trash`` binned; ``NotFound`` once it is gone."""
+    restored = ChatSession.objects.filter(owner=user, pk=session_id, deleted__isnull=False).update(
+        deleted=None
+    )
+    if not restored:
+        raise NotFound("That chat can no longer be restored.")
+    return ChatSession.objects.get(pk=session_id)
+
+
+def session_new_or_empty(*, user: Any) -> ChatSession:
+    """The chat page's "New chat": the person's newest chat that has nothing in it and was
+    never changed (``version`` 1: no plan mode, intent or title set), so empty chats do
+    not pile up; or a new one."""
+    empty = sessions_of(user).filter(last_seq=0, title="", version=1).order_by("-created").first()
+    return empty or session_create(user=user)
+
+
+SEARCH_MAX_CHARS = 200
+SEARCH_RESULTS = 20
+
+
+def sessions_search(*, user: Any, query: str) -> list[dict[str, Any]]:
+    """A person's chats whose title or messages contain ``query`` (any case), newest
+    first: each with the first matching message's seq and a snippet around the match."""
+    query = " ".join(query.split())[:SEARCH_MAX_CHARS]
+    if not query:
+        return []
+    chats = sessions_of(user)
+    by_title = {chat.pk: chat for chat in chats.filter(title__icontains=query)[:SEARCH_RESULTS]}
+    hits = (
+        SessionEvent.objects.filter(
+            session__in=chats,
+            kind__in=("user_message", "assistant_message"),
+            data__text__icontains=query,
+        )
+        .order_by("-session__updated", "seq")
+        .values_list("session_id", "seq", "data")[: SEARCH_RESULTS * 5]
+    )
+    first_hit: dict[Any, tuple[int, str]] = {}
+    for session_id, seq, data in hits:
+        if session_id not in first_hit:
+            first_hit[session_id] = (seq, str(data.get("text", "")))
+        if len(first_hit) >= SEARCH_RESULTS:
+            break
+    missing = [pk for pk in first_hit if pk not in by_title]
+    titled = {**by_title, **{chat.pk: chat for chat in chats.filter(pk__in=missing)}}
+    ordered = sorted(titled.values(), key=lambda chat: chat.updated, reverse=True)
+    results = []
+    for chat in ordered[:SEARCH_RESULTS]:
+        seq, text = first_hit.get(chat.pk, (0, ""))
+        results.append({"session": chat, "seq": seq, "snippet": _snippet(text, query)})
+    return results
+
+
+def _snippet(text: str, query: str, around: int = 60) -> str:
+    if not text:
+        return ""
+    line = " ".join(text.split())
+    at = line.lower().find(query.lower())
+    if at < 0:
+        return line[: around * 2]
+    start = max(0, at - around)
+    end = min(len(line), at + len(query) + around)
+    return ("…" if start else "") + line[start:end] + ("…" if end < len(line) else "")
 
 
 def session_get_for_user(*, user: Any, session_id: Any) -> ChatSession:
@@ -179,6 +275,59 @@ def session_intent_merge(*, session: ChatSession, patch: Any) -> ChatSession:
     return session
 
 
+AUTO_TITLE_CHARS = 60
+
+
+def title_from(text: str) -> str:
+    """A new chat's title from its first message: one line, cut at a word with an
+    ellipsis when longer than ``AUTO_TITLE_CHARS``."""
+    line = " ".join(text.split())
+    if len(line) <= AUTO_TITLE_CHARS:
+        return line
+    cut = line[: AUTO_TITLE_CHARS - 1]
+    if " " in cut[AUTO_TITLE_CHARS // 2 :]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,.;:-") + "…"
+
+
+def session_title_from_model(
+    *, session_id: Any, turn: str, question: str, title: str
+) -> list[SessionEvent]:
+    """Keep a model-written title if the chat still has the one its first message gave
+    it (a rename wins), with a ``title`` event for the pages; nothing otherwise."""
+    title = " ".join(title.strip().strip("\"'*#`").split())[:AUTO_TITLE_CHARS].rstrip(".")
+    if not title:
+        return []
+    with transaction.atomic():
+        kept = ChatSession.objects.filter(pk=session_id, title=title_from(question)).update(
+            title=storable_text(title)
+        )
+        if not kept:
+            return []
+        stored = events_append(
+            session_id=session_id, turn=turn, items=[("title", {"title": title})]
+        )
+    return stored or []
+
+
+def session_with_draft(*, session: ChatSession, draft: Any) -> ChatSession:
+    """The session as its next turn would see it if the composer's intent (``draft``, a
+    chat frame's ``intent``) were sent now: an unsaved copy, for the inspector to preview
+    before any turn. ``Invalid`` for an intent a turn would refuse."""
+    try:
+        merged = ToolIntent.parse(session.tool_intent).merge(draft)
+    except IntentError as exc:
+        raise Invalid(str(exc), fields={"intent": [str(exc)]}) from None
+    toolset_check_exists(user=session.owner, name=merged.toolset)
+    stored = merged.to_json()
+    if stored == session.tool_intent:
+        return session
+    preview: ChatSession = copy.copy(session)
+    # A changed intent drops the tier plan, as the turn's merge does.
+    preview.tool_intent, preview.tier_plan = stored, None
+    return preview
+
+
 def session_delete(*, user: Any, session: ChatSession, version: int) -> None:
     versioned_delete(sessions_of(user), pk=session.pk, version=version, what="session")
 
@@ -189,7 +338,9 @@ class MessengerAdapter:
     def send(self, *, user_id: str, from_session: str | None, to_session: str, text: str) -> str:
         target_id = _uuid_or_none(to_session)
         if target_id is None or not (
-            ChatSession.objects.filter(pk=target_id, owner_id=int(user_id)).exists()
+            ChatSession.objects.filter(
+                pk=target_id, owner_id=int(user_id), deleted__isnull=True
+            ).exists()
         ):
             raise LookupError(to_session)
         event = event_append(
@@ -269,10 +420,30 @@ class PersonalResultStore:
         return f"/api/sessions/{self._session_id}/results/{row.pk}/"
 
 
+def call_result_get(*, session: ChatSession, call_seq: int) -> dict[str, Any]:
+    """The stored ``tool_result`` of the ``tool_call`` at ``call_seq`` in ``session``:
+    the first result with its call id after it (providers reuse call ids across steps,
+    so the id alone does not name one call); ``NotFound`` otherwise."""
+    call = (
+        session.events.filter(kind="tool_call", seq=call_seq).values_list("data", flat=True).first()
+    )
+    if not isinstance(call, dict):
+        raise NotFound("no such call")
+    data = (
+        session.events.filter(kind="tool_result", seq__gt=call_seq, data__call_id=call["call_id"])
+        .order_by("seq")
+        .values_list("data", flat=True)
+        .first()
+    )
+    if not isinstance(data, dict):
+        raise NotFound("that call has no result yet")
+    return {"name": str(data.get("name", "")), "content": str(data.get("content", ""))}
+
+
 def full_result_get(*, user: Any, session_id: Any, result_id: Any) -> FullResult:
     """A stored full result of one of ``user``'s sessions; ``NotFound`` otherwise."""
     found = FullResult.objects.filter(
-        pk=result_id, session_id=session_id, session__owner=user
+        pk=result_id, session_id=session_id, session__owner=user, session__deleted__isnull=True
     ).first()
     if found is None:
         raise NotFound("no such result")
@@ -429,8 +600,8 @@ def session_composer_follow(*, session: ChatSession, toolsets: list[str]) -> Com
     agent_intent = ToolIntent.parse(agent.tool_intent)
     inputs: dict[str, Any] = {
         "agent_intent": agent_intent,
-        # One query per profile name, however many resolutions ask for it.
-        "profile_lookup": functools.cache(profile_lookup_for(session.owner_id)),
+        # One query for every profile, however many resolutions ask.
+        "profile_lookup": profile_lookup_preloaded(session.owner_id),
         "disabled": global_disables(),
         "ctx": session_context(session=session),
         "strategy": agent.strategy,

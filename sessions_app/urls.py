@@ -9,8 +9,15 @@ from sessions_app import views
 urlpatterns = [
     path("chat/", views.chat, name="chat"),
     path("chat/new/", views.chat_new, name="chat_new"),
+    path("chat/search/", views.chat_search, name="chat_search"),
     path("chat/<uuid:session_id>/", views.chat_session, name="chat_session"),
     path("chat/<uuid:session_id>/plan/", views.chat_plan_mode, name="chat_plan_mode"),
     path("chat/<uuid:session_id>/rename/", views.chat_rename, name="chat_rename"),
     path("chat/<uuid:session_id>/delete/", views.chat_delete, name="chat_delete"),
+    path("chat/<uuid:session_id>/restore/", views.chat_restore, name="chat_restore"),
+    path(
+        "chat/<uuid:session_id>/calls/<int:call_seq>/result/",
+        views.chat_call_result,
+        name="chat_call_result",
+    ),
 ]

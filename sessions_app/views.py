@@ -1,8 +1,9 @@
 """The chat pages: a person's sessions, and one session's conversation.
 
-The page is a shell: the conversation itself arrives over the session's socket (a
-``resume`` from seq 0 replays it, then the live stream continues), so a reload, a
-reconnect and a first load draw it the same way. Session actions are POSTs through the
+The page renders the conversation folded from the event log (``sessions_app.transcript``)
+up to the session's last seq; its socket resumes from there and sends every item a later
+event changes, rendered by the same partials, so a reload, a second tab and the live
+stream show the same state. Session actions are POSTs through the
 same services the API uses, redirecting back; another person's session is a 404.
 """
 
@@ -17,20 +18,26 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
 from profiles_app.services import profiles_for_user
+from sessions_app.limits import FRAME_MAX_BYTES, MESSAGE_MAX_CHARS
 from sessions_app.services import (
     Follow,
+    call_result_get,
     composer_state,
     session_composer_follow,
-    session_create,
-    session_delete,
     session_get_for_user,
+    session_new_or_empty,
+    session_restore,
+    session_trash,
     session_update,
     sessions_of,
+    sessions_search,
 )
+from sessions_app.transcript import session_transcript, transcript_html
 from toolhub.lib.errors import ServiceError, found_or_404
 from toolhub.tools import DEFAULT_TOOLSET, ToolIntent
 
 SESSIONS_SHOWN = 100
+UNDO_KEY = "toolhub.undo_chat"
 
 
 @require_safe
@@ -38,7 +45,7 @@ SESSIONS_SHOWN = 100
 def chat(request: HttpRequest) -> HttpResponse:
     latest = sessions_of(request.user).order_by("-updated").first()
     if latest is None:
-        return render(request, "sessions_app/chat_empty.html")
+        return render(request, "sessions_app/chat_empty.html", {"undo": _undo(request)})
     return redirect("chat_session", session_id=latest.pk)
 
 
@@ -55,8 +62,14 @@ def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
     tools_on = follow.tools.on if tools_state == "follow" else tools_state == "on"
     # Which hint each control shows first; chat.js applies the same rule on every change.
     web_hint = "unavailable" if web.unavailable else web_state if tools_on else "no_tools"
+    transcript = session_transcript(session_id=session.pk)
     context = {
         "session": session,
+        "session_id": session.pk,
+        "transcript": transcript,
+        "items_html": transcript_html(transcript, session_id=session.pk),
+        "text_limit": MESSAGE_MAX_CHARS,
+        "frame_limit": FRAME_MAX_BYTES,
         "sessions": sessions_of(request.user).order_by("-updated")[:SESSIONS_SHOWN],
         "toolsets": toolsets,
         "toolset": toolset,
@@ -68,8 +81,22 @@ def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
         "web_follow_on": web.on and tools_on,
         "web_hint": web_hint,
         "plan_mode": session.plan_mode,
+        "undo": _undo(request),
     }
     return render(request, "sessions_app/chat.html", context)
+
+
+@require_safe
+@login_required
+def chat_call_result(request: HttpRequest, session_id: Any, call_seq: int) -> HttpResponse:
+    """A tool call's whole result as stored (the card shows it cut), as text."""
+    session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
+    result = found_or_404(call_result_get, session=session, call_seq=call_seq)
+    response = HttpResponse(result["content"], content_type="text/plain; charset=utf-8")
+    if request.GET.get("download"):
+        name = "".join(c if c.isalnum() or c in "-_" else "_" for c in result["name"])[:60]
+        response["Content-Disposition"] = f'attachment; filename="{name or "result"}.txt"'
+    return response
 
 
 @require_POST
@@ -91,7 +118,7 @@ def chat_plan_mode(request: HttpRequest, session_id: Any) -> HttpResponse:
 @require_POST
 @login_required
 def chat_new(request: HttpRequest) -> HttpResponse:
-    session = session_create(user=request.user)
+    session = session_new_or_empty(user=request.user)
     return redirect("chat_session", session_id=session.pk)
 
 
@@ -121,9 +148,39 @@ def chat_rename(request: HttpRequest, session_id: Any) -> HttpResponse:
 def chat_delete(request: HttpRequest, session_id: Any) -> HttpResponse:
     session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
     try:
-        session_delete(user=request.user, session=session, version=session.version)
+        session_trash(user=request.user, session=session)
     except ServiceError as exc:
         messages.error(request, exc.message)
         return redirect("chat_session", session_id=session.pk)
-    messages.success(request, "Chat deleted.")
+    # The next page offers Undo (the chat stays restorable for UNDO_SECONDS).
+    request.session[UNDO_KEY] = {"id": str(session.pk), "title": str(session)}
     return redirect("chat")
+
+
+@require_POST
+@login_required
+def chat_restore(request: HttpRequest, session_id: Any) -> HttpResponse:
+    """Undo a delete."""
+    restored = found_or_404(session_restore, user=request.user, session_id=session_id)
+    request.session.pop(UNDO_KEY, None)
+    messages.success(request, f"“{restored}” is back.")
+    return redirect("chat_session", session_id=restored.pk)
+
+
+@require_safe
+@login_required
+def chat_search(request: HttpRequest) -> HttpResponse:
+    """Chats whose title or messages hold the query (the search dialog, Ctrl/Cmd+K)."""
+    query = request.GET.get("q", "")
+    results = sessions_search(user=request.user, query=query)
+    return render(
+        request,
+        "sessions_app/chat.html#search_results",
+        {"results": results, "query": query.strip()},
+    )
+
+
+def _undo(request: HttpRequest) -> dict[str, str] | None:
+    """The chat just deleted, offered once for Undo."""
+    undo = request.session.pop(UNDO_KEY, None)
+    return undo if isinstance(undo, dict) else None

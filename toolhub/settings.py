@@ -79,6 +79,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # intcomma: token counts and sizes on the chat page.
+    "django.contrib.humanize",
     "channels",
     "rest_framework",
     "rest_framework.authtoken",
@@ -257,7 +259,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "home"
+LOGIN_REDIRECT_URL = "chat"
 LOGOUT_REDIRECT_URL = "login"
 
 SECURE_CSP = {
@@ -353,6 +355,9 @@ OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 TOOLHUB_MAX_STEPS = _env_int("TOOLHUB_MAX_STEPS", 25)
 # Retries of a retryable provider error (429, 5xx, timeouts), with exponential backoff.
 TOOLHUB_PROVIDER_RETRIES = _env_int("TOOLHUB_PROVIDER_RETRIES", 3)
+# With a real provider, a chat's first answer is followed by one short call asking the
+# same model for the chat's title (agent_app/turns/titles.py); off, the first message is.
+TOOLHUB_AUTO_TITLES = _env_bool("TOOLHUB_AUTO_TITLES", True)
 TOOLHUB_PROVIDER_BACKOFF = _env_float("TOOLHUB_PROVIDER_BACKOFF", 1.0)
 # Seconds a tool that needs approval (or a question to the person) waits for an answer.
 TOOLHUB_APPROVAL_TIMEOUT = _env_float("TOOLHUB_APPROVAL_TIMEOUT", 300.0)

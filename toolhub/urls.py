@@ -10,6 +10,7 @@ from toolhub import views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("status/", views.status, name="status"),
     path("healthz", views.healthz, name="healthz"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

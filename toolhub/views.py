@@ -1,11 +1,12 @@
-"""Project-level pages: the home page and the health probe."""
+"""Project-level pages: the home page (the chat), the operators' status table and the
+health probe."""
 
 from __future__ import annotations
 
 from asgiref.sync import async_to_sync
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
@@ -27,5 +28,15 @@ async def healthz(request: HttpRequest) -> JsonResponse:
 @require_safe
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
+    # People come to chat: signing in, or opening the site, lands there.
+    return redirect("chat")
+
+
+@require_safe
+@login_required
+def status(request: HttpRequest) -> HttpResponse:
+    """Each part's state, for operators."""
+    if not request.user.is_staff:
+        raise Http404
     report = async_to_sync(health_report)()
-    return render(request, "toolhub/home.html", {"report": report})
+    return render(request, "toolhub/status.html", {"report": report})

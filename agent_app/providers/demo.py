@@ -27,6 +27,7 @@ from agent_app.providers.base import (
     plain_wire_tools,
 )
 
+FENCED = re.compile(r"```([A-Za-z0-9_+-]*)\n(.*?)\n?```", re.DOTALL)
 USE = re.compile(r"\buse\s+`?([A-Za-z0-9_\-]+)`?(?:\s*:\s*(.+))?", re.IGNORECASE | re.DOTALL)
 CATALOG_LINE = re.compile(r"^- ([A-Za-z0-9_\-]+)", re.MULTILINE)
 SEARCH = "tool_search"
@@ -108,6 +109,10 @@ def _last_request(messages: list[dict[str, Any]]) -> tuple[tuple[str, str] | Non
     return None, since
 
 
+# A result this short is quoted in the answer; a longer one is left to its card.
+SHORT_RESULT = 200
+
+
 def _reply(messages: list[dict[str, Any]]) -> str:
     last = _blocks(messages[-1]) if messages else []
     results = [block for block in last if block["type"] == "tool_result"]
@@ -117,9 +122,20 @@ def _reply(messages: list[dict[str, Any]]) -> str:
         content = results[-1]["content"]
         text = content if isinstance(content, str) else "tool schemas loaded"
         verdict = "reported an error" if results[-1].get("is_error") else "returned"
-        return f"The tool {verdict}:\n\n```\n{text[:1000]}\n```\n"
+        # The card above shows the result: a short one is quoted, a long one (a command's
+        # output) is not shown a second time.
+        lines = text.strip().splitlines()
+        if len(lines) <= 1 and len(text) <= SHORT_RESULT:
+            fence = "``" if "`" in text else "`"
+            return f"The tool {verdict}: {fence} {text.strip()} {fence}\n"
+        return f"The tool {verdict} {len(lines):,} lines; they are in its card above.\n"
     said = next((b["text"] for b in reversed(last) if b["type"] == "text"), "")
-    return f"You said: *{' '.join(said.split())[:200]}*\n\n{HELP}\n"
+    reply = f"You said: *{' '.join(said.split())[:200]}*\n\n{HELP}\n"
+    code = FENCED.search(said)
+    if code:
+        # Code comes back as code, so a person sees how answers show it.
+        reply += f"\nYour code, as code:\n\n```{code.group(1)}\n{code.group(2)}\n```\n"
+    return reply
 
 
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:

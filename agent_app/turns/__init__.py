@@ -47,11 +47,12 @@ from agent_app.turns.runner import TurnRunner
 from agent_app.turns.state import running_turn
 from agent_app.turns.tails import running_tails
 from sessions_app.eventlog import notify_events
+from sessions_app.limits import MESSAGE_MAX_CHARS
 from sessions_app.models import ChatSession
 from toolhub.lib.errors import Conflict, Invalid, ServiceError
 from toolhub.lib.storable import storable_text
 
-TEXT_LIMIT = 32_000
+TEXT_LIMIT = MESSAGE_MAX_CHARS
 
 
 class TurnInProgress(Conflict):
@@ -79,7 +80,10 @@ def clean_text(text: Any) -> str:
     if not isinstance(text, str) or not text.strip():
         raise Invalid("text must be non-empty text", fields={"text": ["required"]})
     if len(text) > TEXT_LIMIT:
-        raise TextTooLong(f"text is over {TEXT_LIMIT:,} characters", fields={"text": ["too long"]})
+        raise TextTooLong(
+            f"That message is too long: {len(text):,} characters, the limit is {TEXT_LIMIT:,}.",
+            fields={"text": ["too long"]},
+        )
     return storable_text(text)
 
 
@@ -90,8 +94,12 @@ async def turn_start(
     intent: Any = None,
     attended: bool = True,
     channel: str = "web",
+    rewind_to: int | None = None,
 ) -> str:
     """Start a turn on ``session`` (or answer the question a running turn asked).
+
+    With ``rewind_to`` the conversation goes on from that seq: the message after it is
+    edited (``text``) or asked again, and what came after leaves the history.
 
     Raises ``TurnInProgress`` while another turn runs, ``Invalid`` for a bad text or
     intent (nothing is stored then). Returns the turn id.
@@ -109,19 +117,23 @@ async def turn_start(
             intent=intent,
             attended=attended,
             channel=channel,
+            rewind_to=rewind_to,
         )
     except TurnBusy:
         running = await on_db_thread(running_turn, session_id=session.pk)
         waiting = (running or {}).get("turn_waiting") or {}
         # Only a person in the chat answers a question (not a REST call).
-        if running and waiting.get("kind") == "question" and intent is None and attended:
+        answering = intent is None and attended and rewind_to is None
+        if running and waiting.get("kind") == "question" and answering:
             await control_send(
                 running["turn_channel"],
                 running["turn_id"],
                 {"type": "turn.answer", "call_id": waiting["call_id"], "text": text},
             )
             return running["turn_id"]
-        raise TurnInProgress("a turn is already running in this session") from None
+        raise TurnInProgress(
+            "The assistant is still answering in this chat: wait for it, or press Stop."
+        ) from None
     if begun.prepared is None:
         await notify_events(session.pk, begun.events)
         return turn_id
@@ -163,7 +175,9 @@ async def turn_approve(*, session: ChatSession, call_id: str, allow: bool) -> No
     running = await on_db_thread(running_turn, session_id=session.pk)
     waiting = (running or {}).get("turn_waiting") or {}
     if waiting.get("kind") != "approval" or waiting.get("call_id") != call_id:
-        raise UnknownCall(f"no call {call_id!r} is waiting for approval")
+        raise UnknownCall(
+            "That call is not waiting for approval any more: it was answered, or its turn ended."
+        )
     await control_send(
         running["turn_channel"],
         running["turn_id"],

@@ -21,7 +21,14 @@ from agent_app.turns.preview import RequestTools, next_turn
 from agent_app.turns.state import claim, release
 from sessions_app.eventlog import events_insert, session_history
 from sessions_app.models import ChatSession, SessionEvent
-from sessions_app.services import session_context, session_intent_merge, session_plan_store
+from sessions_app.services import (
+    session_context,
+    session_intent_merge,
+    session_plan_store,
+    title_from,
+)
+from sessions_app.transcript import ROW, Message, fold
+from toolhub.lib.errors import Conflict, NotFound
 from toolhub.tools import ResolvedToolset, ToolContext, UnknownToolsetError
 from toolhub.tools.turn import TurnTools
 
@@ -51,17 +58,23 @@ class TurnBegun:
 
 
 def _prepare(
-    *, session: ChatSession, attended: bool, channel: str, history_seq: int
+    *,
+    session: ChatSession,
+    attended: bool,
+    channel: str,
+    history_seq: int,
+    rewind_to: int | None = None,
 ) -> PreparedTurn:
     """Resolve and freeze what the turn sends; ``history_seq`` is the session's last seq
-    before this turn's own events."""
+    before this turn's own events, ``rewind_to`` the seq this turn's history ends at (an
+    edited or regenerated message)."""
     agent = session.agent
     upcoming = next_turn(session=session, attended=attended, channel=channel)
     resolved = upcoming.resolved
     # Kept with the session so the array does not churn (docs/accounting.md).
     session_plan_store(session=session, resolved=resolved)
     messages = messages_from_events(
-        session_history(session_id=session.pk, last_seq=history_seq),
+        session_history(session_id=session.pk, last_seq=history_seq, rewind_to=rewind_to),
         native=resolved.strategy == "native",
         loadable=frozenset(tool.name for tool in resolved.deferred),
     )
@@ -78,6 +91,12 @@ def _prepare(
     )
 
 
+class RewindRefused(Conflict):
+    """An edit or a regenerate named a message the conversation no longer holds."""
+
+    code = "stale_message"
+
+
 class TurnBusy(Exception):
     """Another live turn holds the session."""
 
@@ -91,29 +110,46 @@ def begin_turn(
     intent: Any,
     attended: bool,
     channel: str,
+    rewind_to: int | None = None,
 ) -> TurnBegun:
     """Claim the session, merge the frame's intent, resolve and freeze, and store
     ``user_message`` and ``turn_started``: one transaction, so a refused intent leaves
-    nothing behind (the claim rolls back with it).
+    nothing behind (the claim rolls back with it). With ``rewind_to`` (an edit or a
+    regenerate) a ``rewind`` event goes first: the conversation goes on from that seq.
 
     A turn that failed before its first model call (a deleted profile, an unknown
     provider) begins with no ``prepared``: its events say why, and the session is free.
     """
-    title = " ".join(text.split())[:60]
+    title = title_from(text)
     with transaction.atomic():
         # The claim reserves the seqs of the turn's first two events.
+        lead: list[tuple[str, dict[str, Any]]] = []
+        if rewind_to is not None:
+            lead = [("rewind", {"to": rewind_to})]
         claimed = claim(
-            session_id=session.pk, turn_id=turn_id, channel=control, title=title, reserve=2
+            session_id=session.pk,
+            turn_id=turn_id,
+            channel=control,
+            title=title,
+            reserve=2 + len(lead),
         )
         if claimed is None:
+            if ChatSession.objects.filter(pk=session.pk, deleted__isnull=False).exists():
+                raise NotFound("This chat was deleted; restore it or pick another one.")
             raise TurnBusy
-        first_seq = claimed.last_seq - 1
+        first_seq = claimed.last_seq - 1 - len(lead)
         if intent is not None:
             claimed = session_intent_merge(session=claimed, patch=intent)
+        if rewind_to is not None:
+            _check_rewind(session_id=session.pk, to=rewind_to, before=first_seq)
         asked = ("user_message", {"text": text})
         try:
             prep = _prepare(
-                session=claimed, attended=attended, channel=channel, history_seq=first_seq - 1
+                session=claimed,
+                attended=attended,
+                channel=channel,
+                history_seq=first_seq - 1,
+                rewind_to=rewind_to,
             )
         except UnknownToolsetError as exc:
             failed = {"code": "invalid_toolset", "message": f"{exc.args[0]}; pick another toolset"}
@@ -131,15 +167,18 @@ def begin_turn(
                 "provider": prep.provider.name,
                 "model": prep.model,
                 "demo": prep.provider.is_demo,
+                # The chat's title, which a first message gives it: the page shows it.
+                "title": str(claimed),
+                "context_window": claimed.agent.context_window,
             }
-            items = [asked, ("turn_started", started)]
+            items = [*lead, asked, ("turn_started", started)]
             return TurnBegun(
                 prepared=prep,
                 events=events_insert(
                     session_id=session.pk, turn=turn_id, first_seq=first_seq, items=items
                 ),
             )
-        items = [asked, ("turn_failed", failed)]
+        items = [*lead, asked, ("turn_failed", failed)]
         release(session_id=session.pk, turn_id=turn_id)
         return TurnBegun(
             prepared=None,
@@ -147,3 +186,18 @@ def begin_turn(
                 session_id=session.pk, turn=turn_id, first_seq=first_seq, items=items
             ),
         )
+
+
+def _check_rewind(*, session_id: Any, to: int, before: int) -> None:
+    """A rewind goes back to just before one of the chat's own messages that is still in
+    the conversation (not one an earlier edit already dropped): ``Invalid`` otherwise, and
+    the whole beginning rolls back."""
+    transcript = fold(
+        SessionEvent.objects.filter(session_id=session_id, seq__lt=before)
+        .exclude(kind="text_delta")
+        .order_by("seq")
+        .values_list(*ROW)
+    )
+    item = transcript.items.get(f"m{to + 1}")
+    if not isinstance(item, Message) or item.role != "user":
+        raise RewindRefused("That message is not in this chat any more; reload the page.")

@@ -4,7 +4,8 @@ A turn's claim is a lease its owner renews (``state``). When the owner process i
 nobody renews it; a round of the reaper, every ``reap_seconds()`` on a loop of this
 process, ends each such turn (``lost`` results for its open calls, ``turn_failed`` with
 code ``lost``, the session released) and sends those events to the session's group, so a
-page on any server shows the turn ended without a manual Stop (docs/faults.md).
+page on any server shows the turn ended without a manual Stop (docs/faults.md). Once a
+minute a round also deletes for good the chats binned past their Undo.
 
 There is one reaper per server process. It starts with the server (``toolhub.serve``
 starts it as the server's loop starts, before any request), or on the first request. It
@@ -25,10 +26,13 @@ import logging
 from agent_app.turns.loop import live_turns, on_db_thread
 from agent_app.turns.state import lease, reap_seconds, turns_reap
 from sessions_app.eventlog import notify_events
+from sessions_app.services import sessions_purge_binned
 
 logger = logging.getLogger(__name__)
 
 _reaper: asyncio.Task[None] | None = None
+# How often a round also purges the chats binned past their Undo.
+PURGE_SECONDS = 60.0
 
 
 def reaper_start() -> None:
@@ -53,9 +57,15 @@ async def reap_once() -> int:
 
 
 async def _reap_forever() -> None:
+    purged_at = 0.0
     while True:
         try:
             await reap_once()
+            loop_time = asyncio.get_running_loop().time()
+            if loop_time - purged_at >= PURGE_SECONDS:
+                # Chats binned on the chat page, past their Undo.
+                purged_at = loop_time
+                await on_db_thread(sessions_purge_binned)
         except Exception:
             # The database may be restarting. Every owner's heartbeat failed meanwhile too,
             # so leases ran out with nobody dead: the next round waits a whole lease, time

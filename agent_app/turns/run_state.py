@@ -140,6 +140,10 @@ def as_result(run: ToolRun) -> ToolResult:
     if status == "ok":
         return ToolResult(content=content)
     if status == "cancelled":
+        # What the command printed before it stopped stays in the result (the last tail a
+        # heartbeat stored), so a reload still shows it.
+        if run.tail:
+            content = f"{run.tail.rstrip()}\n[stopped: {content}]"
         return ToolResult.cancelled(content)
     return ToolResult(content=content, is_error=True, status="error")
 

@@ -48,6 +48,7 @@ from agent_app.turns.state import (
     renew,
 )
 from agent_app.turns.tails import TailPump
+from agent_app.turns.titles import name_chat
 from profiles_app.services import global_disables
 from sessions_app.models import SessionEvent
 from toolhub.lib.markdown import render_markdown
@@ -88,6 +89,8 @@ class CallOutcome:
     reason: str = ""
     references: tuple[str, ...] = ()
     cached: bool = False
+    # Where the whole result is kept when the model got it cut (a tool's persist_full).
+    full_ref: str = ""
 
 
 @dataclass
@@ -185,6 +188,7 @@ class TurnRunner(TurnEvents):
                 return
             if not outcome.uses:
                 await self._finish("end_turn", call=outcome.record)
+                await self._name_chat(prep, outcome.text)
                 return
             await self._flush(call=outcome.record, **self._expect_answers(outcome.calls))
             assistant: list[dict[str, Any]] = []
@@ -203,6 +207,20 @@ class TurnRunner(TurnEvents):
                 await self._finish("cancelled")
                 return
         await self._finish("max_steps")
+
+    async def _name_chat(self, prep: PreparedTurn, answer: str) -> None:
+        """After a chat's first answer (the session already released), its model may
+        title it (agent_app/turns/titles.py)."""
+        first = not prep.messages
+        if first and answer and not prep.provider.is_demo and settings.TOOLHUB_AUTO_TITLES:
+            await name_chat(
+                provider=prep.provider,
+                model=prep.model,
+                session_id=self.session_id,
+                turn=self.turn_id,
+                question=self.text,
+                answer=answer,
+            )
 
     # --- provider ------------------------------------------------------------------
 
@@ -380,6 +398,8 @@ class TurnRunner(TurnEvents):
         if outcome.cached:
             # Served from the person's result cache: it did not run again.
             result["cached"] = True
+        if outcome.full_ref:
+            result["full_ref"] = outcome.full_ref
         result["elapsed_ms"] = int((time.monotonic() - started) * 1000)
         self._emit("tool_result", result)
         self._unanswered.pop(call["call_id"], None)
@@ -443,7 +463,9 @@ class TurnRunner(TurnEvents):
             # person cancelled it.
             status = "cancelled"
         reason = CANCELLED if status == "cancelled" else ""
-        return CallOutcome(status, outcome.content, reason, references, outcome.cached)
+        return CallOutcome(
+            status, outcome.content, reason, references, outcome.cached, outcome.full_ref or ""
+        )
 
     async def _on_worker(self, tool: Any, call: dict[str, Any], ctx: ToolContext) -> ToolResult:
         done = self._runs_done[call["call_id"]] = asyncio.Event()
@@ -474,6 +496,18 @@ class TurnRunner(TurnEvents):
             return "cancelled" if self.cancel.cancelled else f"no answer within {timeout:g} s"
         return bool(answer)
 
+    def _answered(self, kind: str, call_id: str, answer: Any) -> None:
+        """The person's answer (or its absence) as an event, stored with the end of the
+        wait: every tab and every reload shows the approval or question as answered."""
+        data: dict[str, Any] = {"call_id": call_id}
+        if answer is None:
+            data["outcome"] = "cancelled" if self.cancel.cancelled else "timeout"
+        elif kind == "approval":
+            data.update(outcome="allowed" if answer else "denied", allow=bool(answer))
+        else:
+            data.update(outcome="answered", text=str(answer))
+        self._emit(f"{kind}_answered", data)
+
     def _expect_answers(self, calls: list[AnnouncedCall]) -> dict[str, Any]:
         """A question the model asks can be answered from the moment it is announced: the
         waiting state is stored with the announcement, not when the tool gets to run."""
@@ -503,8 +537,10 @@ class TurnRunner(TurnEvents):
         finally:
             stop.cancel()
             self._answers.pop(call_id, None)
+            answer = future.result() if future.done() else None
+            self._answered(kind, call_id, answer)
             await self._flush(waiting=None)
-        return future.result() if future.done() else None
+        return answer
 
     # --- control, events, ending -----------------------------------------------------
 

@@ -115,7 +115,7 @@ def _claim_row(
         f"UPDATE {quote(meta.db_table)} SET turn_id = %s, turn_channel = %s, "  # noqa: S608
         "turn_lease = %s, turn_waiting = NULL, updated = %s, "
         "title = CASE WHEN title = '' THEN %s ELSE title END, last_seq = last_seq + %s "
-        f"WHERE id = %s{where} RETURNING *, "
+        f"WHERE id = %s AND deleted IS NULL{where} RETURNING *, "
         f"(SELECT version FROM {agents} WHERE {agents}.id = agent_id) AS agent_version, "
         f"(SELECT updated FROM {agents} WHERE {agents}.id = agent_id) AS agent_updated"
     )

@@ -21,6 +21,7 @@ from profiles_app.models import (
     GlobalDisable,
 )
 from profiles_app.services.rules import audit, clean_tools, refuse_meta_tool
+from toolhub.lib.catalog_news import catalog_changed
 from toolhub.lib.errors import Conflict, Forbidden, Invalid, NotFound
 from toolhub.tools import (
     ToolContext,
@@ -64,6 +65,7 @@ def global_disables() -> dict[str, str]:
 
 def _bump_disables_generation() -> None:
     """Mark the disables changed, inside the caller's transaction (it commits with it)."""
+    catalog_changed()
     token = secrets.randbits(62)
     if not DisablesGeneration.objects.filter(pk=1).update(token=token):
         DisablesGeneration.objects.update_or_create(pk=1, defaults={"token": token})

@@ -228,6 +228,22 @@ def profiles_for_user(*, user: Any) -> list[ProfileView]:
     return views
 
 
+def profile_lookup_preloaded(user: Any) -> Callable[[str], ProfileSpec | None]:
+    """``profile_lookup_for`` with every profile the person can use read in one query,
+    for a page that resolves many toolsets at once (the composer's Profile select)."""
+    chosen: dict[str, ToolProfile] = {}
+    for profile in ToolProfile.objects.filter(Q(owner=user) | Q(owner__isnull=True)):
+        known = chosen.get(profile.name)
+        # Own before shared, as profile_lookup_for picks.
+        if known is None or (known.is_shared and not profile.is_shared):
+            chosen[profile.name] = profile
+    specs = {
+        name: ProfileSpec(profile.name, profile.mode, tuple(profile.tools))
+        for name, profile in chosen.items()
+    }
+    return specs.get
+
+
 def profile_lookup_for(user: Any) -> Callable[[str], ProfileSpec | None]:
     """Resolve a toolset name as a chat does: own, then shared, then preset
     (``None`` here lets the runtime fall through to its presets)."""

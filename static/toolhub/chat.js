@@ -1,24 +1,33 @@
-// The chat: one socket per session, every event drawn by one function whether it comes
-// from the replay after `resume` or live, so a reload, a reconnect and a first load look
-// the same. Model text is only ever set as text; the one HTML string used is the
-// server-rendered, sanitized markdown of a finished message.
+// The chat. The page arrives rendered from the event log up to its last seq; the socket
+// resumes from there, and every event frame carries the items it changed, rendered by the
+// server's partials (templates/sessions_app/_transcript.html), which replace the old ones
+// by id. So a card's state (approval, question, result) is the log's, in every tab and
+// after every reload: nothing here decides it. The one thing drawn locally is the text of
+// a streaming answer, appended delta by delta as text (never as HTML).
 
 const root = document.querySelector("[data-session]");
-const list = root.querySelector(".messages-list");
+const list = root.querySelector(".transcript");
+const pane = root.querySelector("[data-pane]");
 const form = root.querySelector(".composer");
 const input = form.querySelector("textarea");
+const sendButton = form.querySelector("[data-send]");
 const stopButton = form.querySelector("[data-stop]");
+const runningNote = form.querySelector("[data-running-note]");
+const questionNote = form.querySelector("[data-question-note]");
+const composerError = form.querySelector("[data-composer-error]");
+const jump = root.querySelector("[data-jump]");
 const connection = root.querySelector(".connection");
 const announce = root.querySelector("[data-announce]");
 const demoBanner = root.querySelector(".demo-banner");
+const TEXT_LIMIT = Number(root.dataset.textLimit);
+const FRAME_LIMIT = Number(root.dataset.frameLimit);
 
 let socket = null;
-let lastSeq = 0;
-let running = false;
+let lastSeq = Number(root.dataset.lastSeq);
+let running = root.hasAttribute("data-running");
 let retry = 0;
-let streaming = null; // the assistant bubble receiving text deltas
 let unconfirmed = ""; // sent text the server has not stored yet
-const cards = new Map(); // call id -> tool card
+const numbers = new Intl.NumberFormat();
 
 function element(tag, className, text) {
   const node = document.createElement(tag);
@@ -27,71 +36,172 @@ function element(tag, className, text) {
   return node;
 }
 
-function append(node) {
-  const item = element("li");
-  item.append(node);
-  list.append(item);
-  item.scrollIntoView({ block: "end", behavior: "auto" });
-  return node;
+// --- scrolling: follow the latest unless the person scrolled up -----------------------
+
+function nearBottom() {
+  return pane.scrollHeight - pane.scrollTop - pane.clientHeight < 80;
+}
+
+function toLatest() {
+  pane.scrollTop = pane.scrollHeight;
+  jump.hidden = true;
+}
+
+pane.addEventListener("scroll", () => {
+  if (nearBottom()) jump.hidden = true;
+});
+jump.addEventListener("click", () => {
+  toLatest();
+  input.focus();
+});
+
+function changed(follow) {
+  if (follow) toLatest();
+  else jump.hidden = false;
+}
+
+// --- items -------------------------------------------------------------------------
+
+function fromHtml(html) {
+  const template = document.createElement("template");
+  template.innerHTML = html;
+  return template.content.firstElementChild;
+}
+
+function place(id, html) {
+  const old = document.getElementById(id);
+  if (!html) {
+    // Removed from the conversation (an edit or a regenerate went back before it).
+    old?.remove();
+    return null;
+  }
+  const next = fromHtml(html);
+  if (!old) {
+    list.append(next);
+    localTimes(next);
+    return next;
+  }
+  // A card the person opened stays open; a live tail stays until the result replaces it.
+  const oldCard = old.querySelector(".tool-card");
+  const newCard = next.querySelector(".tool-card");
+  if (oldCard && newCard) {
+    if (oldCard.open) newCard.open = true;
+    const oldTail = oldCard.querySelector("pre.tail");
+    const newTail = newCard.querySelector("pre.tail");
+    if (oldTail && newTail && oldTail.textContent) {
+      newTail.textContent = oldTail.textContent;
+      newTail.hidden = false;
+    }
+  }
+  old.replaceWith(next);
+  localTimes(next);
+  return next;
+}
+
+// Every code block of an answer gets its own Copy button (the answer's HTML is the
+// server's; the button is added here, outside it).
+function codeButtons(scope) {
+  for (const pre of scope.querySelectorAll(".bubble.assistant pre")) {
+    if (pre.parentElement.classList.contains("code-block")) continue;
+    const wrap = element("div", "code-block");
+    pre.replaceWith(wrap);
+    const button = element("button", "link small copy-code", "Copy code");
+    button.type = "button";
+    button.dataset.copyCode = "";
+    wrap.append(button, pre);
+  }
+}
+
+// Times are rendered in the server's zone; the reader's own is nicer.
+const clock = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
+const full = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+function localTimes(scope) {
+  codeButtons(scope);
+  for (const time of scope.querySelectorAll("time[datetime]")) {
+    const at = new Date(time.dateTime);
+    if (Number.isNaN(at.getTime())) continue;
+    time.textContent = clock.format(at);
+    time.title = full.format(at);
+  }
 }
 
 function setRunning(value) {
   running = value;
+  root.classList.toggle("running", value);
   stopButton.hidden = !value;
+  runningNote.hidden = !value;
+  sendButton.textContent = value ? "Send answer" : "Send";
+  syncQuestion();
 }
 
-function toolCard(data) {
-  const card = element("details", "tool-card");
-  const summary = element("summary");
-  summary.append(element("code", "", data.name));
-  if (data.via) summary.append(element("span", "tag", `via ${data.via}`));
-  const status = element("span", "status", "running");
-  summary.append(status);
-  card.append(summary);
-  card.append(element("p", "label", "Arguments"));
-  card.append(element("pre", "arguments", JSON.stringify(data.arguments ?? {}, null, 2)));
-  const tail = element("pre", "tail");
-  tail.hidden = true;
-  card.append(tail);
-  const result = element("pre", "result");
-  result.hidden = true;
-  card.append(result);
-  card.dataset.status = "running";
-  cards.set(data.call_id, { card, status, tail, result });
-  return append(card);
+// While the model waits for an answer, the composer says its next message answers it.
+function syncQuestion() {
+  const waiting = list.querySelector('.tool-card[data-asking="waiting"]');
+  questionNote.hidden = !waiting;
+  sendButton.hidden = running && !waiting;
+  input.placeholder = waiting
+    ? "Your answer to the model's question"
+    : "Message (Enter sends, Shift+Enter for a new line)";
 }
 
-function approval(data) {
-  const entry = cards.get(data.call_id) ?? { card: toolCard(data) };
-  const box = element("div", "approval");
-  box.append(element("p", "", `${data.name} needs your approval to run.`));
-  for (const [label, allow] of [["Allow", true], ["Deny", false]]) {
-    const button = element("button", allow ? "" : "danger", label);
-    button.type = "button";
-    button.setAttribute("aria-label", `${label} ${data.name}`);
-    button.addEventListener("click", () => {
-      send({ type: "approve", call_id: data.call_id, allow });
-      box.remove();
-      entry.card.querySelector("summary").focus();
-    });
-    box.append(button);
+// A first message names the chat: the header, the list and the window say so at once.
+function showTitle(title) {
+  const heading = root.querySelector("#chat-title");
+  if (heading.textContent === title) return;
+  heading.textContent = title;
+  heading.title = title;
+  document.title = `${title} · Chat · toolhub`;
+  const current = root.querySelector('#chats a[aria-current="page"]');
+  if (current) {
+    current.textContent = title;
+    current.title = title;
   }
-  entry.card.open = true;
-  entry.card.append(box);
-  announce.textContent = `${data.name} needs your approval.`;
-  box.querySelector("button").focus();
+}
+
+// How full the model's context window was at the last call, from the turn's end.
+const gaugeBox = form.querySelector("[data-gauge]");
+function gauge(usage) {
+  if (!usage || !Number(usage.dataset.window) || !Number(usage.dataset.context)) return;
+  const used = Number(usage.dataset.context);
+  const size = Number(usage.dataset.window);
+  const meter = gaugeBox.querySelector("meter");
+  meter.max = size;
+  meter.value = used;
+  gaugeBox.querySelector("[data-gauge-text]").textContent =
+    `${numbers.format(used)} of ${numbers.format(size)} tokens (${Math.min(100, Math.round((used * 100) / size))}%)`;
+  gaugeBox.hidden = false;
+}
+
+function notice(text) {
+  const item = element("li", "item notice-item");
+  const line = element("p", "error", text);
+  line.setAttribute("role", "alert");
+  item.append(line);
+  list.append(item);
+  changed(true);
 }
 
 function draw(frame) {
   if (frame.type === "tail") {
-    const entry = cards.get(frame.call_id);
-    if (!entry) return;
-    entry.tail.hidden = false;
-    entry.tail.textContent = frame.tail;
+    // The last card with that call id: providers reuse ids, and only the latest runs.
+    const tails = list.querySelectorAll(
+      `.tool-card[data-call="${CSS.escape(frame.call_id)}"] pre.tail`,
+    );
+    const tail = tails[tails.length - 1];
+    if (!tail) return;
+    const follow = nearBottom();
+    tail.hidden = false;
+    tail.textContent = frame.tail;
+    if (follow) toLatest();
+    return;
+  }
+  if (frame.type === "catalog_changed") {
+    // Every open chat hears it at once: spread their requests over a second and a half.
+    refreshInspector(300 + Math.random() * 1500);
     return;
   }
   if (frame.type === "error") {
-    append(element("p", "error", frame.message)).setAttribute("role", "alert");
+    notice(frame.message);
     // What was typed is not lost to a refusal.
     if (unconfirmed && !input.value) input.value = unconfirmed;
     unconfirmed = "";
@@ -101,77 +211,73 @@ function draw(frame) {
   }
   if (frame.type !== "event" || frame.seq <= lastSeq) return;
   lastSeq = frame.seq;
+  const follow = nearBottom();
+  if (frame.kind === "rewind") dropAfter(frame.data.to);
+  const placed = (frame.items ?? []).map(([id, html]) => place(id, html)).filter(Boolean);
   const data = frame.data;
   switch (frame.kind) {
     case "user_message":
       unconfirmed = "";
-      append(element("div", "bubble user", data.text));
+      changed(true);
+      return;
+    case "title":
+      showTitle(data.title);
       break;
     case "turn_started":
       setRunning(true);
       demoBanner.hidden = !data.demo;
+      if (data.title) showTitle(data.title);
       announce.textContent = "The assistant is answering.";
       break;
     case "text_delta":
-      if (!streaming) streaming = append(element("div", "bubble assistant streaming"));
-      streaming.textContent += data.text;
-      break;
-    case "assistant_message": {
-      const bubble = streaming ?? append(element("div", "bubble assistant"));
-      bubble.classList.remove("streaming");
-      // Rendered and sanitized on the server (markdown-it + nh3).
-      bubble.innerHTML = data.html;
-      streaming = null;
-      break;
-    }
-    case "tool_call":
-      streaming = null;
-      toolCard(data);
+      if (!placed.length) {
+        const bubbles = list.querySelectorAll("[data-streaming]");
+        const bubble = bubbles[bubbles.length - 1];
+        if (bubble) bubble.append(data.text);
+      }
       break;
     case "approval_request":
-      approval(data);
+      // Said, and shown, but focus stays where the person is: an Enter meant for the
+      // message box must never allow a command.
+      announce.textContent = `${data.name} needs your approval.`;
+      placed[0]?.scrollIntoView({ block: "nearest" });
       break;
-    case "tool_result": {
-      const entry = cards.get(data.call_id);
-      if (!entry) break;
-      entry.card.dataset.status = data.status;
-      const cached = data.cached ? " · cached" : "";
-      entry.status.textContent =
-        data.elapsed_ms !== undefined
-          ? `${data.status}${cached} · ${data.elapsed_ms} ms`
-          : `${data.status}${cached}`;
-      entry.result.hidden = false;
-      entry.result.textContent = data.content;
-      for (const box of entry.card.querySelectorAll(".approval")) box.remove();
-      break;
-    }
     case "turn_finished":
     case "turn_failed":
       setRunning(false);
+      gauge(placed.map((item) => item.querySelector(".usage")).find(Boolean));
       refreshInspector();
-      streaming = null;
-      if (frame.kind === "turn_failed") {
-        append(element("p", "error", `The turn failed: ${data.message}`)).setAttribute("role", "alert");
-        announce.textContent = "The answer failed.";
-      } else {
-        announce.textContent = data.reason === "cancelled" ? "Stopped." : "The answer is complete.";
-      }
+      announce.textContent =
+        frame.kind === "turn_failed"
+          ? "The answer failed."
+          : data.reason === "cancelled"
+            ? "Stopped."
+            : "The answer is complete.";
       break;
     default:
       break;
   }
+  syncQuestion();
+  changed(follow);
 }
 
-// The inspector shows what the next turn will send: refreshed when a turn ends, once for
-// a replay of many.
+// The inspector shows what the next turn will send with the composer as it is set now:
+// refreshed when the composer changes, when a turn ends, and when an operator's disable
+// or an MCP change lands (a catalog_changed frame); bursts coalesce into one request.
+const inspector = root.querySelector("#inspector");
 let inspectorTimer = null;
-function refreshInspector() {
+function refreshInspector(delay = 150) {
   clearTimeout(inspectorTimer);
-  inspectorTimer = setTimeout(
-    () => document.body.dispatchEvent(new CustomEvent("toolhub:turn-end")),
-    300,
-  );
+  inspectorTimer = setTimeout(() => {
+    const draft = encodeURIComponent(JSON.stringify(composerIntent()));
+    htmx.ajax("GET", `${inspector.dataset.inspectorUrl}?draft=${draft}`, {
+      target: inspector,
+      swap: "innerHTML",
+    });
+  }, delay);
 }
+// Plan mode is stored at once; its response says so with this event.
+document.body.addEventListener("toolhub:turn-end", () => refreshInspector(0));
 
 // Frames sent while the socket is (re)connecting wait here and go out right after the
 // resume, in order: a message typed before the page connected is not lost.
@@ -191,7 +297,7 @@ function connect() {
   socket.addEventListener("open", () => {
     retry = 0;
     connection.hidden = true;
-    send({ type: "resume", after_seq: lastSeq });
+    send({ type: "resume", after_seq: lastSeq, render: true });
     for (const frame of outbox.splice(0)) send(frame);
   });
   socket.addEventListener("message", (message) => draw(JSON.parse(message.data)));
@@ -209,6 +315,117 @@ function connect() {
     setTimeout(connect, delay);
   });
 }
+
+// Every item of the conversation after seq ``to`` (ids are a letter and the seq of the
+// event that began the item).
+function dropAfter(to) {
+  for (const item of list.querySelectorAll(".item[id]")) {
+    if (Number(item.id.slice(1)) > to) item.remove();
+  }
+}
+
+// --- what the person does in the transcript ------------------------------------------
+
+function editMessage(item) {
+  if (item.querySelector(".edit-form")) return;
+  const source = item.querySelector("template[data-source]").content.textContent;
+  const editor = element("form", "edit-form");
+  const label = element("label", "visually-hidden", "Edit your message");
+  const area = element("textarea");
+  area.id = `edit-${item.id}`;
+  label.htmlFor = area.id;
+  area.rows = Math.min(12, source.split("\n").length + 1);
+  area.value = source;
+  const actions = element("div", "actions");
+  const cancel = element("button", "secondary", "Cancel");
+  cancel.type = "button";
+  const save = element("button", "", "Send");
+  save.type = "submit";
+  actions.append(cancel, save);
+  editor.append(label, area, actions);
+  const bubble = item.querySelector(".bubble");
+  bubble.hidden = true;
+  item.insertBefore(editor, bubble.nextSibling);
+  area.focus();
+  const close = () => {
+    editor.remove();
+    bubble.hidden = false;
+  };
+  cancel.addEventListener("click", close);
+  area.addEventListener("keydown", (key) => {
+    if (key.key === "Escape") {
+      key.stopPropagation();
+      close();
+    } else if (key.key === "Enter" && !key.shiftKey && !key.isComposing) {
+      key.preventDefault();
+      editor.requestSubmit();
+    }
+  });
+  editor.addEventListener("submit", (submitted) => {
+    submitted.preventDefault();
+    const text = area.value.trim();
+    if (!text) return;
+    const frame = { type: "edit", seq: Number(item.id.slice(1)), text, intent: composerIntent() };
+    const problem = tooLong(text, frame);
+    if (problem) {
+      notice(problem);
+      return;
+    }
+    send(frame);
+    close();
+    input.focus();
+  });
+}
+
+function answer(text) {
+  send({ type: "chat", text });
+  input.focus();
+}
+
+list.addEventListener("click", async (clicked) => {
+  const target = clicked.target.closest("button");
+  if (!target) return;
+  const card = target.closest(".tool-card");
+  if (target.dataset.approve && card) {
+    send({ type: "approve", call_id: card.dataset.call, allow: target.dataset.approve === "allow" });
+    // Until the answer is stored and comes back for every tab, nothing is clicked twice.
+    for (const button of card.querySelectorAll("[data-approve]")) button.disabled = true;
+    input.focus();
+  } else if (target.dataset.answer !== undefined && card) {
+    for (const button of card.querySelectorAll("button")) button.disabled = true;
+    answer(target.dataset.answer);
+  } else if (target.hasAttribute("data-edit")) {
+    editMessage(target.closest(".item"));
+  } else if (target.hasAttribute("data-regenerate")) {
+    send({ type: "regenerate", intent: composerIntent() });
+    input.focus();
+  } else if (target.hasAttribute("data-copy") || target.hasAttribute("data-copy-code")) {
+    const source = target.hasAttribute("data-copy-code")
+      ? target.parentElement.querySelector("pre")
+      : target.closest(".item").querySelector("template[data-source]")?.content;
+    const text = source ? source.textContent : "";
+    try {
+      await navigator.clipboard.writeText(text);
+      target.textContent = "Copied";
+    } catch {
+      target.textContent = "Copy failed";
+    }
+    const label = target.hasAttribute("data-copy-code") ? "Copy code" : "Copy";
+    setTimeout(() => {
+      target.textContent = label;
+    }, 1500);
+  }
+});
+
+list.addEventListener("submit", (submitted) => {
+  const answerForm = submitted.target.closest("[data-answer-form]");
+  if (!answerForm) return;
+  submitted.preventDefault();
+  const text = answerForm.elements.answer.value.trim();
+  if (!text) return;
+  for (const button of answerForm.querySelectorAll("button")) button.disabled = true;
+  answer(text);
+});
 
 // The Tools and Web search controls have three states: "follow" sends null (the chat
 // keeps no override; the agent and the profile decide), "on" and "off" override. What
@@ -247,11 +464,34 @@ function updateControls() {
   showHint(webBox, web.unavailable ? "unavailable" : toolsOn ? webState : "no_tools");
 }
 
-form.elements.toolset.addEventListener("change", updateControls);
+function composerChanged() {
+  updateControls();
+  refreshInspector();
+}
+form.elements.toolset.addEventListener("change", composerChanged);
 for (const radio of form.querySelectorAll(".tristate input[type=radio]")) {
-  radio.addEventListener("change", updateControls);
+  radio.addEventListener("change", composerChanged);
 }
 updateControls();
+
+function composerIntent() {
+  return {
+    toolset: form.elements.toolset.value === "default" ? null : form.elements.toolset.value,
+    enabled: OVERRIDE[form.elements.tools.value],
+    web_search: OVERRIDE[form.elements.web_search.value],
+  };
+}
+
+function tooLong(text, frame) {
+  if (text.length > TEXT_LIMIT) {
+    return `That message is too long: ${numbers.format(text.length)} characters, the limit is ${numbers.format(TEXT_LIMIT)}.`;
+  }
+  const bytes = new TextEncoder().encode(JSON.stringify(frame)).length;
+  if (bytes > FRAME_LIMIT) {
+    return `That message is too long to send: ${numbers.format(bytes)} bytes, the limit is ${numbers.format(FRAME_LIMIT)}.`;
+  }
+  return "";
+}
 
 form.addEventListener("submit", (submitted) => {
   submitted.preventDefault();
@@ -260,16 +500,15 @@ form.addEventListener("submit", (submitted) => {
   // While a turn runs, a message is the answer to the model's question (the server
   // refuses it otherwise), so it carries no intent.
   const frame = { type: "chat", text };
-  if (!running) {
-    frame.intent = {
-      toolset: form.elements.toolset.value === "default" ? null : form.elements.toolset.value,
-      enabled: OVERRIDE[form.elements.tools.value],
-      web_search: OVERRIDE[form.elements.web_search.value],
-    };
-  }
+  if (!running) frame.intent = composerIntent();
+  const problem = tooLong(text, frame);
+  composerError.hidden = !problem;
+  composerError.textContent = problem;
+  if (problem) return;
   send(frame);
   unconfirmed = text;
   input.value = "";
+  input.focus();
 });
 
 input.addEventListener("keydown", (key) => {
@@ -278,7 +517,135 @@ input.addEventListener("keydown", (key) => {
     form.requestSubmit();
   }
 });
+input.addEventListener("input", () => {
+  if (!composerError.hidden && input.value.length <= TEXT_LIMIT) composerError.hidden = true;
+});
 
-stopButton.addEventListener("click", () => send({ type: "cancel" }));
+function stop() {
+  send({ type: "cancel" });
+  input.focus();
+}
+stopButton.addEventListener("click", stop);
 
+// --- the shell: the chats drawer and the inspector panel ------------------------------
+
+const drawerOpen = root.querySelector("[data-drawer-open]");
+function setDrawer(open) {
+  root.classList.toggle("drawer-open", open);
+  drawerOpen.setAttribute("aria-expanded", String(open));
+  if (open) root.querySelector("#chats a, #chats button").focus();
+}
+drawerOpen.addEventListener("click", () => setDrawer(true));
+root.querySelector("[data-drawer-close]").addEventListener("click", () => {
+  setDrawer(false);
+  drawerOpen.focus();
+});
+
+const inspectorToggle = root.querySelector("[data-inspector-toggle]");
+const inspectorClose = root.querySelector("[data-inspector-close]");
+const INSPECTOR_KEY = "toolhub.inspector";
+// Wide: a column, open unless the person closed it (remembered). Narrower: a panel over
+// the conversation, closed until asked for, and never remembered open.
+const wide = matchMedia("(min-width: 72.01rem)");
+function inspectorOpen() {
+  return wide.matches
+    ? !root.classList.contains("inspector-closed")
+    : root.classList.contains("inspector-open");
+}
+function setInspector(open) {
+  if (wide.matches) {
+    root.classList.toggle("inspector-closed", !open);
+    localStorage.setItem(INSPECTOR_KEY, open ? "open" : "closed");
+  } else {
+    root.classList.toggle("inspector-open", open);
+  }
+  inspectorToggle.setAttribute("aria-expanded", String(open));
+}
+root.classList.toggle("inspector-closed", localStorage.getItem(INSPECTOR_KEY) === "closed");
+inspectorToggle.setAttribute("aria-expanded", String(inspectorOpen()));
+wide.addEventListener("change", () => {
+  root.classList.remove("inspector-open");
+  inspectorToggle.setAttribute("aria-expanded", String(inspectorOpen()));
+});
+inspectorToggle.addEventListener("click", () => setInspector(!inspectorOpen()));
+inspectorClose.addEventListener("click", () => {
+  setInspector(false);
+  inspectorToggle.focus();
+});
+
+// On a phone the composer's controls fold behind one line that says what they are set to.
+const options = form.querySelector("[data-composer-options]");
+const optionsSummary = form.querySelector("[data-options-summary]");
+const narrow = matchMedia("(max-width: 47.99rem)");
+function summarizeOptions() {
+  const parts = [
+    form.elements.toolset.value,
+    `tools ${form.elements.tools.value}`,
+    `web ${form.elements.web_search.value}`,
+  ];
+  if (form.elements.plan_mode.checked) parts.push("plan mode");
+  optionsSummary.textContent = parts.join(" · ");
+}
+function foldOptions() {
+  options.open = !narrow.matches;
+}
+form.addEventListener("change", summarizeOptions);
+narrow.addEventListener("change", foldOptions);
+summarizeOptions();
+foldOptions();
+
+// --- keyboard ---------------------------------------------------------------------------
+
+const searchDialog = document.getElementById("search");
+const searchInput = document.getElementById("search-query");
+const shortcuts = document.getElementById("shortcuts");
+function openSearch() {
+  if (!searchDialog.open) searchDialog.showModal();
+  searchInput.select();
+  if (!searchInput.value) htmx.trigger(searchInput, "search");
+}
+root.querySelector("[data-search-open]").addEventListener("click", openSearch);
+
+function typing(target) {
+  return target.closest("input, textarea, select, [contenteditable]") !== null;
+}
+
+document.addEventListener("keydown", (key) => {
+  if ((key.ctrlKey || key.metaKey) && key.key.toLowerCase() === "k") {
+    key.preventDefault();
+    openSearch();
+    return;
+  }
+  if (key.key === "?" && !typing(key.target) && !searchDialog.open) {
+    key.preventDefault();
+    if (!shortcuts.open) shortcuts.showModal();
+    return;
+  }
+  // An open dialog closes itself on Esc.
+  if (searchDialog.open || shortcuts.open) return;
+  if (key.key === "Escape") {
+    if (root.classList.contains("drawer-open")) {
+      setDrawer(false);
+      drawerOpen.focus();
+    } else if (!wide.matches && inspectorOpen()) {
+      setInspector(false);
+      inspectorToggle.focus();
+    } else if (running) {
+      key.preventDefault();
+      stop();
+    }
+  }
+});
+
+localTimes(list);
+setRunning(running);
+// A link to one message (a search hit) shows it; otherwise the latest.
+const linked = location.hash.length > 1 ? document.getElementById(location.hash.slice(1)) : null;
+if (linked && list.contains(linked)) {
+  linked.classList.add("linked");
+  linked.scrollIntoView({ block: "center" });
+} else {
+  toLatest();
+}
+refreshInspector(0);
 connect();

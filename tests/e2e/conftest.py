@@ -68,7 +68,7 @@ def sign_in(page, base: str, password: str) -> None:
     page.get_by_label("Username").fill("demo")
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{base}/")
+    page.wait_for_url(f"{base}/chat/**")
 
 
 def new_chat(page, base: str) -> None:

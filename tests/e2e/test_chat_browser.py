@@ -45,7 +45,10 @@ def test_a_worker_tool_streams_its_output_live_and_stop_cancels_it(product, page
 
     expect(card).to_have_attribute("data-status", "cancelled", timeout=20_000)
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()
-    assert "tick 30" not in card.locator("pre.tail").inner_text()
+    # The result replaces the live tail: the output so far, once, and where it stopped.
+    expect(card.locator("pre.tail")).to_have_count(0)
+    expect(card.locator("pre.result")).to_contain_text("tick 2")
+    assert "tick 30" not in card.locator("pre.result").inner_text()
     assert page.console_errors == []
 
 
@@ -56,11 +59,12 @@ def test_the_models_question_is_answered_from_the_composer(product, page):
     page.get_by_label("Message").press("Enter")
     card = page.locator(".tool-card")
     expect(card).to_have_attribute("data-status", "running", timeout=20_000)
+    expect(card.locator(".question-text")).to_have_text("Which colour?")
     page.get_by_label("Message").fill("blue")
     page.get_by_label("Message").press("Enter")
 
     expect(card).to_have_attribute("data-status", "ok", timeout=20_000)
-    expect(card.locator("pre.result")).to_contain_text("blue")
+    expect(card.locator(".answered")).to_have_text("You answered: blue")
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()
     assert page.console_errors == []
 

@@ -60,7 +60,7 @@ def test_a_tool_disabled_on_the_ops_page_shows_hidden_with_its_reason(product, p
     new_chat(page, base)
 
     hidden = page.locator("#hidden-current_time")
-    expect(hidden).to_contain_text("disabled globally by", timeout=10_000)
+    expect(hidden).to_contain_text("turned off by an operator (demo@", timeout=10_000)
     expect(hidden).to_contain_text("quota spent")
     assert page.console_errors == []
 

@@ -1,4 +1,4 @@
-"""A person opens toolhub in a real browser, is sent to sign in, and lands on the home page.
+"""A person opens toolhub in a real browser, is sent to sign in, and lands on the chat.
 
 This runs the product as `make run` does (migrate, the demo user, daphne) in a scratch
 folder's SQLite database, and drives Debian's Chromium through Playwright.
@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import re
 
+from playwright.sync_api import expect
 
-def test_a_visitor_is_sent_to_sign_in_and_reaches_home_with_the_demo_account(product, page):
+
+def test_a_visitor_is_sent_to_sign_in_and_lands_on_the_chat(product, page):
     base, password = product
 
     page.goto(f"{base}/")
@@ -18,8 +20,11 @@ def test_a_visitor_is_sent_to_sign_in_and_reaches_home_with_the_demo_account(pro
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Sign in").click()
 
-    page.wait_for_url(f"{base}/")
-    assert page.get_by_role("heading", name="Welcome, demo").is_visible()
+    page.wait_for_url(f"{base}/chat/**")
+    expect(page.get_by_role("button", name="New chat").first).to_be_visible()
+    # The demo account is staff: the parts' states are one link away.
+    page.get_by_role("link", name="Status").click()
+    assert page.get_by_role("heading", name="System status").is_visible()
     assert page.get_by_role("row", name=re.compile(r"database\s+reachable")).is_visible()
     # The strict CSP would report a blocked inline script or style as a console error.
     assert page.console_errors == []

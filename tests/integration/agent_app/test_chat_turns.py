@@ -546,7 +546,7 @@ async def test_a_socket_gets_no_events_before_it_resumes(owner, model):
         ('{"type": "chat"}', "bad_frame", "chat"),
         ('{"type": "chat", "text": "   "}', "bad_frame", "chat"),
         (json.dumps({"type": "chat", "text": "x" * 32_001}), "too_large", "chat"),
-        (json.dumps({"type": "chat", "text": "x" * 70_000}), "too_large", None),
+        (json.dumps({"type": "chat", "text": "x" * 300_000}), "too_large", None),
         ('{"type": "chat", "text": "hi", "intent": {"colour": 1}}', "invalid_intent", "chat"),
         ('{"type": "chat", "text": "hi", "intent": {"toolset": "nope"}}', "invalid_intent", "chat"),
         ('{"type": "approve", "call_id": 3, "allow": true}', "bad_frame", "approve"),
@@ -554,6 +554,13 @@ async def test_a_socket_gets_no_events_before_it_resumes(owner, model):
         ('{"type": "approve", "call_id": "x", "allow": true}', "unknown_call", "approve"),
         ('{"type": "resume", "after_seq": -1}', "bad_frame", "resume"),
         ('{"type": "resume", "after_seq": "3"}', "bad_frame", "resume"),
+        ('{"type": "resume", "after_seq": 0, "render": "yes"}', "bad_frame", "resume"),
+        ('{"type": "edit", "text": "changed"}', "bad_frame", "edit"),
+        ('{"type": "edit", "seq": true, "text": "changed"}', "bad_frame", "edit"),
+        ('{"type": "edit", "seq": 1, "text": "  "}', "bad_frame", "edit"),
+        ('{"type": "edit", "seq": 1, "text": "x"}', "stale_message", "edit"),
+        ('{"type": "regenerate"}', "nothing_to_regenerate", "regenerate"),
+        ('{"type": "regenerate", "intent": {"colour": 1}}', "invalid_intent", "regenerate"),
         ('{"type": "cancel"}', "no_turn", "cancel"),
     ],
 )
@@ -1151,3 +1158,169 @@ async def test_a_page_cut_for_the_model_is_kept_whole_for_its_owner_only(
     assert "line 1999:" in mine.json()["text"]
     assert mine.json()["tool"] == "web_fetch"
     assert theirs.status_code == 404
+
+
+async def test_an_approval_answered_in_one_tab_is_shown_answered_in_the_other_at_once(
+    owner, model, executed
+):
+    model.replies.extend(
+        [Reply(tool_calls=[("toolu_g", "guarded", {"target": "a"})]), Reply(text="ok")]
+    )
+    session = await new_session(owner)
+    tabs = [await open_socket(session.pk, owner) for _ in range(2)]
+    for tab in tabs:
+        await send(tab, {"type": "resume", "after_seq": 0, "render": True})
+    await send(tabs[0], {"type": "chat", "text": "go"})
+    asked = [events(await until(tab, ("approval_request",)), "approval_request")[0] for tab in tabs]
+    assert all('data-approve="allow"' in frame["items"][0][1] for frame in asked)
+
+    await send(tabs[0], {"type": "approve", "call_id": "toolu_g", "allow": True})
+    answered = [
+        events(await until(tab, ("approval_answered",)), "approval_answered")[0] for tab in tabs
+    ]
+    await send(tabs[1], {"type": "approve", "call_id": "toolu_g", "allow": False})
+    late = await receive(tabs[1])
+
+    for frame in answered:
+        assert frame["data"] == {"call_id": "toolu_g", "outcome": "allowed", "allow": True}
+        ((card_id, html),) = frame["items"]
+        assert card_id == asked[0]["items"][0][0]
+        assert "data-approve" not in html
+        assert "Allowed by you." in html
+    assert (late["code"], late["message"]) == (
+        "unknown_call",
+        "That call is not waiting for approval any more: it was answered, or its turn ended.",
+    )
+    for tab in tabs:
+        await until(tab)
+        await tab.disconnect()
+    assert executed == ["guarded:a"]
+
+
+async def test_a_socket_that_did_not_ask_for_rendered_items_gets_the_events_alone(owner, model):
+    model.replies.append(Reply(text="hello"))
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "resume", "after_seq": 0})
+
+    frames = await chat(socket, "hi")
+
+    assert [f["kind"] for f in events(frames)][:2] == ["user_message", "turn_started"]
+    assert not any("items" in frame for frame in frames)
+    await socket.disconnect()
+
+
+def _message_texts(messages) -> list[str]:
+    return [
+        block["text"]
+        for message in messages
+        for block in message["content"]
+        if block.get("type") == "text"
+    ]
+
+
+@database_sync_to_async
+def _page_texts(session) -> list[str]:
+    from sessions_app.transcript import Message, session_transcript
+
+    items = session_transcript(session_id=session.pk).items.values()
+    return [item.text for item in items if isinstance(item, Message)]
+
+
+async def test_regenerate_asks_the_last_message_again_without_the_answer_it_replaces(owner, model):
+    model.replies.extend([Reply(text="A"), Reply(text="B"), Reply(text="C")])
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "resume", "after_seq": 0, "render": True})
+    await chat(socket, "first")
+    asked = events(await chat(socket, "second"), "user_message")[0]
+
+    await send(socket, {"type": "regenerate"})
+    frames = await until(socket)
+
+    rewind = events(frames, "rewind")[0]
+    # The page drops everything after "to" (the old question and its answer), then shows
+    # the question asked again as a new item.
+    assert rewind["data"] == {"to": asked["seq"] - 1}
+    again = events(frames, "user_message")[0]
+    assert again["seq"] == rewind["seq"] + 1
+    assert again["items"][0][0] == f"m{again['seq']}"
+    assert "second" in again["items"][0][1]
+    assert _message_texts(model.requests[2].body["messages"]) == ["first", "A", "second"]
+    assert await _page_texts(session) == ["first", "A", "second", "C"]
+    await socket.disconnect()
+
+
+async def test_an_edited_message_is_sent_again_and_the_conversation_goes_on_from_there(
+    owner, model
+):
+    model.replies.extend([Reply(text="A"), Reply(text="B"), Reply(text="A2"), Reply(text="D")])
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    first = events(await chat(socket, "first"), "user_message")[0]
+    await chat(socket, "second")
+
+    await send(socket, {"type": "edit", "seq": first["seq"], "text": "first, changed"})
+    await until(socket)
+    await chat(socket, "third")
+
+    assert _message_texts(model.requests[2].body["messages"]) == ["first, changed"]
+    assert _message_texts(model.requests[3].body["messages"]) == [
+        "first, changed",
+        "A2",
+        "third",
+    ]
+    assert await _page_texts(session) == ["first, changed", "A2", "third", "D"]
+    await socket.disconnect()
+
+
+@pytest.mark.parametrize("seq", [2, 99], ids=["an answer", "no such message"])
+async def test_an_edit_of_anything_but_a_message_in_the_chat_is_refused_and_stores_nothing(
+    owner, model, seq
+):
+    model.replies.append(Reply(text="A"))
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await chat(socket, "first")
+    before = await _page_texts(session)
+
+    await send(socket, {"type": "edit", "seq": seq, "text": "changed"})
+    refused = await receive(socket)
+
+    assert (refused["code"], refused["ref"]) == ("stale_message", "edit")
+    assert await _page_texts(session) == before
+    assert len(model.requests) == 1
+    await send(socket, {"type": "regenerate", "intent": {"colour": 1}})
+    assert (await receive(socket))["code"] == "invalid_intent"
+    await socket.disconnect()
+
+
+async def test_a_real_model_titles_the_chat_after_its_first_answer_unless_renamed(
+    owner, model, settings
+):
+    settings.TOOLHUB_AUTO_TITLES = True
+    model.replies.extend(
+        [Reply(text="Sea otters use rocks."), Reply(text='"Otter tool use."'), Reply(text="ok")]
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    await chat(socket, "how do otters open shellfish? " * 4)
+    titled = await until(socket, ("title",))
+    await chat(socket, "thanks")
+
+    assert events(titled, "title")[0]["data"] == {"title": "Otter tool use"}
+    request = model.requests[1].body
+    assert "title" in request["system"][0]["text"]
+    assert "tools" not in request
+    assert "Sea otters use rocks." in request["messages"][0]["content"][0]["text"]
+    assert (await _title(session)) == "Otter tool use"
+    # One title, after the first answer only.
+    assert len(model.requests) == 3
+    await socket.disconnect()
+
+
+@database_sync_to_async
+def _title(session) -> str:
+    session.refresh_from_db()
+    return session.title

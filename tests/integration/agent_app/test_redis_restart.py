@@ -442,7 +442,7 @@ async def test_while_redis_is_down_rest_answers_json_and_health_says_when_to_ret
             ]
             health = await client.get("/healthz")
         async with httpx.AsyncClient(base_url=stack.base, cookies={"sessionid": cookie}) as browser:
-            page = await browser.get("/")
+            page = await browser.get("/chat/", follow_redirects=True)
     finally:
         await asyncio.to_thread(stack.redis.start)
 
@@ -485,11 +485,11 @@ async def test_with_the_database_down_rest_answers_json_503_and_pages_a_plain_50
             browser = httpx.AsyncClient(base_url=base, cookies={"sessionid": cookie}, timeout=20)
             async with api, browser:
                 assert (await api.get("/api/sessions/")).status_code == 200
-                assert (await browser.get("/")).status_code == 200
+                assert (await browser.get("/chat/", follow_redirects=True)).status_code == 200
                 proxy.cut()
                 listed = await api.get("/api/sessions/")
                 created = await api.post("/api/sessions/", json={})
-                page = await browser.get("/")
+                page = await browser.get("/chat/", follow_redirects=True)
     finally:
         proxy.cut()
 

@@ -220,6 +220,8 @@ async def test_stop_mid_run_ends_the_commands_processes_and_the_run_is_cancelled
     frames = await until(socket, timeout=30)
 
     assert _result(frames)["status"] == "cancelled"
+    # What it printed before the Stop is kept in the result, so a reload still shows it.
+    assert _result(frames)["content"].startswith("started\n[stopped: ")
     assert events(frames, "turn_finished")[0]["data"]["reason"] == "cancelled"
     (run,) = await runs(session)
     assert run.status == "cancelled"

@@ -283,8 +283,10 @@ def test_the_inspector_shows_what_the_next_turn_sends(api, owner, staff, monkeyp
         "name": "bash",
         "layer": "L5",
         "reason": "removed in this conversation",
+        "words": "removed in this conversation",
     }
     assert hidden["grep"]["reason"] == "disabled globally by ops: slow"
+    assert hidden["grep"]["words"] == "turned off by an operator (ops): slow"
     assert hidden["web_search"]["layer"] == "L4"
 
 

@@ -14,14 +14,26 @@ def test_an_anonymous_request_to_the_home_page_redirects_to_login(client):
     assert response["Location"] == "/accounts/login/?next=/"
 
 
-def test_signing_in_with_the_right_password_lands_on_the_home_page(client, owner, password):
+def test_signing_in_with_the_right_password_lands_on_the_chat(client, owner, password):
     response = client.post(
         "/accounts/login/", {"username": "owner", "password": password}, follow=True
     )
 
-    assert response.redirect_chain[-1][0] == "/"
+    assert response.redirect_chain[-1][0] == "/chat/"
     assert response.status_code == 200
-    assert "Welcome, owner" in response.content.decode()
+    assert "New chat" in response.content.decode()
+
+
+def test_the_status_table_is_for_operators(client, owner, staff):
+    client.force_login(owner)
+    assert client.get("/status/").status_code == 404
+    assert client.get("/").headers["Location"] == "/chat/"
+    client.force_login(staff)
+    page = client.get("/status/")
+
+    assert page.status_code == 200
+    assert "System status" in page.content.decode()
+    assert "database" in page.content.decode()
 
 
 def test_signing_in_with_a_wrong_password_shows_an_error_and_stays_signed_out(client, owner):
@@ -34,12 +46,12 @@ def test_signing_in_with_a_wrong_password_shows_an_error_and_stays_signed_out(cl
 
 def test_signing_out_ends_the_session(client, owner):
     client.force_login(owner)
-    assert client.get("/").status_code == 200
+    assert client.get("/chat/").status_code == 200
 
     response = client.post("/accounts/logout/")
 
     assert response.status_code == 302
-    assert client.get("/").status_code == 302
+    assert client.get("/chat/")["Location"].startswith("/accounts/login/")
 
 
 def test_pages_carry_a_strict_content_security_policy(client):

@@ -35,6 +35,8 @@ def test_the_chat_page_opens_the_latest_chat_with_its_socket_and_intent(client, 
     assert f'data-ws="/ws/sessions/{session.pk}/"' in page
     assert '<option value="safe" selected>' in page
     assert 'id="tools-off" name="tools" value="off" checked' in page
+    assert '<h2 id="shortcuts-title">Keyboard shortcuts</h2>' in page
+    assert '<h2 id="search-title">Search chats</h2>' in page
 
 
 def test_another_persons_chat_is_a_404_for_the_page_and_its_actions(client, owner, other_user):
@@ -71,7 +73,8 @@ def test_new_rename_and_delete_a_chat(client, owner):
     assert session.title == "Trip plans, day 2"
 
     client.post(reverse("chat_delete", args=[session.pk]))
-    assert not ChatSession.objects.filter(pk=session.pk).exists()
+    assert client.get(reverse("chat_session", args=[session.pk])).status_code == 404
+    assert ChatSession.objects.get(pk=session.pk).deleted is not None
 
 
 def test_a_new_chat_opens_with_the_profile_the_person_chose_for_new_chats(client, owner):
@@ -244,3 +247,154 @@ def test_web_search_that_cannot_run_says_why_and_cannot_be_switched_on(
     page = client.get(reverse("chat_session", args=[session.pk])).content.decode()
 
     assert "Unavailable: disabled globally by ops: quota spent." in page
+
+
+def test_a_deleted_chat_can_be_brought_back_with_undo_until_it_is_purged(
+    client, owner, other_user, settings
+):
+    from datetime import timedelta
+
+    from sessions_app.models import ChatSession
+    from sessions_app.services import UNDO_SECONDS
+
+    kept = _session(owner, title="Keep me")
+    binned = _session(owner, title="Trip plans")
+    client.force_login(owner)
+
+    landed = client.post(reverse("chat_delete", args=[binned.pk]), follow=True)
+    page = landed.content.decode()
+    assert "Deleted “Trip plans”." in page
+    assert reverse("chat_restore", args=[binned.pk]) in page
+    # Offered once: the next page does not offer it again.
+    assert "Deleted “Trip plans”." not in client.get(reverse("chat"), follow=True).content.decode()
+    assert "Trip plans" not in client.get(reverse("chat_session", args=[kept.pk])).content.decode()
+
+    client.force_login(other_user)
+    assert client.post(reverse("chat_restore", args=[binned.pk])).status_code == 404
+    client.force_login(owner)
+    restored = client.post(reverse("chat_restore", args=[binned.pk]), follow=True)
+    assert restored.redirect_chain[-1][0] == reverse("chat_session", args=[binned.pk])
+    assert "“Trip plans” is back." in restored.content.decode()
+
+    client.post(reverse("chat_delete", args=[binned.pk]))
+    ChatSession.objects.filter(pk=binned.pk).update(
+        deleted=ChatSession.objects.get(pk=binned.pk).deleted - timedelta(seconds=UNDO_SECONDS + 1)
+    )
+    client.post(reverse("chat_delete", args=[kept.pk]))
+    assert not ChatSession.objects.filter(pk=binned.pk).exists()
+    # Whoever deletes nothing more, the servers' reapers purge it too.
+    from sessions_app.services import sessions_purge_binned
+
+    ChatSession.objects.filter(pk=kept.pk).update(
+        deleted=ChatSession.objects.get(pk=kept.pk).deleted - timedelta(seconds=UNDO_SECONDS + 1)
+    )
+    assert sessions_purge_binned() == 1
+    assert client.post(reverse("chat_restore", args=[binned.pk])).status_code == 404
+
+
+def test_new_chat_reuses_an_empty_one_instead_of_piling_them_up(client, owner):
+    from sessions_app.eventlog import event_append
+    from sessions_app.models import ChatSession
+
+    client.force_login(owner)
+    first = client.post(reverse("chat_new"))["Location"]
+    again = client.post(reverse("chat_new"))["Location"]
+    assert again == first
+
+    event_append(
+        session_id=ChatSession.objects.get(owner=owner).pk,
+        turn="t",
+        kind="user_message",
+        data={"text": "hi"},
+    )
+    third = client.post(reverse("chat_new"))["Location"]
+    assert third != first
+    # An empty chat someone set up (plan mode here) is theirs to keep, not reused.
+    client.post(f"{third}plan/", {"plan_mode": "on"})
+    fourth = client.post(reverse("chat_new"))["Location"]
+    assert fourth != third
+    assert ChatSession.objects.filter(owner=owner).count() == 3
+
+
+def test_search_finds_the_persons_chats_by_title_and_by_message(client, owner, other_user):
+    from sessions_app.eventlog import events_append
+
+    titled = _session(owner, title="Otter facts")
+    talked = _session(owner, title="Misc")
+    events_append(
+        session_id=talked.pk,
+        turn="t",
+        items=[
+            ("user_message", {"text": "tell me about sea OTTERS and their tools please"}),
+            ("assistant_message", {"text": "They use rocks.", "html": "<p>They use rocks.</p>"}),
+        ],
+    )
+    theirs = _session(other_user, title="Otters too")
+    client.force_login(owner)
+
+    page = client.get(reverse("chat_search"), {"q": "  otter "}).content.decode()
+
+    assert "Otter facts" in page
+    assert f"{reverse('chat_session', args=[talked.pk])}#m1" in page
+    assert "tell me about sea OTTERS and their tools please" in page
+    assert str(theirs.pk) not in page
+    assert str(titled.pk) in page
+    nothing = client.get(reverse("chat_search"), {"q": "walrus"}).content.decode()
+    assert "No chat has “walrus”." in nothing
+
+
+def test_the_inspector_previews_the_composers_settings_before_any_turn(client, owner):
+    import json
+
+    from sessions_app.models import ChatSession
+
+    session = _session(owner)
+    client.force_login(owner)
+    url = reverse("chat_inspector", args=[session.pk])
+
+    off = client.get(url, {"draft": json.dumps({"enabled": False})}).content.decode()
+    bad = client.get(url, {"draft": json.dumps({"toolset": "no-such-profile"})}).content.decode()
+    broken = client.get(url, {"draft": "{not json"})
+
+    assert "None: this turn sends no tools." in off
+    assert "None: this turn sends no tools." not in client.get(url).content.decode()
+    assert "no-such-profile" in bad
+    assert broken.status_code == 200
+    assert "is not JSON" in broken.content.decode()
+    # A preview stores nothing.
+    assert ChatSession.objects.get(pk=session.pk).tool_intent == session.tool_intent
+
+
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ("  hello\n  there ", "hello there"),
+        ("word " * 30, "word word word word word word word word word word word…"),
+        ("x" * 80, "x" * 59 + "…"),
+    ],
+)
+def test_a_chats_title_comes_from_its_first_message_cut_at_a_word(text, title):
+    from sessions_app.services import title_from
+
+    assert title_from(text) == title
+
+
+def test_a_model_written_title_never_replaces_one_the_person_chose(owner):
+    from sessions_app.models import ChatSession
+    from sessions_app.services import session_title_from_model, session_update, title_from
+
+    auto = _session(owner, title=title_from("what about otters"))
+    renamed = _session(owner, title="My otters")
+    session_update(user=owner, session=renamed, version=renamed.version, title="Mine")
+
+    kept = session_title_from_model(
+        session_id=auto.pk, turn="t", question="what about otters", title=' "Otters." '
+    )
+    refused = session_title_from_model(
+        session_id=renamed.pk, turn="t", question="what about otters", title="Otters"
+    )
+
+    assert [(e.kind, e.data) for e in kept] == [("title", {"title": "Otters"})]
+    assert refused == []
+    assert ChatSession.objects.get(pk=auto.pk).title == "Otters"
+    assert ChatSession.objects.get(pk=renamed.pk).title == "Mine"

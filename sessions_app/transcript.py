@@ -1,0 +1,510 @@
+"""What the chat page shows, folded from the event log: messages, tool cards and turn
+ends, each with a stable id.
+
+The page renders the fold of the stored log; a socket folds the same events as it
+delivers them and sends the items each one changed, rendered by the same partials
+(``templates/sessions_app/_transcript.html``). So an approval, a question or a card is
+in one state everywhere: every tab and every reload derive it from the same events, and
+nothing the browser did locally can disagree with the log.
+
+Invariants:
+
+- ``Transcript.apply`` is a pure function of the events applied, in seq order; ids come
+  from seqs and call ids, so two folds of the same log name the same items.
+- Items of a finished turn never change again, so a fold may start at the turn that
+  holds a given seq (``transcript_seed``) and agree with a fold from seq 1 on every item
+  it then changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.template.loader import render_to_string
+
+from sessions_app.models import SessionEvent
+from toolhub.lib.prices import cost_usd
+from toolhub.lib.storable import json_loads_bounded
+
+Data = dict[str, Any]
+When = datetime | None
+
+QUESTION_TOOL = "ask_user_question"
+# A result longer than this is shown cut in its card, with "Show all".
+RESULT_SHOWN_CHARS = 4_000
+TERMINAL = ("turn_finished", "turn_failed")
+
+
+@dataclass(slots=True)
+class Message:
+    id: str
+    role: str
+    text: str
+    created: datetime | None
+    turn: str
+    html: str = ""
+    streaming: bool = False
+    kind: str = "message"
+
+
+@dataclass(slots=True)
+class Card:
+    id: str
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    created: datetime | None
+    turn: str
+    via: str = ""
+    status: str = "running"
+    content: str = ""
+    reason: str = ""
+    elapsed_ms: int | None = None
+    cached: bool = False
+    full_ref: str = ""
+    # "", then "waiting" until the person answers: "allowed", "denied", "timeout",
+    # "cancelled".
+    approval: str = ""
+    # For ask_user_question: "waiting", "answered", "timeout", "cancelled".
+    asking: str = ""
+    answer: str = ""
+    kind: str = "card"
+
+    @property
+    def question(self) -> str:
+        return str(self.arguments.get("question", "")) if self.name == QUESTION_TOOL else ""
+
+    @property
+    def options(self) -> list[str]:
+        options = self.arguments.get("options") if self.name == QUESTION_TOOL else None
+        return [str(option) for option in options] if isinstance(options, list) else []
+
+    @property
+    def seq(self) -> int:
+        """The seq of the card's ``tool_call`` (its id without the letter)."""
+        return int(self.id[1:])
+
+    @property
+    def arguments_json(self) -> str:
+        return json.dumps(self.arguments, indent=2, ensure_ascii=False)
+
+    @property
+    def finished(self) -> bool:
+        return self.status != "running"
+
+    @property
+    def shown_result(self) -> str:
+        """The result as the card shows it: JSON pretty-printed, long text cut."""
+        text = self.content
+        stripped = text.strip()
+        if stripped[:1] in ("{", "[") and len(stripped) <= RESULT_SHOWN_CHARS * 4:
+            # Bounded: a tool's output nested thousands deep is shown as it came.
+            with contextlib.suppress(ValueError):
+                text = json.dumps(json_loads_bounded(stripped), indent=2, ensure_ascii=False)
+        return text if len(text) <= RESULT_SHOWN_CHARS else text[:RESULT_SHOWN_CHARS]
+
+    @property
+    def result_cut(self) -> bool:
+        return len(self.content) > RESULT_SHOWN_CHARS
+
+    @property
+    def open(self) -> bool:
+        """Errors and anything waiting for the person are shown expanded."""
+        return (
+            self.status in ("error", "lost")
+            or self.approval == "waiting"
+            or self.asking == "waiting"
+        )
+
+
+@dataclass(slots=True)
+class TurnEnd:
+    id: str
+    turn: str
+    created: datetime | None
+    reason: str = ""
+    code: str = ""
+    message: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    # The last provider call's whole input: how full the context window was.
+    context_tokens: int = 0
+    context_window: int = 0
+    model: str = ""
+    kind: str = "turn_end"
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.code)
+
+    @property
+    def cost(self) -> str:
+        """The turn's estimated cost, or "" for a model without a known price."""
+        usd = cost_usd(
+            model=self.model,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cache_read=self.cache_read,
+            cache_write=self.cache_write,
+        )
+        if not usd or not self.model:
+            # Unknown, or free (the offline demo): nothing to say.
+            return ""
+        return f"${usd:.4f}" if usd < 1 else f"${usd:,.2f}"
+
+    @property
+    def context_share(self) -> int:
+        if not self.context_window:
+            return 0
+        return min(100, round(self.context_tokens * 100 / self.context_window))
+
+
+Item = Message | Card | TurnEnd
+
+
+@dataclass
+class Transcript:
+    """The fold. ``items`` keeps the page order (insertion order)."""
+
+    items: dict[str, Item] = field(default_factory=dict)
+    # The turn that has started and not ended, if any.
+    running: str = ""
+    demo: bool = False
+    last_seq: int = 0
+    _streaming: str = ""
+    _cards: dict[str, Card] = field(default_factory=dict)
+    _usage: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    _models: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def apply(
+        self, *, seq: int, kind: str, data: dict[str, Any], turn: str, created: datetime | None
+    ) -> list[str]:
+        """Fold one event; the ids of the items it added, changed or removed, in page
+        order."""
+        self.last_seq = max(self.last_seq, seq)
+        handler = _HANDLERS.get(kind)
+        return handler(self, seq, data, turn, created) if handler else []
+
+    def forget_ended(self) -> None:
+        """Drop every item (no turn runs after an end): what a socket need not keep."""
+        self.items.clear()
+        self._cards.clear()
+        self._streaming = ""
+
+    @property
+    def waiting_question(self) -> Card | None:
+        return next((card for card in self._cards.values() if card.asking == "waiting"), None)
+
+    def _user(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
+        item = Message(f"m{seq}", "user", str(data.get("text", "")), created, turn)
+        self.items[item.id] = item
+        self._streaming = ""
+        return [item.id]
+
+    def _started(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
+        self.running = turn
+        self.demo = bool(data.get("demo"))
+        self._usage[turn] = []
+        self._models[turn] = (str(data.get("model", "")), _int(data.get("context_window")))
+        return []
+
+    @property
+    def context(self) -> TurnEnd | None:
+        """The last turn's end that says how full the context window is."""
+        ends = (item for item in reversed(self.items.values()) if isinstance(item, TurnEnd))
+        return next((end for end in ends if end.context_tokens), None)
+
+    def _delta(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
+        text = str(data.get("text", ""))
+        current = self.items.get(self._streaming)
+        if isinstance(current, Message):
+            current.text += text
+            # Changed, not re-sent: the page appends the delta's text itself.
+            return []
+        item = Message(f"m{seq}", "assistant", text, created, turn, streaming=True)
+        self.items[item.id] = item
+        self._streaming = item.id
+        return [item.id]
+
+    def _assistant(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
+        current = self.items.get(self._streaming)
+        text, html = str(data.get("text", "")), str(data.get("html", ""))
+        if isinstance(current, Message):
+            current.text, current.html, current.streaming = text, html, False
+            item = current
+        else:
+            item = Message(f"m{seq}", "assistant", text, created, turn, html=html)
+            self.items[item.id] = item
+        self._streaming = ""
+        return [item.id]
+
+    def _call(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
+        call_id = str(data.get("call_id", ""))
+        arguments = data.get("arguments")
+        card = Card(
+            id=f"c{seq}",
+            call_id=call_id,
+            name=str(data.get("name", "")),
+            arguments=arguments if isinstance(arguments, dict) else {},
+            created=created,
+            turn=turn,
+            via=str(data.get("via", "")),
+        )
+        if card.name == QUESTION_TOOL:
+            card.asking = "waiting"
+        self.items[card.id] = card
+        self._cards[call_id] = card
+        self._streaming = ""
+        return [card.id]
+
+    def _card_of(self, data: Data) -> Card | None:
+        """The latest card of the call an event names (providers reuse call ids)."""
+        return self._cards.get(str(data.get("call_id", "")))
+
+    def _approval(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
+        card = self._card_of(data)
+        if card is None or card.finished:
+            return []
+        card.approval = "waiting"
+        return [card.id]
+
+    def _approval_answered(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
+        card = self._card_of(data)
+        if card is None:
+            return []
+        card.approval = str(data.get("outcome", "denied"))
+        return [card.id]
+
+    def _question_answered(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
+        card = self._card_of(data)
+        if card is None:
+            return []
+        card.asking = str(data.get("outcome", "answered"))
+        card.answer = str(data.get("text", ""))
+        return [card.id]
+
+    def _result(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
+        card = self._card_of(data)
+        if card is None:
+            return []
+        card.status = str(data.get("status", "error"))
+        card.content = str(data.get("content", ""))
+        card.reason = str(data.get("reason", ""))
+        elapsed = data.get("elapsed_ms")
+        card.elapsed_ms = elapsed if isinstance(elapsed, int) else None
+        card.cached = bool(data.get("cached"))
+        card.full_ref = str(data.get("full_ref", ""))
+        if card.approval == "waiting":
+            card.approval = "cancelled" if card.status == "cancelled" else "timeout"
+        if card.asking == "waiting":
+            card.asking = "answered" if card.status == "ok" else "cancelled"
+            if card.status == "ok" and not card.answer:
+                card.answer = card.content
+        return [card.id]
+
+    def _usage_event(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
+        self._usage.setdefault(turn, []).append(data)
+        return []
+
+    def _end(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
+        item = TurnEnd(f"t{seq}", turn, created)
+        if "code" in data:
+            item.code = str(data.get("code", "")) or "failed"
+            item.message = str(data.get("message", ""))
+        else:
+            item.reason = str(data.get("reason", ""))
+        item.model, item.context_window = self._models.pop(turn, ("", 0))
+        calls = self._usage.pop(turn, [])
+        for call in calls:
+            item.input_tokens += _int(call.get("input_tokens"))
+            item.output_tokens += _int(call.get("output_tokens"))
+            item.cache_read += _int(call.get("cache_read_input_tokens"))
+            item.cache_write += _int(call.get("cache_creation_input_tokens"))
+        if calls:
+            last = calls[-1]
+            item.context_tokens = (
+                _int(last.get("input_tokens"))
+                + _int(last.get("cache_read_input_tokens"))
+                + _int(last.get("cache_creation_input_tokens"))
+            )
+        self.items[item.id] = item
+        if self.running == turn:
+            self.running = ""
+        self._streaming = ""
+        changed = [item.id]
+        # What the turn left streaming stays as text; waiting cards are no longer waiting.
+        for card in self._cards.values():
+            if card.turn == turn and (card.approval == "waiting" or card.asking == "waiting"):
+                card.approval = "cancelled" if card.approval == "waiting" else card.approval
+                card.asking = "cancelled" if card.asking == "waiting" else card.asking
+                changed.insert(0, card.id)
+        return changed
+
+    def _rewind(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
+        """An edit or a regenerate: everything after ``to`` leaves the conversation (it
+        stays in the log). The ids come back so a socket can remove them."""
+        to = data.get("to")
+        to = to if isinstance(to, int) else seq
+        gone = [key for key in self.items if int(key[1:]) > to]
+        for key in gone:
+            item = self.items.pop(key)
+            if isinstance(item, Card):
+                self._cards.pop(item.call_id, None)
+        self._streaming = ""
+        return gone
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+_HANDLERS = {
+    "user_message": Transcript._user,
+    "turn_started": Transcript._started,
+    "text_delta": Transcript._delta,
+    "assistant_message": Transcript._assistant,
+    "tool_call": Transcript._call,
+    "approval_request": Transcript._approval,
+    "approval_answered": Transcript._approval_answered,
+    "question_answered": Transcript._question_answered,
+    "tool_result": Transcript._result,
+    "usage": Transcript._usage_event,
+    "turn_finished": Transcript._end,
+    "turn_failed": Transcript._end,
+    "rewind": Transcript._rewind,
+}
+
+
+def fold(events: Any, into: Transcript | None = None) -> Transcript:
+    """Fold ``(seq, kind, data, turn, created)`` rows, in seq order."""
+    transcript = into or Transcript()
+    for seq, kind, data, turn, created in events:
+        transcript.apply(seq=seq, kind=kind, data=data, turn=turn, created=created)
+    return transcript
+
+
+ROW = ("seq", "kind", "data", "turn", "created")
+
+
+def session_transcript(*, session_id: Any) -> Transcript:
+    """The whole chat as the page shows it: the fold of every stored event, text deltas
+    included, so its ids (an answer's is the seq of its first delta) are a live fold's."""
+    events = SessionEvent.objects.filter(session_id=session_id).order_by("seq")
+    return fold(events.values_list(*ROW))
+
+
+def transcript_seed(*, session_id: Any, upto: int) -> Transcript:
+    """The fold a socket starts from before it delivers the events after ``upto``: from
+    the first event of the last turn started by then (items of earlier turns never
+    change; a message another chat sent in meanwhile does not hide the turn)."""
+    events = SessionEvent.objects.filter(session_id=session_id, seq__lte=upto)
+    turn = (
+        events.filter(kind="turn_started").order_by("-seq").values_list("turn", flat=True).first()
+    )
+    transcript = Transcript(last_seq=upto)
+    if turn is None:
+        return transcript
+    start = events.filter(turn=turn).order_by("seq").values_list("seq", flat=True).first()
+    return fold(events.filter(seq__gte=start).order_by("seq").values_list(*ROW), transcript)
+
+
+ITEM_TEMPLATE = "sessions_app/_transcript.html"
+
+
+def item_html(item: Item, *, session_id: Any) -> str:
+    """One item as the page renders it."""
+    return render_to_string(f"{ITEM_TEMPLATE}#item", {"item": item, "session_id": session_id})
+
+
+# The rendered items of ended turns, which never change (a rewind only removes items):
+# a page load renders only what is new or still moving. Process-local and bounded.
+_rendered: OrderedDict[tuple[str, str, int], str] = OrderedDict()
+_rendered_lock = threading.Lock()
+RENDERED_ITEMS = 10_000
+
+
+def transcript_html(transcript: Transcript, *, session_id: Any) -> list[str]:
+    """Every item's html, in page order; items of ended turns come from the cache."""
+    stamp = _template_stamp()
+    out = []
+    for key, item in transcript.items.items():
+        if item.turn == transcript.running or (isinstance(item, Message) and item.streaming):
+            out.append(item_html(item, session_id=session_id))
+            continue
+        cache_key = (str(session_id), key, stamp)
+        with _rendered_lock:
+            html = _rendered.get(cache_key)
+            if html is not None:
+                _rendered.move_to_end(cache_key)
+        if html is None:
+            html = item_html(item, session_id=session_id)
+            with _rendered_lock:
+                _rendered[cache_key] = html
+                while len(_rendered) > RENDERED_ITEMS:
+                    _rendered.popitem(last=False)
+        out.append(html)
+    return out
+
+
+def _template_stamp() -> int:
+    # While developing, an edited template shows at the next page load.
+    if not settings.DEBUG:
+        return 0
+    return max(
+        (Path(folder) / ITEM_TEMPLATE).stat().st_mtime_ns
+        for folder in settings.TEMPLATES[0]["DIRS"]
+        if (Path(folder) / ITEM_TEMPLATE).exists()
+    )
+
+
+class LiveTranscript:
+    """One socket's fold, kept in step with what it delivers: each event frame it sends
+    carries ``items``, the ``[id, html]`` of every item that event added or changed."""
+
+    def __init__(self, transcript: Transcript, *, session_id: Any) -> None:
+        self.transcript = transcript
+        self.session_id = session_id
+
+    def frame(self, frame: dict[str, Any]) -> dict[str, Any]:
+        if frame.get("type") != "event" or frame["seq"] <= self.transcript.last_seq:
+            return frame
+        created = frame.get("created")
+        changed = self.transcript.apply(
+            seq=frame["seq"],
+            kind=frame["kind"],
+            data=frame["data"],
+            turn=frame.get("turn", ""),
+            created=datetime.fromisoformat(created) if isinstance(created, str) else None,
+        )
+        if not changed:
+            return frame
+        items = self.transcript.items
+        # An id no longer held was removed (a rewind): its html is empty.
+        rendered = [
+            [key, item_html(items[key], session_id=self.session_id) if key in items else ""]
+            for key in changed
+        ]
+        if frame["kind"] in TERMINAL:
+            # Items of an ended turn never change again: the socket keeps none of them.
+            self.transcript.forget_ended()
+        return {**frame, "items": rendered}
+
+
+def last_user_message(*, session_id: Any) -> tuple[int, str] | None:
+    """The seq and text of the chat's last message from the person, as the page shows
+    it (after every rewind), or ``None``."""
+    transcript = session_transcript(session_id=session_id)
+    for key, item in reversed(transcript.items.items()):
+        if isinstance(item, Message) and item.role == "user":
+            return int(key[1:]), item.text
+    return None

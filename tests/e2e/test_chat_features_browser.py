@@ -1,0 +1,154 @@
+"""What a person does with a conversation in Chromium: copy, regenerate, edit and resend,
+search, delete and undo, the shortcuts, and an inspector that follows the composer and
+an operator's disable before any turn."""
+
+from __future__ import annotations
+
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import new_chat, open_new_chat, sign_in
+
+
+def _say(page, text: str) -> None:
+    ends = page.locator(".turn-end").count()
+    page.get_by_label("Message").fill(text)
+    page.get_by_label("Message").press("Enter")
+    expect(page.locator(".turn-end")).to_have_count(ends + 1, timeout=20_000)
+
+
+def test_copy_puts_a_message_and_a_code_block_on_the_clipboard(product, page):
+    base, password = product
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base)
+    open_new_chat(page, base, password)
+    _say(page, "use current_time")
+
+    answer = page.locator(".message.assistant").last
+    answer.get_by_role("button", name="Copy", exact=True).click()
+    expect(answer.get_by_role("button", name="Copied")).to_be_visible()
+    assert page.evaluate("navigator.clipboard.readText()").startswith("The tool returned:")
+    # A fenced block is highlighted on the server and gets its own Copy code button.
+    _say(page, "here is code:\n```python\nprint('hi')\n```")
+    code = page.locator(".message.assistant").last.locator(".code-block")
+    expect(code.locator("pre.highlight span.nb")).to_have_text("print")
+    code.get_by_role("button", name="Copy code").click()
+    assert page.evaluate("navigator.clipboard.readText()") == "print('hi')\n"
+    assert page.console_errors == []
+
+
+def test_regenerate_replaces_the_last_answer_and_edit_resends_from_that_message(product, page):
+    open_new_chat(page, *product)
+    _say(page, "first words")
+    _say(page, "second words")
+    expect(page.locator(".bubble.user")).to_have_text(["first words", "second words"])
+
+    page.get_by_role("button", name="Regenerate").click()
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden(timeout=20_000)
+    expect(page.locator(".bubble.user")).to_have_text(["first words", "second words"])
+    expect(page.locator(".bubble.assistant")).to_have_count(2)
+    expect(page.get_by_role("button", name="Regenerate")).to_have_count(1)
+
+    page.locator(".message.user").first.get_by_role("button", name="Edit").click()
+    editor = page.get_by_label("Edit your message")
+    expect(editor).to_be_focused()
+    editor.fill("first words, edited")
+    editor.press("Enter")
+
+    expect(page.locator(".bubble.user")).to_have_text(["first words, edited"], timeout=20_000)
+    expect(page.locator(".bubble.assistant")).to_have_count(1, timeout=20_000)
+    expect(page.locator(".bubble.assistant")).to_contain_text("first words, edited")
+    page.reload()
+    expect(page.locator(".bubble.user")).to_have_text(["first words, edited"])
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden(timeout=20_000)
+    expect(page.locator(".context-gauge")).to_contain_text("of 200,000 tokens")
+    assert page.console_errors == []
+
+
+def test_search_finds_a_chat_by_its_words_and_opens_it_there(product, page):
+    open_new_chat(page, *product)
+    _say(page, "the zebra crossing puzzle")
+    new_chat(page, product[0])
+
+    page.keyboard.press("Control+k")
+    search = page.get_by_label("Search your chats")
+    expect(search).to_be_focused()
+    search.fill("zebra")
+    hit = page.locator(".search-results a", has_text="zebra crossing")
+    expect(hit).to_be_visible(timeout=10_000)
+    hit.click()
+
+    expect(page.locator(".item.linked .bubble.user")).to_have_text("the zebra crossing puzzle")
+    assert page.console_errors == []
+
+
+def test_question_mark_lists_the_shortcuts_and_esc_closes_them(product, page):
+    open_new_chat(page, *product)
+    page.locator(".pane").click()
+
+    page.keyboard.press("?")
+    shortcuts = page.get_by_role("dialog", name="Keyboard shortcuts")
+    expect(shortcuts).to_be_visible()
+    expect(shortcuts).to_contain_text("Search chats")
+    page.keyboard.press("Escape")
+    expect(shortcuts).to_be_hidden()
+
+    # Typed into the message box, "?" is just a character.
+    page.get_by_label("Message").press("?")
+    expect(shortcuts).to_be_hidden()
+    expect(page.get_by_label("Message")).to_have_value("?")
+
+
+def test_a_deleted_chat_comes_back_with_undo(product, page):
+    open_new_chat(page, *product)
+    _say(page, "keep this thought")
+    chat_url = page.url
+
+    page.get_by_text("Rename or delete").click()
+    page.get_by_role("button", name="Delete this chat").click()
+    expect(page.get_by_role("status").filter(has_text="Deleted")).to_contain_text(
+        "keep this thought"
+    )
+    page.get_by_role("button", name="Undo").click()
+
+    page.wait_for_url(chat_url)
+    expect(page.locator(".bubble.user")).to_have_text(["keep this thought"])
+    assert page.console_errors == []
+
+
+def test_the_inspector_follows_the_composer_before_any_turn(product, page):
+    open_new_chat(page, *product)
+    inspector = page.get_by_role("complementary", name="Next turn")
+    expect(inspector.get_by_text("Resident tools")).to_be_visible(timeout=10_000)
+
+    page.get_by_role("group", name="Tools").get_by_role("radio", name="Off", exact=True).check()
+    expect(inspector).to_contain_text("None: this turn sends no tools.", timeout=10_000)
+    page.get_by_role("group", name="Tools").get_by_role("radio", name="On", exact=True).check()
+    expect(inspector).not_to_contain_text("None: this turn sends no tools.", timeout=10_000)
+    assert page.locator(".bubble").count() == 0
+    assert page.console_errors == []
+
+
+def test_an_operators_disable_reaches_an_open_chat_before_its_next_turn(product, page):
+    base, password = product
+    open_new_chat(page, base, password)
+    inspector = page.get_by_role("complementary", name="Next turn")
+    expect(inspector.locator("code", has_text="grep").first).to_be_visible(timeout=10_000)
+
+    ops = page.context.browser.new_context(storage_state=page.context.storage_state()).new_page()
+    ops.goto(f"{base}/ops/tools/")
+    ops.get_by_label("Reason to disable grep").fill("index rebuilding")
+    ops.get_by_role("button", name="Disable grep").click()
+    ops.wait_for_url(f"{base}/ops/tools/")
+
+    hidden = page.locator("#hidden-grep")
+    expect(hidden).to_contain_text("turned off by an operator", timeout=10_000)
+    expect(hidden).to_contain_text("index rebuilding")
+    ops.get_by_role("button", name="Enable grep").click()
+    expect(page.locator("#hidden-grep")).to_have_count(0, timeout=10_000)
+    assert page.console_errors == []
+
+
+def test_a_person_who_signs_in_lands_on_the_chat_with_the_composer_ready(product, page):
+    base, password = product
+    sign_in(page, base, password)
+
+    expect(page.get_by_role("button", name="New chat").first).to_be_visible()
