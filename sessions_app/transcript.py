@@ -9,11 +9,14 @@ nothing the browser did locally can disagree with the log.
 
 Invariants:
 
-- ``Transcript.apply`` is a pure function of the events applied, in seq order; ids come
-  from seqs and call ids, so two folds of the same log name the same items.
-- Items of a finished turn never change again, so a fold may start at the turn that
-  holds a given seq (``transcript_seed``) and agree with a fold from seq 1 on every item
-  it then changes.
+- ``Transcript.apply`` is a pure function of the events applied, in seq order. Ids are a
+  letter and the seq of the event that began the item (``m`` a message: a user message,
+  or an answer's first text delta; ``c`` a tool call's card; ``t`` a turn's end), so two
+  folds of the same log name the same items.
+- Items of an ended turn never change again, so a fold may start at the last turn
+  started by a given seq (``transcript_seed``) and agree with a fold from seq 1 on every
+  item it then changes; a socket's fold forgets each turn when it ends.
+- A ``rewind`` removes every item after its seq; pages drop them by id.
 """
 
 from __future__ import annotations
