@@ -33,6 +33,7 @@ from typing import Any
 from django.conf import settings
 from django.template.loader import render_to_string
 
+from sessions_app.eventlog import TERMINAL
 from sessions_app.models import SessionEvent
 from toolhub.lib.prices import cost_usd
 from toolhub.lib.storable import json_loads_bounded
@@ -43,7 +44,6 @@ When = datetime | None
 QUESTION_TOOL = "ask_user_question"
 # A result longer than this is shown cut in its card, with "Show all".
 RESULT_SHOWN_CHARS = 4_000
-TERMINAL = ("turn_finished", "turn_failed")
 
 
 @dataclass(slots=True)
