@@ -20,7 +20,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent_app import mcp
-from agent_app.turns import TEXT_LIMIT, turn_start_sync
+from agent_app.frames import APPROVAL_SCOPES
+from agent_app.turns import TEXT_LIMIT, turn_approve_sync, turn_start_sync
 from agent_app.turns.preview import session_plan_reset, session_toolset
 from sessions_app import services
 from toolhub.lib.api import error, error_responses, validated_body
@@ -207,6 +208,36 @@ class SessionMessagesView(APIView):
             channel="api",
         )
         return Response({"turn": turn, "session": str(session.pk)}, status=202)
+
+
+class ApproveSerializer(serializers.Serializer):
+    call_id = serializers.CharField(max_length=200)
+    allow = serializers.BooleanField()
+    scope = serializers.ChoiceField(
+        list(APPROVAL_SCOPES),
+        required=False,
+        help_text="once (default), or chat: allowed for the rest of this chat",
+    )
+
+
+class SessionApproveView(APIView):
+    @extend_schema(
+        request=ApproveSerializer,
+        responses={204: None, **error_responses(409)},
+        description="Answer the call waiting for approval, as the approval card does. 409 "
+        "`unknown_call` when that call waits no more; 409 `ask_every_time` for scope chat "
+        "where an operator asks every time.",
+    )
+    def post(self, request: Request, session_id: Any) -> Response:
+        session = services.session_get_for_user(user=request.user, session_id=session_id)
+        data = validated_body(request, ApproveSerializer)
+        turn_approve_sync(
+            session=session,
+            call_id=data["call_id"],
+            allow=data["allow"],
+            scope=data.get("scope", "once"),
+        )
+        return Response(status=204)
 
 
 PREVIEW_CHANNELS = ("web", "api")

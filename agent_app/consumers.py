@@ -156,7 +156,12 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
     async def _on_approve(self, frame: dict[str, Any]) -> None:
         try:
-            await turn_approve(session=self.session, call_id=frame["call_id"], allow=frame["allow"])
+            await turn_approve(
+                session=self.session,
+                call_id=frame["call_id"],
+                allow=frame["allow"],
+                scope=frame["scope"],
+            )
         except ServiceError as exc:
             raise FrameError(exc.code, exc.message, "approve") from None
 

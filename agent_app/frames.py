@@ -17,6 +17,7 @@ from toolhub.lib.storable import TooDeep, json_loads_bounded
 from toolhub.tools import IntentError, ToolIntent
 
 MAX_FRAME_BYTES = FRAME_MAX_BYTES
+APPROVAL_SCOPES = ("once", "chat")
 TYPES = ("chat", "edit", "regenerate", "cancel", "approve", "resume")
 
 
@@ -108,7 +109,11 @@ def _approve(frame: dict[str, Any]) -> dict[str, Any]:
     call_id, allow = frame.get("call_id"), frame.get("allow")
     if not isinstance(call_id, str) or not call_id or not isinstance(allow, bool):
         raise FrameError("bad_frame", "approve needs call_id (text) and allow (bool)", "approve")
-    return {"type": "approve", "call_id": call_id, "allow": allow}
+    # "once" (the default) or "chat": allowed for the rest of this chat.
+    scope = frame.get("scope", "once")
+    if scope not in APPROVAL_SCOPES:
+        raise FrameError("bad_frame", "approve's scope is once or chat", "approve")
+    return {"type": "approve", "call_id": call_id, "allow": allow, "scope": scope}
 
 
 def _resume(frame: dict[str, Any]) -> dict[str, Any]:

@@ -9,8 +9,15 @@ from agent_app import views
 urlpatterns = [
     path("chat/<uuid:session_id>/inspector/", views.chat_inspector, name="chat_inspector"),
     path("chat/<uuid:session_id>/inspector/reset/", views.chat_plan_reset, name="chat_plan_reset"),
+    path(
+        "chat/<uuid:session_id>/inspector/allowed/revoke/",
+        views.chat_allowed_revoke,
+        name="chat_allowed_revoke",
+    ),
     path("ops/tools/", views.ops_tools, name="ops_tools"),
     path("ops/tools/disable/", views.ops_tool_disable, name="ops_tool_disable"),
     path("ops/tools/enable/", views.ops_tool_enable, name="ops_tool_enable"),
+    path("ops/tools/policy/", views.ops_tool_policy, name="ops_tool_policy"),
+    path("ops/tools/policy/clear/", views.ops_tool_policy_clear, name="ops_tool_policy_clear"),
     path("ops/mcp/<int:server_id>/enabled/", views.ops_mcp_enabled, name="ops_mcp_enabled"),
 ]

@@ -7,6 +7,7 @@ the tool array, and the MCP connections. Everything they change goes through a s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
@@ -21,10 +22,14 @@ from profiles_app.services import (
     global_disable_audit,
     tool_disable_globally,
     tool_enable_globally,
+    tool_policy_clear,
+    tool_policy_rows,
+    tool_policy_set,
     tools_for_ops,
 )
 from sessions_app.models import ChatSession
 from sessions_app.services import (
+    session_allowed_revoke,
     session_get_for_user,
     session_recent_calls,
     session_with_draft,
@@ -98,6 +103,22 @@ def chat_plan_reset(request: HttpRequest, session_id: Any) -> HttpResponse:
     return _inspector(request, session, toolset, problem, plan_reset=not problem)
 
 
+@require_POST
+@login_required
+def chat_allowed_revoke(request: HttpRequest, session_id: Any) -> HttpResponse:
+    """The inspector's "Revoke": the tool asks again from its next call in this chat."""
+    session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
+    tool = request.POST.get("tool", "")
+    session = session_allowed_revoke(user=request.user, session=session, tool=tool)
+    if not request.htmx:
+        return redirect("chat_session", session_id=session.pk)
+    try:
+        toolset, problem = session_toolset(session=session), ""
+    except ServiceError as exc:
+        toolset, problem = None, exc.message
+    return _inspector(request, session, toolset, problem, revoked=tool)
+
+
 # --- the operators' page -----------------------------------------------------------------
 
 
@@ -107,15 +128,21 @@ def _check_staff(request: HttpRequest) -> None:
 
 
 def _render(
-    request: HttpRequest, *, failed: dict[str, str] | None = None, status: int = 200
+    request: HttpRequest,
+    *,
+    failed: dict[str, str] | None = None,
+    policy_failed: dict[str, str] | None = None,
+    status: int = 200,
 ) -> HttpResponse:
     tools, orphans = tools_for_ops()
     context = {
         "mcp_servers": [server_json(server) for server in mcp_servers()],
         "tools": tools,
         "orphans": orphans,
+        "policies": tool_policy_rows(),
         "audit": global_disable_audit(),
         "failed": failed or {},
+        "policy_failed": policy_failed or {},
         "disabled_count": sum(1 for tool in tools if tool.disable) + len(orphans),
     }
     return render(request, "agent_app/ops_tools.html", context, status=status)
@@ -128,32 +155,71 @@ def ops_tools(request: HttpRequest) -> HttpResponse:
     return _render(request)
 
 
-@require_POST
-@login_required
-def ops_tool_disable(request: HttpRequest) -> HttpResponse:
+def _ops_change(
+    request: HttpRequest,
+    change: Callable[[str, str], object],
+    done: str,
+    *,
+    section: str = "failed",
+) -> HttpResponse:
+    """One operator's change to a tool (``change(tool, reason)``, through its service): a
+    refused one re-renders the page with the reason in its ``section``."""
     _check_staff(request)
     tool, reason = request.POST.get("tool", ""), request.POST.get("reason", "")
     try:
-        tool_disable_globally(user=request.user, tool=tool, reason=reason)
+        change(tool, reason)
     except ServiceError as exc:
         failed = {"tool": tool, "reason": reason, "message": exc.message}
-        return _render(request, failed=failed, status=exc.status)
-    messages.success(request, f"{tool} is disabled for everybody.")
+        return _render(request, **{section: failed}, status=exc.status)
+    messages.success(request, done.format(tool=tool))
     return redirect("ops_tools")
+
+
+@require_POST
+@login_required
+def ops_tool_disable(request: HttpRequest) -> HttpResponse:
+    return _ops_change(
+        request,
+        lambda tool, reason: tool_disable_globally(user=request.user, tool=tool, reason=reason),
+        "{tool} is disabled for everybody.",
+    )
 
 
 @require_POST
 @login_required
 def ops_tool_enable(request: HttpRequest) -> HttpResponse:
-    _check_staff(request)
-    tool = request.POST.get("tool", "")
-    try:
-        tool_enable_globally(user=request.user, tool=tool)
-    except ServiceError as exc:
-        failed = {"tool": tool, "reason": "", "message": exc.message}
-        return _render(request, failed=failed, status=exc.status)
-    messages.success(request, f"{tool} is enabled again.")
-    return redirect("ops_tools")
+    return _ops_change(
+        request,
+        lambda tool, reason: tool_enable_globally(user=request.user, tool=tool),
+        "{tool} is enabled again.",
+    )
+
+
+@require_POST
+@login_required
+def ops_tool_policy(request: HttpRequest) -> HttpResponse:
+    policy = request.POST.get("policy", "")
+    return _ops_change(
+        request,
+        lambda tool, reason: tool_policy_set(
+            user=request.user, tool=tool, policy=policy, reason=reason
+        ),
+        "{tool} "
+        + ("asks every time" if policy == "ask" else "runs without asking")
+        + ", for everybody.",
+        section="policy_failed",
+    )
+
+
+@require_POST
+@login_required
+def ops_tool_policy_clear(request: HttpRequest) -> HttpResponse:
+    return _ops_change(
+        request,
+        lambda tool, reason: tool_policy_clear(user=request.user, tool=tool),
+        "{tool} follows its author's default again.",
+        section="policy_failed",
+    )
 
 
 @require_POST

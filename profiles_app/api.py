@@ -24,6 +24,8 @@ from toolhub.lib.api import (
     validated_body,
 )
 from toolhub.lib.api_schema import (
+    TOOL_PATH,
+    ApprovalsField,
     IntentField,
     ProfilesImportField,
     RemovableToolNameField,
@@ -42,6 +44,10 @@ class ProfileSerializer(serializers.Serializer):
     missing = serializers.ListField(child=serializers.CharField())
     readonly = serializers.BooleanField()
     version = serializers.IntegerField(allow_null=True)
+    approvals = ApprovalsField(
+        help_text="Tool -> auto (run without asking), ask (ask every time) or deny (never run) "
+        "in chats using this profile. A person's auto does not lift an operator's ask."
+    )
 
 
 class ModeSwitchSerializer(serializers.Serializer):
@@ -94,6 +100,7 @@ class ProfileWriteSerializer(serializers.Serializer):
     name = name_field()
     mode = serializers.ChoiceField(["all_except", "only"], required=False)
     tools = ToolNameListField(child=serializers.CharField(), required=False)
+    approvals = ApprovalsField(required=False)
     shared = serializers.BooleanField(required=False)
 
 
@@ -118,6 +125,12 @@ ToolListSerializer = inline_serializer(
         "available": serializers.BooleanField(),
         "layer": serializers.CharField(allow_null=True),
         "reason": serializers.CharField(allow_null=True),
+        "approval": serializers.ChoiceField(
+            ["auto", "ask", "rule"],
+            help_text="Before any profile: auto runs without asking, ask asks every time, "
+            "rule asks for some arguments only",
+        ),
+        "approval_by": serializers.ChoiceField(["author", "operator"]),
     },
 )
 
@@ -125,6 +138,7 @@ ToolListSerializer = inline_serializer(
 def _profile_json(view: services.ProfileView) -> dict[str, Any]:
     data = asdict(view)
     data["tools"], data["missing"] = list(view.tools), list(view.missing)
+    data["approvals"] = dict(view.approvals)
     return data
 
 
@@ -186,6 +200,7 @@ class ProfileListView(APIView):
             name=data.get("name"),
             mode=data.get("mode", "all_except"),
             tools=data.get("tools", []),
+            approvals=data.get("approvals", {}),
             shared=data.get("shared") is True,
         )
         return _with_etag(_stored_json(profile, request.user), profile.version, 201)
@@ -219,6 +234,7 @@ class ProfileDetailView(APIView):
             name=data.get("name"),
             mode=data.get("mode"),
             tools=data.get("tools"),
+            approvals=data.get("approvals"),
             preview=preview,
         )
         return _with_etag(_change_json(change), change.view.version)
@@ -322,6 +338,62 @@ class GlobalDisableDetailView(APIView):
     @extend_schema(responses={204: None})
     def delete(self, request: Request, tool: str) -> Response:
         services.tool_enable_globally(user=request.user, tool=tool)
+        return Response(status=204)
+
+
+class ToolPolicySerializer(serializers.Serializer):
+    tool = serializers.CharField(read_only=True)
+    policy = serializers.ChoiceField(
+        ["auto", "ask"],
+        help_text="For everybody: auto runs without asking, ask asks every time (no person "
+        "can lift it). An operator's deny is a global disable (/api/global-disables/).",
+    )
+    reason = text_field(max_length=500)
+    created_by = serializers.CharField(read_only=True, allow_null=True)
+    updated = serializers.DateTimeField(read_only=True)
+
+
+def _policy_json(row: Any) -> dict[str, Any]:
+    return {
+        "tool": row.tool,
+        "policy": row.policy,
+        "reason": row.reason,
+        "created_by": row.created_by.get_username() if row.created_by else None,
+        "updated": row.updated.isoformat(),
+    }
+
+
+class ToolPolicyListView(APIView):
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(responses=ToolPolicySerializer(many=True))
+    def get(self, request: Request) -> Response:
+        return Response([_policy_json(row) for row in services.tool_policy_rows()])
+
+
+class ToolPolicyDetailView(APIView):
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(
+        request=ToolPolicySerializer,
+        parameters=[TOOL_PATH],
+        responses={200: ToolPolicySerializer, **error_responses(400, 409)},
+        description="Set the tool's approval policy for everybody, in the admin log.",
+    )
+    def put(self, request: Request, tool: str) -> Response:
+        data = validated_body(request, ToolPolicySerializer)
+        row = services.tool_policy_set(
+            user=request.user, tool=tool, policy=data["policy"], reason=data["reason"]
+        )
+        return Response(_policy_json(row))
+
+    @extend_schema(
+        parameters=[TOOL_PATH],
+        responses={204: None},
+        description="Back to what the tool's author set, for everybody.",
+    )
+    def delete(self, request: Request, tool: str) -> Response:
+        services.tool_policy_clear(user=request.user, tool=tool)
         return Response(status=204)
 
 

@@ -85,6 +85,11 @@ class ToolProfile(OwnedNamed):
         blank=True,
         help_text=f"Names removed (all except) or picked (only); at most {MAX_NAMES}.",
     )
+    approvals = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Tool name -> auto, ask or deny, as the person set it for this profile.",
+    )
 
     class Meta(OwnedNamed.Meta):
         constraints = [
@@ -118,6 +123,36 @@ class GlobalDisable(models.Model):
         if self.created_by is not None:
             who = self.created_by.email or self.created_by.get_username()
         return f"{self.EXPLAINED_BY}{who}: {self.reason}"
+
+
+class ToolApprovalPolicy(models.Model):
+    """An operator's ``auto`` or ``ask`` for one tool, for everybody (their ``deny`` is a
+    global disable). Changes bump the disables generation and go to the admin log."""
+
+    class Policy(models.TextChoices):
+        AUTO = "auto", "Run without asking"
+        ASK = "ask", "Ask every time"
+
+    tool = models.CharField(max_length=64, unique=True, validators=[tool_name_validator])
+    policy = models.CharField(max_length=8, choices=Policy.choices)
+    reason = models.CharField(max_length=500)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tool"]
+        verbose_name = "approval policy"
+        verbose_name_plural = "approval policies"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(policy__in=["auto", "ask"]), name="approval_policy_valid"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool}: {self.policy}"
 
 
 class DisablesGeneration(models.Model):

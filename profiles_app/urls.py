@@ -19,6 +19,7 @@ urlpatterns = [
     path(f"{profile}rename/", views.program_rename, name="program_rename"),
     path(f"{profile}mode/", views.program_mode, name="program_mode"),
     path(f"{profile}mode/undo/", views.program_mode_undo, name="program_mode_undo"),
+    path(f"{profile}tools/policy/", views.program_tool_policy, name="program_tool_policy"),
     path(f"{profile}tools/<str:action>/", views.program_tool, name="program_tool"),
     path(f"{profile}delete/", views.program_delete, name="program_delete"),
 ]

@@ -42,6 +42,7 @@ from profiles_app.services import (
     profile_mode_switch_undo,
     profile_rename,
     profile_tool_add,
+    profile_tool_policy,
     profile_tool_remove,
     profiles_for_user,
 )
@@ -273,6 +274,29 @@ def program_tool(request: HttpRequest, profile_id: int, action: str) -> HttpResp
             user=request.user, profile=profile, version=_version(request), tool=tool
         ),
         f"{tool} {'removed from' if action == 'remove' else 'added back to'} this profile.",
+    )
+
+
+POLICY_WORDS = {
+    "": "back to the default",
+    "auto": "set to run without asking",
+    "ask": "set to ask every time",
+    "deny": "set to never run",
+}
+
+
+@require_POST
+@login_required
+def program_tool_policy(request: HttpRequest, profile_id: int) -> HttpResponse:
+    """A tool's approval policy in this profile: auto, ask, deny, or the default."""
+    tool, policy = request.POST.get("tool", ""), request.POST.get("policy", "")
+    return _change(
+        request,
+        profile_id,
+        lambda profile: profile_tool_policy(
+            user=request.user, profile=profile, version=_version(request), tool=tool, policy=policy
+        ),
+        f"{tool} {POLICY_WORDS.get(policy, 'changed')} in this profile.",
     )
 
 

@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 from sessions_app import eventlog, services
 from sessions_app.models import ChatSession
 from toolhub.lib.api import IF_MATCH, error, error_responses, etag, read_version, validated_body
-from toolhub.lib.api_schema import IntentField, text_field
+from toolhub.lib.api_schema import IntentField, ToolNameListField, text_field
 
 
 class SessionSerializer(serializers.Serializer):
@@ -25,6 +25,13 @@ class SessionSerializer(serializers.Serializer):
     agent = serializers.IntegerField(required=False, allow_null=True)
     intent = IntentField(required=False)
     plan_mode = serializers.BooleanField(required=False)
+    allowed_tools = ToolNameListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text='Tools the person allowed for the rest of this chat ("Allow for this '
+        'chat"): they run without asking, unless an operator asks every time. Remove a name '
+        "to revoke it.",
+    )
     version = serializers.IntegerField(read_only=True)
     created = serializers.DateTimeField(read_only=True)
     updated = serializers.DateTimeField(read_only=True)
@@ -50,6 +57,7 @@ def _session_json(session: ChatSession) -> dict[str, Any]:
         "agent": session.agent_id,
         "intent": session.tool_intent,
         "plan_mode": session.plan_mode,
+        "allowed_tools": list(session.allowed_tools or ()),
         "version": session.version,
         "created": session.created.isoformat(),
         "updated": session.updated.isoformat(),
@@ -76,6 +84,7 @@ class SessionListView(APIView):
             agent=data.get("agent"),
             intent=data.get("intent"),
             plan_mode=data.get("plan_mode", False),
+            allowed_tools=data.get("allowed_tools", []),
         )
         return _respond(session, 201)
 
@@ -93,7 +102,7 @@ class SessionDetailView(APIView):
     def patch(self, request: Request, session_id: Any) -> Response:
         session = services.session_get_for_user(user=request.user, session_id=session_id)
         data = validated_body(request, SessionSerializer, partial=True)
-        editable = ("title", "agent", "intent", "plan_mode")
+        editable = ("title", "agent", "intent", "plan_mode", "allowed_tools")
         fields = {key: value for key, value in data.items() if key in editable}
         session = services.session_update(
             user=request.user, session=session, version=read_version(request), **fields

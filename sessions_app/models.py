@@ -33,6 +33,9 @@ class ChatSession(models.Model):
     channel = models.CharField(max_length=16, default="web")
     tier_plan = models.JSONField(null=True, blank=True)
     loaded_tools = models.JSONField(default=list, blank=True)
+    # Tools the person allowed to run without asking for the rest of this chat ("Allow for
+    # this chat"): names they gave, never an expansion (toolhub.tools.approval).
+    allowed_tools = models.JSONField(default=list, blank=True)
     last_seq = models.PositiveBigIntegerField(default=0)
     # The running turn, if any: claimed with a conditional UPDATE (one turn per session
     # across processes), held by a lease the runner renews; an expired lease is free.

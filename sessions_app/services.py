@@ -28,6 +28,7 @@ from profiles_app.services import (
     default_agent,
     global_disables,
     new_chat_toolset,
+    operator_policies,
     profile_lookup_for,
     profile_lookup_preloaded,
     toolset_check_exists,
@@ -41,14 +42,19 @@ from toolhub.lib.versioned import versioned_delete, versioned_update
 from toolhub.tools import (
     DEFAULT_TOOLSET,
     IntentError,
+    ProfileSpec,
     ResolvedToolset,
     RuntimeSettings,
     TierPlan,
+    Tool,
     ToolContext,
     ToolIntent,
     UnknownToolsetError,
     resolve,
 )
+from toolhub.tools.approval import Decision, decide
+from toolhub.tools.intent import MAX_NAMES
+from toolhub.tools.tool import NAME_PATTERN
 
 TITLE_CHARS = 200
 
@@ -188,6 +194,7 @@ def session_create(
     agent: int | None = None,
     intent: Any = None,
     plan_mode: bool = False,
+    allowed_tools: Any = (),
 ) -> ChatSession:
     if not isinstance(plan_mode, bool):
         raise Invalid("plan_mode must be true or false", fields={"plan_mode": ["bool"]})
@@ -198,6 +205,7 @@ def session_create(
         agent=chosen,
         tool_intent=_clean_intent(_new_chat_intent(intent, user, chosen), user),
         plan_mode=plan_mode,
+        allowed_tools=_clean_allowed(list(allowed_tools) if allowed_tools else []),
     )
 
 
@@ -222,7 +230,8 @@ def _new_chat_intent(intent: Any, user: Any, agent: Agent) -> Any:
 
 
 def session_update(*, user: Any, session: ChatSession, version: int, **fields: Any) -> ChatSession:
-    """Change title, agent, intent or plan mode if ``version`` is current."""
+    """Change title, agent, intent, plan mode or the tools allowed for this chat if
+    ``version`` is current."""
     changes: dict[str, Any] = {}
     for key, value in fields.items():
         if key == "title":
@@ -237,6 +246,8 @@ def session_update(*, user: Any, session: ChatSession, version: int, **fields: A
             if not isinstance(value, bool):
                 raise Invalid("plan_mode must be true or false", fields={"plan_mode": ["bool"]})
             changes["plan_mode"] = value
+        elif key == "allowed_tools":
+            changes["allowed_tools"] = _clean_allowed(value)
         else:
             raise Invalid(f"unknown field {key}", fields={key: ["unknown"]})
     with transaction.atomic():
@@ -245,6 +256,90 @@ def session_update(*, user: Any, session: ChatSession, version: int, **fields: A
         )
     session.refresh_from_db()
     return session
+
+
+def _clean_allowed(value: Any) -> list[str]:
+    if not isinstance(value, list) or len(value) > MAX_NAMES:
+        raise Invalid(
+            f"allowed_tools must be a list of at most {MAX_NAMES} tool names",
+            fields={"allowed_tools": ["invalid"]},
+        )
+    names: dict[str, None] = {}
+    for name in value:
+        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+            raise Invalid(
+                f"allowed_tools: {name!r} is not a tool name", fields={"allowed_tools": ["name"]}
+            )
+        names[name] = None
+    return list(names)
+
+
+def session_allow_for_chat(*, session_id: Any, tool: str) -> None:
+    """ "Allow for this chat": ``tool`` runs without asking in this chat from now on, where
+    the policies let a person lift the ask (toolhub.tools.approval)."""
+    (tool,) = _clean_allowed([tool])
+    with transaction.atomic():
+        row = ChatSession.objects.select_for_update().only("allowed_tools").get(pk=session_id)
+        if tool not in row.allowed_tools:
+            # At most MAX_NAMES: the oldest allowance goes first (it asks again).
+            allowed = [*row.allowed_tools, tool][-MAX_NAMES:]
+            ChatSession.objects.filter(pk=session_id).update(
+                allowed_tools=allowed, version=F("version") + 1
+            )
+
+
+def session_allowed_revoke(*, user: Any, session: ChatSession, tool: str) -> ChatSession:
+    """Take ``tool`` off the chat's allowed list: its next call asks again. Revoking a name
+    that is not there changes nothing (two tabs may both revoke)."""
+    with transaction.atomic():
+        row = sessions_of(user).select_for_update().filter(pk=session.pk).first()
+        if row is None:
+            raise NotFound("no such session")
+        if tool in row.allowed_tools:
+            sessions_of(user).filter(pk=session.pk).update(
+                allowed_tools=[name for name in row.allowed_tools if name != tool],
+                version=F("version") + 1,
+            )
+    session.refresh_from_db()
+    return session
+
+
+def session_call_policy(
+    *, session_id: Any, tool: Tool, arguments: Mapping[str, Any], ctx: ToolContext
+) -> Decision:
+    """Whether this call of ``tool`` runs, asks or is refused, from the policies as stored
+    *now*: the operator's, the chat's profile's and the chat's own allowances (hard line 5;
+    a global disable is a veto, checked before)."""
+    row = (
+        ChatSession.objects.select_related("agent")
+        .only("owner_id", "tool_intent", "allowed_tools", "agent__tool_intent")
+        .get(pk=session_id)
+    )
+    profile = chat_profile(session=row)
+    return decide(
+        tool,
+        arguments,
+        ctx,
+        operator=operator_policies(),
+        profile=dict(profile.approvals) if profile is not None else {},
+        profile_name=profile.name if profile is not None else "",
+        chat_allowed=frozenset(row.allowed_tools or ()),
+    )
+
+
+def chat_profile(*, session: ChatSession) -> ProfileSpec | None:
+    """The stored profile a chat's tools come from, if its toolset names one (hand-picked
+    tools or a preset: none), as resolution picks it."""
+    intent = ToolIntent.parse(session.tool_intent)
+    agent = ToolIntent.parse(session.agent.tool_intent)
+    enabled = next((v for v in (intent.enabled, agent.enabled) if v is not None), True)
+    picked = intent.picked if intent.picked is not None else agent.picked
+    if not enabled or picked is not None:
+        return None
+    name = intent.toolset or agent.toolset
+    if name is None:
+        return None
+    return profile_lookup_for(session.owner_id)(name)
 
 
 def session_intent_merge(*, session: ChatSession, patch: Any) -> ChatSession:

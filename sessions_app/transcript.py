@@ -76,6 +76,14 @@ class Card:
     # "", then "waiting" until the person answers: "allowed", "denied", "timeout",
     # "cancelled".
     approval: str = ""
+    # "chat" when the person allowed the tool for the rest of the chat.
+    approval_scope: str = ""
+    # Whether the waiting approval may be lifted for the chat (not an operator's ask).
+    chat_allowable: bool = False
+    # The approval policy that decided the call: who (author, operator, profile, chat)
+    # and why, in a person's words (toolhub.tools.approval).
+    policy_by: str = ""
+    policy_why: str = ""
     # For ask_user_question: "waiting", "answered", "timeout", "cancelled".
     asking: str = ""
     answer: str = ""
@@ -117,6 +125,23 @@ class Card:
     @property
     def result_cut(self) -> bool:
         return len(self.content) > RESULT_SHOWN_CHARS
+
+    @property
+    def policy_note(self) -> str:
+        """Which policy decided, when it is worth a line: not the author's plain default."""
+        if not self.policy_why or (self.policy_by == "author" and not self.approval):
+            return ""
+        return f"Policy: {self.policy_why}."
+
+    @property
+    def policy_tag(self) -> str:
+        """The card's summary says it when a call ran or stopped by a person's or an
+        operator's policy rather than its author's default."""
+        return {
+            "chat": "allowed for this chat",
+            "profile": "profile's policy",
+            "operator": "operator's policy",
+        }.get(self.policy_by, "")
 
     @property
     def open(self) -> bool:
@@ -279,13 +304,22 @@ class Transcript:
         if card is None or card.finished:
             return []
         card.approval = "waiting"
+        card.chat_allowable = bool(data.get("chat_allowable"))
+        self._policy(card, data)
         return [card.id]
+
+    @staticmethod
+    def _policy(card: Card, data: Data) -> None:
+        policy = data.get("policy")
+        if isinstance(policy, dict):
+            card.policy_by, card.policy_why = str(policy.get("by", "")), str(policy.get("why", ""))
 
     def _approval_answered(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
         card = self._card_of(data)
         if card is None:
             return []
         card.approval = str(data.get("outcome", "denied"))
+        card.approval_scope = str(data.get("scope", ""))
         return [card.id]
 
     def _question_answered(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
@@ -307,6 +341,7 @@ class Transcript:
         card.elapsed_ms = elapsed if isinstance(elapsed, int) else None
         card.cached = bool(data.get("cached"))
         card.full_ref = str(data.get("full_ref", ""))
+        self._policy(card, data)
         if card.approval == "waiting":
             card.approval = "cancelled" if card.status == "cancelled" else "timeout"
         if card.asking == "waiting":

@@ -20,6 +20,8 @@ urlpatterns = [
     path("profiles/<int:profile_id>/", profiles.ProfileDetailView.as_view()),
     path("global-disables/", profiles.GlobalDisableListView.as_view()),
     path("global-disables/<str:tool>/", profiles.GlobalDisableDetailView.as_view()),
+    path("tool-policies/", profiles.ToolPolicyListView.as_view()),
+    path("tool-policies/<str:tool>/", profiles.ToolPolicyDetailView.as_view()),
     path("audit/", profiles.AuditView.as_view()),
     path("sessions/", sessions.SessionListView.as_view()),
     path("sessions/<uuid:session_id>/", sessions.SessionDetailView.as_view()),
@@ -27,6 +29,7 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/toolset/", turns.SessionToolsetView.as_view()),
     path("sessions/<uuid:session_id>/toolset/reset/", turns.SessionToolsetResetView.as_view()),
     path("sessions/<uuid:session_id>/messages/", turns.SessionMessagesView.as_view()),
+    path("sessions/<uuid:session_id>/approve/", turns.SessionApproveView.as_view()),
     path(
         "sessions/<uuid:session_id>/results/<uuid:result_id>/",
         sessions.SessionResultView.as_view(),

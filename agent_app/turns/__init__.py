@@ -69,6 +69,13 @@ class UnknownCall(ServiceError):
     status = 409
 
 
+class NotAllowable(ServiceError):
+    """ "Allow for this chat" for a call whose ask an operator requires every time."""
+
+    code = "ask_every_time"
+    status = 409
+
+
 class TextTooLong(Invalid):
     code = "too_large"
 
@@ -163,6 +170,12 @@ def turn_start_sync(**kwargs: Any) -> str:
     return asyncio.run_coroutine_threadsafe(turn_start(**kwargs), loop).result(timeout=60)
 
 
+def turn_approve_sync(**kwargs: Any) -> None:
+    """``turn_approve`` for sync callers (REST views)."""
+    loop = loop_for_sync_callers()
+    asyncio.run_coroutine_threadsafe(turn_approve(**kwargs), loop).result(timeout=60)
+
+
 async def turn_cancel(*, session: ChatSession) -> str:
     running = await on_db_thread(running_turn, session_id=session.pk)
     if running is None:
@@ -171,22 +184,34 @@ async def turn_cancel(*, session: ChatSession) -> str:
     return running["turn_id"]
 
 
-async def turn_approve(*, session: ChatSession, call_id: str, allow: bool) -> None:
+async def turn_approve(
+    *, session: ChatSession, call_id: str, allow: bool, scope: str = "once"
+) -> None:
+    """Answer the call waiting for approval. ``scope="chat"`` also allows its tool for the
+    rest of the chat where the policies let a person lift the ask; the runner stores that
+    when it takes this answer (an answer that lost to another tab or the timeout stores
+    nothing)."""
     running = await on_db_thread(running_turn, session_id=session.pk)
     waiting = (running or {}).get("turn_waiting") or {}
     if waiting.get("kind") != "approval" or waiting.get("call_id") != call_id:
         raise UnknownCall(
             "That call is not waiting for approval any more: it was answered, or its turn ended."
         )
+    if allow and scope == "chat" and not waiting.get("chat_allowable"):
+        raise NotAllowable(
+            f"{waiting.get('name') or 'This tool'} asks every time (an operator's or your "
+            "profile's policy): allow it once or deny it."
+        )
     await control_send(
         running["turn_channel"],
         running["turn_id"],
-        {"type": "turn.approve", "call_id": call_id, "allow": allow},
+        {"type": "turn.approve", "call_id": call_id, "allow": allow, "scope": scope},
     )
 
 
 __all__ = [
     "NoTurn",
+    "NotAllowable",
     "TurnInProgress",
     "TurnRunner",
     "UnknownCall",
@@ -197,6 +222,7 @@ __all__ = [
     "running_tails",
     "serve_turns_here",
     "turn_approve",
+    "turn_approve_sync",
     "turn_cancel",
     "turn_start",
     "turn_start_sync",

@@ -51,6 +51,7 @@ from agent_app.turns.tails import TailPump
 from agent_app.turns.titles import name_chat
 from profiles_app.services import global_disables
 from sessions_app.models import SessionEvent
+from sessions_app.services import session_allow_for_chat, session_call_policy
 from toolhub.lib.markdown import render_markdown
 from toolhub.lib.storable import storable
 from toolhub.tools import (
@@ -58,6 +59,7 @@ from toolhub.tools import (
     ToolContext,
     ToolResult,
 )
+from toolhub.tools.approval import ASK, DENY, Decision
 from toolhub.tools.schema import canonical_json
 from toolhub.tools.tokens import count_cached
 from toolhub.tools.turn import CallTarget, TurnTools
@@ -91,6 +93,8 @@ class CallOutcome:
     cached: bool = False
     # Where the whole result is kept when the model got it cut (a tool's persist_full).
     full_ref: str = ""
+    # The approval policy that decided the call (toolhub.tools.approval), when one did.
+    policy: Decision | None = None
 
 
 @dataclass
@@ -400,6 +404,8 @@ class TurnRunner(TurnEvents):
             result["cached"] = True
         if outcome.full_ref:
             result["full_ref"] = outcome.full_ref
+        if outcome.policy is not None:
+            result["policy"] = outcome.policy.to_json()
         result["elapsed_ms"] = int((time.monotonic() - started) * 1000)
         self._emit("tool_result", result)
         self._unanswered.pop(call["call_id"], None)
@@ -415,8 +421,9 @@ class TurnRunner(TurnEvents):
     async def _decide_and_run(
         self, turn: TurnTools, ctx: ToolContext, call: dict[str, Any], target: CallTarget
     ) -> CallOutcome:
-        """The decisions, in order: cancelled, outside the contract, vetoed now, denied by
-        the person (then vetoed again: a disable may have come meanwhile); then it runs."""
+        """The decisions, in order: cancelled, outside the contract, vetoed now, the approval
+        policy as stored now (``deny``: vetoed; ``ask``: the person, then vetoed again, since
+        a disable may have come meanwhile); then it runs."""
         if self.cancel.cancelled:
             return CallOutcome("cancelled", "Cancelled before it ran.", CANCELLED)
         if target.error:
@@ -427,20 +434,24 @@ class TurnRunner(TurnEvents):
         if veto:
             return CallOutcome("vetoed", f"{tool.name} is not allowed: {veto}", veto)
         arguments = call["arguments"]
-        if tool.needs_approval(arguments, ctx):
-            verdict = await self._ask_approval(call)
-            if verdict is not True:
-                reason = verdict or "the person denied it"
-                if self.cancel.cancelled:
-                    return CallOutcome(
-                        "cancelled", "Cancelled while waiting for approval.", CANCELLED
-                    )
-                return CallOutcome("denied", f"{tool.name} did not run: {reason}", reason)
-            # Approval takes time: a disable made meanwhile still holds
-            # (docs/architecture.md, hard line 5).
-            veto = turn.veto_now(tool, ctx, await on_db_thread(global_disables))
-            if veto:
-                return CallOutcome("vetoed", f"{tool.name} is not allowed: {veto}", veto)
+        decision = await on_db_thread(
+            session_call_policy,
+            session_id=self.session_id,
+            tool=tool,
+            arguments=arguments,
+            ctx=ctx,
+        )
+        if decision.policy == DENY:
+            return CallOutcome(
+                "vetoed",
+                f"{tool.name} is not allowed: {decision.why}",
+                decision.why,
+                policy=decision,
+            )
+        if decision.policy == ASK:
+            refused = await self._approval(tool, call, decision, ctx, turn)
+            if refused is not None:
+                return refused
         before = turn.loaded
         self._current_call = call["call_id"]
         try:
@@ -464,8 +475,56 @@ class TurnRunner(TurnEvents):
             status = "cancelled"
         reason = CANCELLED if status == "cancelled" else ""
         return CallOutcome(
-            status, outcome.content, reason, references, outcome.cached, outcome.full_ref or ""
+            status,
+            outcome.content,
+            reason,
+            references,
+            outcome.cached,
+            outcome.full_ref or "",
+            decision,
         )
+
+    async def _approval(
+        self,
+        tool: Any,
+        call: dict[str, Any],
+        decision: Decision,
+        ctx: ToolContext,
+        turn: TurnTools,
+    ) -> CallOutcome | None:
+        """Ask the person; ``None`` when they allowed it and it may still run (a disable
+        made while they thought still holds: docs/architecture.md, hard line 5)."""
+        if not self.attended:
+            reason = "it asks a person first, and nobody is watching this turn"
+            return CallOutcome(
+                "denied", f"{tool.name} did not run: {reason}", reason, policy=decision
+            )
+        verdict = await self._ask_approval(call, decision)
+        if verdict is not True:
+            if self.cancel.cancelled:
+                return CallOutcome(
+                    "cancelled", "Cancelled while waiting for approval.", CANCELLED, policy=decision
+                )
+            reason = verdict or "the person denied it"
+            return CallOutcome(
+                "denied", f"{tool.name} did not run: {reason}", reason, policy=decision
+            )
+        veto = turn.veto_now(tool, ctx, await on_db_thread(global_disables))
+        if veto:
+            return CallOutcome(
+                "vetoed", f"{tool.name} is not allowed: {veto}", veto, policy=decision
+            )
+        again = await on_db_thread(
+            session_call_policy,
+            session_id=self.session_id,
+            tool=tool,
+            arguments=call["arguments"],
+            ctx=ctx,
+        )
+        if again.policy == DENY:
+            refusal = f"{tool.name} is not allowed: {again.why}"
+            return CallOutcome("vetoed", refusal, again.why, policy=again)
+        return None
 
     async def _on_worker(self, tool: Any, call: dict[str, Any], ctx: ToolContext) -> ToolResult:
         done = self._runs_done[call["call_id"]] = asyncio.Event()
@@ -484,17 +543,27 @@ class TurnRunner(TurnEvents):
         finally:
             self._runs_done.pop(call["call_id"], None)
 
-    async def _ask_approval(self, call: dict[str, Any]) -> bool | str:
+    async def _ask_approval(self, call: dict[str, Any], decision: Decision) -> bool | str:
         call_id = call["call_id"]
         self._emit(
             "approval_request",
-            {"call_id": call_id, "name": call["name"], "arguments": call["arguments"]},
+            {
+                "call_id": call_id,
+                "name": call["name"],
+                "arguments": call["arguments"],
+                "policy": decision.to_json(),
+                # Whether "Allow for this chat" is offered (an operator's ask is not).
+                "chat_allowable": decision.chat_allowable,
+            },
         )
-        answer = await self._wait_for_person("approval", call_id)
+        answer = await self._wait_for_person(
+            "approval", call_id, name=call["name"], chat_allowable=decision.chat_allowable
+        )
         if answer is None:
             timeout = settings.TOOLHUB_APPROVAL_TIMEOUT
             return "cancelled" if self.cancel.cancelled else f"no answer within {timeout:g} s"
-        return bool(answer)
+        allow, _ = answer
+        return bool(allow)
 
     def _answered(self, kind: str, call_id: str, answer: Any) -> None:
         """The person's answer (or its absence) as an event, stored with the end of the
@@ -503,7 +572,10 @@ class TurnRunner(TurnEvents):
         if answer is None:
             data["outcome"] = "cancelled" if self.cancel.cancelled else "timeout"
         elif kind == "approval":
-            data.update(outcome="allowed" if answer else "denied", allow=bool(answer))
+            allow, scope = answer if isinstance(answer, tuple) else (bool(answer), "once")
+            data.update(outcome="allowed" if allow else "denied", allow=allow)
+            if allow and scope == "chat":
+                data["scope"] = "chat"
         else:
             data.update(outcome="answered", text=str(answer))
         self._emit(f"{kind}_answered", data)
@@ -522,11 +594,12 @@ class TurnRunner(TurnEvents):
                 return {"waiting": {"kind": "question", "call_id": call_id}}
         return {}
 
-    async def _wait_for_person(self, kind: str, call_id: str) -> Any:
-        """Wait for an approval or an answer; ``None`` on timeout or cancel."""
+    async def _wait_for_person(self, kind: str, call_id: str, **waiting: Any) -> Any:
+        """Wait for an approval or an answer; ``None`` on timeout or cancel. ``waiting`` is
+        stored with the wait, for whoever answers (``turn_approve``) to read."""
         future = self._answers.get(call_id) or asyncio.get_running_loop().create_future()
         self._answers[call_id] = future
-        await self._flush(waiting={"kind": kind, "call_id": call_id})
+        await self._flush(waiting={"kind": kind, "call_id": call_id, **waiting})
         stop = asyncio.ensure_future(self.cancel.wait())
         try:
             await asyncio.wait(
@@ -538,6 +611,14 @@ class TurnRunner(TurnEvents):
             stop.cancel()
             self._answers.pop(call_id, None)
             answer = future.result() if future.done() else None
+            if answer == (True, "chat"):
+                if waiting.get("chat_allowable"):
+                    # The answer that won: stored before the log says so.
+                    await on_db_thread(
+                        session_allow_for_chat, session_id=self.session_id, tool=waiting["name"]
+                    )
+                else:
+                    answer = (True, "once")
             self._answered(kind, call_id, answer)
             await self._flush(waiting=None)
         return answer
@@ -550,7 +631,9 @@ class TurnRunner(TurnEvents):
             self.cancel.cancel()
         elif kind in ("turn.approve", "turn.answer"):
             future = self._answers.get(message.get("call_id"))
-            value = message.get("allow") if kind == "turn.approve" else message.get("text")
+            value: Any = message.get("text")
+            if kind == "turn.approve":
+                value = (bool(message.get("allow")), str(message.get("scope") or "once"))
             if future is not None and not future.done():
                 future.set_result(value)
         elif kind == "run.done":

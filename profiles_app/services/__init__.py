@@ -5,7 +5,7 @@
 - ``switch``: "all except" ⇄ "only", with a preview and an undo
 - ``transfer``: export, import, and what new chats start with
 - ``catalog``: every tool and, for a person, why it is hidden
-- ``disables``: global disables and their audit
+- ``disables``: global disables, operators' approval policies, and their audit
 - ``agents``: agent profiles, and the directory ``list_agents`` reads
 
 Callers import from here; the modules import each other only downwards (rules first).
@@ -38,8 +38,12 @@ from profiles_app.services.disables import (
     global_disable_audit,
     global_disable_rows,
     global_disables,
+    operator_policies,
     tool_disable_globally,
     tool_enable_globally,
+    tool_policy_clear,
+    tool_policy_rows,
+    tool_policy_set,
     tools_for_ops,
 )
 from profiles_app.services.profiles import (
@@ -53,6 +57,7 @@ from profiles_app.services.profiles import (
     profile_rename,
     profile_token_cost,
     profile_tool_add,
+    profile_tool_policy,
     profile_tool_remove,
     profile_update,
     profiles_for_user,
@@ -104,6 +109,7 @@ __all__ = [
     "mode_name",
     "new_chat_default_set",
     "new_chat_toolset",
+    "operator_policies",
     "profile_catalog",
     "profile_change",
     "profile_create",
@@ -120,6 +126,7 @@ __all__ = [
     "profile_rename",
     "profile_token_cost",
     "profile_tool_add",
+    "profile_tool_policy",
     "profile_tool_remove",
     "profile_update",
     "profiles_for_user",
@@ -127,6 +134,9 @@ __all__ = [
     "tool_catalog",
     "tool_disable_globally",
     "tool_enable_globally",
+    "tool_policy_clear",
+    "tool_policy_rows",
+    "tool_policy_set",
     "tools_for_ops",
     "toolset_check_exists",
 ]

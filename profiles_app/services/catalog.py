@@ -10,7 +10,11 @@ from typing import Any
 from django.conf import settings
 
 from profiles_app.services.agents import default_agent
-from profiles_app.services.disables import global_disables
+from profiles_app.services.disables import (
+    approval_for_everybody,
+    global_disables,
+    operator_policies,
+)
 from profiles_app.services.profiles import ProfileView, profile_offers, profile_token_cost
 from toolhub.lib.chat_services import chat_services
 from toolhub.tools import (
@@ -32,6 +36,7 @@ def tool_catalog(*, ctx: ToolContext) -> list[dict[str, Any]]:
     and if not, the layer and why; then tools that never registered (layer 1) and plugin
     modules that failed to load, so a person sees why something they expect is missing."""
     disabled = global_disables()
+    policies = operator_policies()
     selection = agent_tools(ctx=ctx, disabled=disabled)
     hidden = {item.name: item for item in selection.hidden}
     # A turn offers tool_search whenever it defers something, and no veto applies to it:
@@ -54,6 +59,7 @@ def tool_catalog(*, ctx: ToolContext) -> list[dict[str, Any]]:
             "available": tool.name not in hidden,
             "layer": hidden[tool.name].layer if tool.name in hidden else None,
             "reason": hidden[tool.name].reason if tool.name in hidden else None,
+            **approval_for_everybody(tool, policies),
         }
         for tool in registry.all_tools()
         if tool.expose
@@ -75,6 +81,8 @@ def tool_catalog(*, ctx: ToolContext) -> list[dict[str, Any]]:
             "available": False,
             "layer": "L1",
             "reason": reason,
+            "approval": "auto",
+            "approval_by": "author",
         }
         for name, reason in missing
     ]
@@ -106,11 +114,14 @@ class ProfileCatalog:
 def profile_catalog(*, user: Any, view: ProfileView) -> ProfileCatalog:
     ctx = catalog_context(user=user)
     offers = profile_offers(view)
+    chosen = dict(view.approvals)
     entries = [
         {
             **entry,
             "summary": (entry["description"].strip().splitlines() or [""])[0],
             "meta": entry["name"] in META_TOOLS,
+            # The person's own auto / ask / deny for this tool in this profile ("": none).
+            "policy": chosen.get(entry["name"], ""),
         }
         for entry in tool_catalog(ctx=ctx)
         if entry["layer"] != "L1"

@@ -27,6 +27,7 @@ from profiles_app.services.rules import (
     check_can_edit,
     check_fresh,
     check_removals,
+    clean_approvals,
     clean_mode,
     clean_name,
     clean_tools,
@@ -69,17 +70,24 @@ def profile_create(
     name: str,
     mode: str = ToolProfile.Mode.ALL_EXCEPT,
     tools: Iterable[str] = (),
+    approvals: Any = None,
     shared: bool = False,
 ) -> ToolProfile:
-    """A new profile; by default a copy of ``default`` (all tools, nothing removed)."""
+    """A new profile; by default a copy of ``default`` (all tools, nothing removed), with
+    no approval policy of its own."""
     if shared and not user.is_staff:
         raise Forbidden("shared profiles are created by staff")
     name, mode, tools = clean_name(name), clean_mode(mode), clean_tools(tools)
+    approvals = clean_approvals(approvals if approvals is not None else {})
     check_removals(mode, tools)
     try:
         with transaction.atomic():
             profile = ToolProfile.objects.create(
-                name=name, owner=None if shared else user, mode=mode, tools=tools
+                name=name,
+                owner=None if shared else user,
+                mode=mode,
+                tools=tools,
+                approvals=approvals,
             )
             if shared:
                 audit(user, profile, ADDITION, f"created shared profile {name}")
@@ -96,10 +104,13 @@ def profile_update(
     name: str | None = None,
     mode: str | None = None,
     tools: Iterable[str] | None = None,
+    approvals: dict[str, str] | None = None,
 ) -> ToolProfile:
     """Change the fields given, if ``version`` is still current; else ``Conflict``."""
     check_can_edit(user, profile)
     changes: dict[str, Any] = {}
+    if approvals is not None:
+        changes["approvals"] = clean_approvals(approvals)
     if name is not None:
         changes["name"] = clean_name(name)
     if mode is not None:
@@ -152,6 +163,19 @@ def profile_tool_add(*, user: Any, profile: ToolProfile, version: int, tool: str
     return _profile_tool_set(user=user, profile=profile, version=version, tool=tool, offered=True)
 
 
+def profile_tool_policy(
+    *, user: Any, profile: ToolProfile, version: int, tool: str, policy: str
+) -> ToolProfile:
+    """Set the profile's ``auto``, ``ask`` or ``deny`` for ``tool``; ``""`` goes back to
+    what the operator or the tool's author says (toolhub.tools.approval)."""
+    check_fresh(profile, version)
+    (tool,) = clean_tools([tool], "tool")
+    approvals = {name: value for name, value in profile.approvals.items() if name != tool}
+    if policy:
+        approvals[tool] = policy
+    return profile_update(user=user, profile=profile, version=version, approvals=approvals)
+
+
 def profile_delete(*, user: Any, profile: ToolProfile, version: int) -> None:
     check_can_edit(user, profile)
     with transaction.atomic():
@@ -172,6 +196,7 @@ class ProfileView:
     missing: tuple[str, ...]
     readonly: bool
     version: int | None
+    approvals: tuple[tuple[str, str], ...] = ()
 
 
 def profile_offers(view: ProfileView) -> Callable[[str], bool]:
@@ -223,6 +248,7 @@ def profiles_for_user(*, user: Any) -> list[ProfileView]:
                 missing=missing_tools(profile.tools),
                 readonly=profile.is_shared and not user.is_staff,
                 version=profile.version,
+                approvals=profile_spec(profile).approvals,
             )
         )
     return views
@@ -237,11 +263,19 @@ def profile_lookup_preloaded(user: Any) -> Callable[[str], ProfileSpec | None]:
         # Own before shared, as profile_lookup_for picks.
         if known is None or (known.is_shared and not profile.is_shared):
             chosen[profile.name] = profile
-    specs = {
-        name: ProfileSpec(profile.name, profile.mode, tuple(profile.tools))
-        for name, profile in chosen.items()
-    }
+    specs = {name: profile_spec(profile) for name, profile in chosen.items()}
     return specs.get
+
+
+def profile_spec(profile: ToolProfile) -> ProfileSpec:
+    """A stored profile as the runtime reads it (policies in name order: a frozen value)."""
+    approvals = profile.approvals if isinstance(profile.approvals, dict) else {}
+    return ProfileSpec(
+        profile.name,
+        profile.mode,
+        tuple(profile.tools),
+        tuple(sorted((str(name), str(policy)) for name, policy in approvals.items())),
+    )
 
 
 def profile_lookup_for(user: Any) -> Callable[[str], ProfileSpec | None]:
@@ -255,7 +289,7 @@ def profile_lookup_for(user: Any) -> Callable[[str], ProfileSpec | None]:
         chosen = min(candidates, key=lambda profile: profile.is_shared, default=None)
         if chosen is None:
             return None
-        return ProfileSpec(chosen.name, chosen.mode, tuple(chosen.tools))
+        return profile_spec(chosen)
 
     return lookup
 

@@ -23,6 +23,7 @@ from toolhub.tools import (
     TOOLSETS,
     registry,
 )
+from toolhub.tools.approval import POLICIES
 from toolhub.tools.intent import MAX_NAMES
 from toolhub.tools.layers import META_TOOLS
 from toolhub.tools.presets import DEFAULT_TOOLSET
@@ -58,6 +59,27 @@ def clean_tools(tools: Any, field: str = "tools") -> list[str]:
             raise Invalid(f"{field}: {item!r} is not a tool name", fields={field: [str(item)]})
         names[item] = None
     return list(names)
+
+
+def clean_approvals(approvals: Any, field: str = "approvals") -> dict[str, str]:
+    """A person's policies for a profile: tool name -> auto, ask or deny (meta tools have
+    none: they are never asked for and never removed)."""
+    if not isinstance(approvals, dict):
+        raise Invalid(
+            f"{field} must map tool names to auto, ask or deny", fields={field: ["not an object"]}
+        )
+    names = clean_tools(list(approvals), field)
+    cleaned: dict[str, str] = {}
+    for name in sorted(names):
+        policy = approvals[name]
+        if policy not in POLICIES:
+            raise Invalid(
+                f"{field}: {name} must be auto, ask or deny, not {policy!r}",
+                fields={field: [name]},
+            )
+        refuse_meta_tool(name, field, "given an approval policy")
+        cleaned[name] = policy
+    return cleaned
 
 
 def clean_mode(mode: Any) -> str:

@@ -16,7 +16,7 @@ from django.db import transaction
 from profiles_app.models import (
     ToolProfile,
 )
-from profiles_app.services.profiles import ProfileView, profile_update
+from profiles_app.services.profiles import ProfileView, profile_spec, profile_update
 from profiles_app.services.rules import (
     check_can_edit,
     check_fresh,
@@ -171,6 +171,7 @@ def profile_change(
     name: str | None = None,
     mode: str | None = None,
     tools: Iterable[str] | None = None,
+    approvals: dict[str, str] | None = None,
     preview: bool = False,
 ) -> ProfileChange:
     """Change the fields given, as ``profile_update`` does, except that a new ``mode`` given
@@ -184,7 +185,13 @@ def profile_change(
         ).tools
     with transaction.atomic():
         profile = profile_update(
-            user=user, profile=profile, version=version, name=name, mode=mode, tools=tools
+            user=user,
+            profile=profile,
+            version=version,
+            name=name,
+            mode=mode,
+            tools=tools,
+            approvals=approvals,
         )
         if preview:
             transaction.set_rollback(True)
@@ -200,5 +207,6 @@ def profile_change(
         missing=missing_tools(profile.tools),
         readonly=False,
         version=version if preview else profile.version,
+        approvals=profile_spec(profile).approvals,
     )
     return ProfileChange(view=view, switch=switch, applied=not preview)

@@ -19,6 +19,7 @@ from profiles_app.models import (
 )
 from profiles_app.services.rules import (
     check_removals,
+    clean_approvals,
     clean_mode,
     clean_name,
     clean_tools,
@@ -42,7 +43,12 @@ def profile_export(*, user: Any) -> dict[str, Any]:
     return {
         "format": EXPORT_FORMAT,
         "profiles": [
-            {"name": profile.name, "mode": profile.mode, "tools": list(profile.tools)}
+            {
+                "name": profile.name,
+                "mode": profile.mode,
+                "tools": list(profile.tools),
+                "approvals": dict(profile.approvals),
+            }
             for profile in own
         ],
     }
@@ -120,12 +126,13 @@ def profile_import(*, user: Any, data: Any) -> ImportReport:
             clean_name(entry.get("name")),
             clean_mode(entry.get("mode", "all_except")),
             clean_tools(entry.get("tools", [])),
+            clean_approvals(entry.get("approvals", {})),
         )
         for entry in entries
     ]
-    for _, mode, tools in cleaned:
+    for _, mode, tools, _ in cleaned:
         check_removals(mode, tools)
-    names = [name for name, _, _ in cleaned]
+    names = [name for name, _, _, _ in cleaned]
     clashes = sorted(
         {name for name in names if names.count(name) > 1}
         | set(ToolProfile.objects.filter(owner=user, name__in=names).values_list("name", flat=True))
@@ -138,8 +145,8 @@ def profile_import(*, user: Any, data: Any) -> ImportReport:
     try:
         with transaction.atomic():
             ToolProfile.objects.bulk_create(
-                ToolProfile(name=name, owner=user, mode=mode, tools=tools)
-                for name, mode, tools in cleaned
+                ToolProfile(name=name, owner=user, mode=mode, tools=tools, approvals=approvals)
+                for name, mode, tools, approvals in cleaned
             )
             if "active" in data:
                 sources = [entry.get("source", entry.get("name")) for entry in entries]
@@ -148,7 +155,7 @@ def profile_import(*, user: Any, data: Any) -> ImportReport:
     except IntegrityError:
         raise Conflict("a profile with one of these names was just created") from None
     unknown = {
-        name: list(missing_tools(tools)) for name, _, tools in cleaned if missing_tools(tools)
+        name: list(missing_tools(tools)) for name, _, tools, _ in cleaned if missing_tools(tools)
     }
     return ImportReport(created=tuple(names), unknown_tools=unknown, mapped=mapped, active=active)
 

@@ -242,6 +242,10 @@ function draw(frame) {
       announce.textContent = `${data.name} needs your approval.`;
       placed[0]?.scrollIntoView({ block: "nearest" });
       break;
+    case "approval_answered":
+      // "Allow for this chat" is listed in the inspector, with its Revoke.
+      if (data.scope === "chat") refreshInspector(0);
+      break;
     case "turn_finished":
     case "turn_failed":
       setRunning(false);
@@ -387,7 +391,12 @@ list.addEventListener("click", async (clicked) => {
   if (!target) return;
   const card = target.closest(".tool-card");
   if (target.dataset.approve && card) {
-    send({ type: "approve", call_id: card.dataset.call, allow: target.dataset.approve === "allow" });
+    send({
+      type: "approve",
+      call_id: card.dataset.call,
+      allow: target.dataset.approve === "allow",
+      scope: target.dataset.scope || "once",
+    });
     // Until the answer is stored and comes back for every tab, nothing is clicked twice.
     for (const button of card.querySelectorAll("[data-approve]")) button.disabled = true;
     input.focus();

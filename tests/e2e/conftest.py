@@ -88,5 +88,5 @@ def run_command_approved(page, command: str, *, until: str) -> None:
     live tail shows ``until``."""
     page.get_by_label("Message").fill(f"use bash: {command}")
     page.get_by_label("Message").press("Enter")
-    page.get_by_role("button", name="Allow").click(timeout=20_000)
+    page.get_by_role("button", name="Allow once: bash").click(timeout=20_000)
     expect(page.locator(".tool-card pre.tail")).to_contain_text(until, timeout=20_000)

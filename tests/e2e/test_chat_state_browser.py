@@ -21,14 +21,14 @@ def test_an_approval_answered_in_one_tab_is_answered_in_the_other(product, page)
 
     page.get_by_label("Message").fill("use bash: echo from-one-tab")
     page.get_by_label("Message").press("Enter")
-    expect(other.get_by_role("button", name="Allow bash")).to_be_visible(timeout=20_000)
-    page.get_by_role("button", name="Allow bash").click()
+    expect(other.get_by_role("button", name="Allow once: bash")).to_be_visible(timeout=20_000)
+    page.get_by_role("button", name="Allow once: bash").click()
 
     for tab in (page, other):
         card = tab.locator(".tool-card")
         expect(card).to_have_attribute("data-status", "ok", timeout=20_000)
         expect(card.locator(".approval-state")).to_have_text("Allowed by you.")
-        expect(tab.get_by_role("button", name="Allow bash")).to_have_count(0)
+        expect(tab.get_by_role("button", name="Allow once: bash")).to_have_count(0)
     other.screenshot(path=SCREENSHOTS / "second_tab_after_allow.png")
     assert page.console_errors == []
 
@@ -37,11 +37,11 @@ def test_a_reload_while_an_approval_waits_still_offers_it_and_it_still_works(pro
     open_new_chat(page, *product)
     page.get_by_label("Message").fill("use bash: echo after-reload")
     page.get_by_label("Message").press("Enter")
-    expect(page.get_by_role("button", name="Allow bash")).to_be_visible(timeout=20_000)
+    expect(page.get_by_role("button", name="Allow once: bash")).to_be_visible(timeout=20_000)
 
     page.reload()
 
-    page.get_by_role("button", name="Allow bash").click()
+    page.get_by_role("button", name="Allow once: bash").click()
     card = page.locator(".tool-card")
     expect(card).to_have_attribute("data-status", "ok", timeout=20_000)
     expect(card.locator("pre.result")).to_contain_text("after-reload")
@@ -57,7 +57,7 @@ def test_a_reload_while_an_allowed_command_runs_offers_no_stale_approval(product
     card = page.locator(".tool-card")
     expect(card).to_have_attribute("data-status", "running")
     expect(card.locator(".approval-state")).to_have_text("Allowed by you.")
-    expect(page.get_by_role("button", name="Allow bash")).to_have_count(0)
+    expect(page.get_by_role("button", name="Allow once: bash")).to_have_count(0)
     assert page.evaluate("document.activeElement.closest('.approval') === null")
     expect(card.locator("pre.tail")).to_contain_text("tick 3", timeout=20_000)
 
@@ -94,7 +94,7 @@ def test_a_finished_commands_output_is_shown_once(product, page):
     open_new_chat(page, *product)
     page.get_by_label("Message").fill("use bash: printf 'mark%s\\n' er")
     page.get_by_label("Message").press("Enter")
-    page.get_by_role("button", name="Allow bash").click(timeout=20_000)
+    page.get_by_role("button", name="Allow once: bash").click(timeout=20_000)
     expect(page.locator(".tool-card")).to_have_attribute("data-status", "ok", timeout=20_000)
     expect(page.get_by_role("button", name="Stop")).to_be_hidden(timeout=20_000)
 

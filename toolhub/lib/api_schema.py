@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.validators import RegexValidator, URLValidator
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema_field
 from rest_framework import serializers
 
 from toolhub.tools.intent import MAX_NAMES, MAX_TOOLSET_CHARS, PROFILE_NAME_PATTERN
@@ -34,6 +35,13 @@ TOOL_NAME = {"type": "string", "pattern": NAME_PATTERN.pattern, "maxLength": 64}
 NAME_LIST = {"type": "array", "items": TOOL_NAME, "maxItems": MAX_NAMES}
 # tool_search and call_tool can be neither disabled nor removed.
 REMOVABLE_TOOL = {**TOOL_NAME, "not": {"enum": sorted(META_TOOLS)}}
+TOOL_PATH = OpenApiParameter(
+    "tool",
+    OpenApiTypes.STR,
+    OpenApiParameter.PATH,
+    pattern=NAME_PATTERN.pattern,
+    description="A tool's name (tool_search and call_tool take no policy: 400 meta_tool)",
+)
 INTENT = {
     "description": "Tool intent (docs/architecture.md, Glossary); true/false/null and a list of "
     "picked "
@@ -130,6 +138,24 @@ class RemovableToolNameField(serializers.CharField):
 @extend_schema_field(NAME_LIST)
 class ToolNameListField(serializers.ListField):
     pass
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "description": "Tool name -> auto, ask or deny (tool_search and call_tool take no "
+        "policy: 400 meta_tool).",
+        "maxProperties": MAX_NAMES,
+        "additionalProperties": {"type": "string", "enum": ["auto", "ask", "deny"]},
+        "x-propertyNames": TOOL_NAME,
+    }
+)
+class ApprovalsField(serializers.DictField):
+    """Tool name -> auto, ask or deny; checked by the service (``clean_approvals``)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        # The service says what is wrong, naming the tool, as the Programs page does.
+        return data
 
 
 def name_field(**kwargs: object) -> serializers.CharField:

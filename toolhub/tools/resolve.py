@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from toolhub.tools.approval import DENY
 from toolhub.tools.context import ToolContext
 from toolhub.tools.intent import ToolIntent
 from toolhub.tools.layers import Hidden, agent_tools, availability
@@ -78,6 +79,8 @@ class ProfileSpec:
     name: str
     mode: str  # "all_except" | "only"
     tools: tuple[str, ...] = ()
+    # Tool -> auto | ask | deny, as the person set it (toolhub.tools.approval), by name.
+    approvals: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,6 +357,10 @@ def _selection(
         else:
             raise UnknownToolsetError(f"no profile or preset named '{toolset_name}'")
     vetoes: dict[str, str] = {}
+    if profile is not None and enabled and picked is None:
+        for name, policy in profile.approvals:
+            if policy == DENY:
+                vetoes[name] = f"the profile '{profile.name}' never runs it"
     if web is True:
         # The Web Search toggle layers web_search on top of whatever the rest gives.
         if names is not None:
@@ -420,7 +427,7 @@ def _resolve(inputs: _Inputs) -> ResolvedToolset:
         allow=chosen.allow,
         deny=chosen.deny,
         agent_deny=chosen.agent_deny,
-        disabled={**inputs.disabled, **chosen.vetoes},
+        disabled={**chosen.vetoes, **inputs.disabled},
     )
     candidates = [tool for tool in selection.tools if tool.name != TOOL_SEARCH]
     search_tool = registry.get(TOOL_SEARCH)

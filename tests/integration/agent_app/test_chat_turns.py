@@ -417,6 +417,8 @@ async def test_approval_allows_denies_or_times_out(
         "call_id": "toolu_g",
         "name": "guarded",
         "arguments": {"target": "a"},
+        "policy": {"policy": "ask", "by": "author", "why": "guarded asks before it runs"},
+        "chat_allowable": True,
     }
 
     if answer is not None:

@@ -47,7 +47,7 @@ def test_staff_see_every_registered_tool_with_its_state(client, staff):
     for tool in registry.all_tools():
         assert f'id="tool-{tool.name}"' in page
     assert 'aria-label="Disable web_fetch"' in page
-    assert "No tool has been disabled or enabled yet." in page
+    assert "No tool has been disabled, enabled or given a policy yet." in page
 
 
 def test_the_page_offers_no_disable_for_tool_search_and_refuses_a_crafted_one(client, staff):
@@ -162,3 +162,40 @@ def test_a_tool_that_cannot_run_in_this_process_says_why_but_a_per_session_gate_
     assert "Enabled, unavailable: needs BRAVE_API_KEY" in web_search
     # bash needs a session's workspace: a question for a chat, not for the whole process.
     assert "unavailable" not in bash
+
+
+def test_staff_set_an_approval_policy_for_everybody_with_a_reason_and_clear_it(client, staff):
+    from profiles_app.services import operator_policies
+
+    client.force_login(staff)
+    refused = client.post(
+        reverse("ops_tool_policy"), {"tool": "web_fetch", "policy": "ask", "reason": " "}
+    )
+    assert refused.status_code == 400
+    assert "say why this policy holds for everybody" in refused.content.decode()
+    assert operator_policies() == {}
+
+    done = client.post(
+        reverse("ops_tool_policy"), {"tool": "web_fetch", "policy": "ask", "reason": "costly"}
+    )
+    page = client.get(done["Location"]).content.decode()
+    assert "web_fetch asks every time, for everybody." in page
+    assert 'id="policy-row-web_fetch"' in page
+    assert "web_fetch set to ask every time: costly" in page
+    assert operator_policies()["web_fetch"].policy == "ask"
+
+    client.post(reverse("ops_tool_policy_clear"), {"tool": "web_fetch"})
+    page = client.get(reverse("ops_tools")).content.decode()
+    assert 'id="policy-row-web_fetch"' not in page
+    assert "web_fetch back to its author&#x27;s default" in page
+    assert operator_policies() == {}
+
+
+def test_a_person_cannot_set_a_policy_for_everybody_from_the_page(client, owner):
+    from profiles_app.services import operator_policies
+
+    client.force_login(owner)
+    for name in ("ops_tool_policy", "ops_tool_policy_clear"):
+        answer = client.post(reverse(name), {"tool": "bash", "policy": "auto", "reason": "x"})
+        assert answer.status_code == 404
+    assert operator_policies() == {}

@@ -530,3 +530,36 @@ def test_tool_search_stays_in_a_profile_switched_to_only_without_an_add_button(c
     assert 'aria-label="Add back tool_search"' not in after
     heading = re.compile(r"In this profile \(\d+\)")
     assert heading.search(before)[0] == heading.search(after)[0]
+
+
+def test_a_tools_approval_is_set_in_a_profile_and_an_operators_ask_cannot_be_lifted(
+    client, owner, staff
+):
+    from profiles_app.services import tool_policy_set
+
+    profile = _profile(owner)
+    client.force_login(owner)
+    url = reverse("program_tool_policy", args=[profile.pk])
+
+    response = client.post(url, {"tool": "bash", "policy": "auto", "version": profile.version})
+    assert response.status_code == 302
+    page = client.get(response["Location"]).content.decode()
+    assert "bash set to run without asking in this profile." in page
+    assert re.search(r'<option value="auto" selected>Run without asking</option>', page)
+    assert _reload(profile).approvals == {"bash": "auto"}
+
+    refused = client.post(url, {"tool": "bash", "policy": "always", "version": profile.version})
+    assert refused.status_code == 400
+    assert "bash must be auto, ask or deny" in refused.content.decode()
+    stale = client.post(url, {"tool": "bash", "policy": "", "version": profile.version - 1})
+    assert stale.status_code == 409
+    assert _reload(profile).approvals == {"bash": "auto"}
+
+    client.post(url, {"tool": "bash", "policy": "", "version": _reload(profile).version})
+    assert _reload(profile).approvals == {}
+
+    tool_policy_set(user=staff, tool="web_fetch", policy="ask", reason="costly")
+    page = client.get(reverse("program", args=[profile.pk])).content.decode()
+    row = page[page.index('id="policy-web_fetch"') :][:900]
+    assert "Default: ask first (operator)" in row
+    assert '<option value="auto" disabled>' in row

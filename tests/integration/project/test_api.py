@@ -30,6 +30,7 @@ def _body(response) -> dict:
         "/api/sessions/",
         "/api/agents/",
         "/api/global-disables/",
+        "/api/tool-policies/",
         "/api/audit/",
     ],
 )
@@ -40,7 +41,7 @@ def test_anonymous_requests_get_401_with_a_code(api, path):
     assert _body(response)["code"] == "not_authenticated"
 
 
-@pytest.mark.parametrize("path", ["/api/global-disables/", "/api/audit/"])
+@pytest.mark.parametrize("path", ["/api/global-disables/", "/api/tool-policies/", "/api/audit/"])
 def test_staff_endpoints_are_403_for_other_users_and_200_for_staff(api, owner, staff, path):
     assert api(owner).get(path).status_code == 403
     assert _body(api(owner).get(path))["code"] == "permission_denied"
@@ -197,7 +198,7 @@ def test_import_and_export_endpoints(api, owner):
     }
     assert clash.status_code == 409
     assert _body(exported)["profiles"] == [
-        {"name": "Focus", "mode": "only", "tools": ["read", "nope"]}
+        {"name": "Focus", "mode": "only", "tools": ["read", "nope"], "approvals": {}}
     ]
 
 
