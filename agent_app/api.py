@@ -247,6 +247,8 @@ ToolsetSerializer = inline_serializer(
         "fingerprint": serializers.CharField(),
         "strategy": serializers.CharField(),
         "provider": serializers.CharField(),
+        "model": serializers.CharField(help_text="The model the next turn asks for"),
+        "agent": serializers.CharField(help_text="The chat's agent"),
         "resident": serializers.ListField(child=serializers.DictField()),
         "catalog": serializers.ListField(child=serializers.DictField()),
         "tokens": serializers.DictField(child=serializers.IntegerField()),

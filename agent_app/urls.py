@@ -1,12 +1,17 @@
-"""Pages of the runtime: a chat's inspector and the operators' page."""
+"""Pages of the runtime: the Agents page, a chat's inspector and the operators' page."""
 
 from __future__ import annotations
 
 from django.urls import path
 
-from agent_app import views
+from agent_app import agents_page, views
 
 urlpatterns = [
+    path("agents/", agents_page.agents, name="agents"),
+    path("agents/new/", agents_page.agent_new, name="agent_new"),
+    path("agents/<int:agent_id>/", agents_page.agent_page, name="agent_page"),
+    path("agents/<int:agent_id>/duplicate/", agents_page.agent_copy, name="agent_copy"),
+    path("agents/<int:agent_id>/delete/", agents_page.agent_remove, name="agent_remove"),
     path("chat/<uuid:session_id>/inspector/", views.chat_inspector, name="chat_inspector"),
     path("chat/<uuid:session_id>/inspector/reset/", views.chat_plan_reset, name="chat_plan_reset"),
     path(

@@ -3,10 +3,12 @@
 Creates (or reuses) the database ``toolhub_bench`` on the PostgreSQL at BENCH_DATABASE_URL
 (default postgres://postgres@127.0.0.1:5432/toolhub_bench), registers 150 extra tools next
 to the built-in pack (200 or more in all), makes a staff user with 50 profiles, a chat
-of 200 messages and 50 tool cards (100 turns), and 20 global disables, then renders each
-page through Django's full request handling in-process (middleware, sessions, CSP,
-templates) and prints the p50 and p95 server time and the queries of one request, per page:
-the Programs page, one profile on it, the chat page, its inspector, and the ops page.
+of 200 messages and 50 tool cards (100 turns), 20 global disables, and 500 provider calls
+over 20 chats and 4 models, then renders each page through Django's full request handling
+in-process (middleware, sessions, CSP, templates) and prints the p50 and p95 server time and
+the queries of one request, per page: the Programs page, one profile on it, the chat page,
+its inspector, the ops page, the settings page (with the usage tables), and one agent on
+the Agents page.
 """
 
 from __future__ import annotations
@@ -52,9 +54,9 @@ def _setup():
     from django.contrib.auth import get_user_model
 
     from profiles_app import services as profiles
-    from profiles_app.models import GlobalDisable, ToolProfile
+    from profiles_app.models import Agent, GlobalDisable, ToolProfile
     from sessions_app.eventlog import events_append
-    from sessions_app.models import ChatSession
+    from sessions_app.models import ChatSession, ProviderCall
     from sessions_app.services import session_create
     from toolhub.tools import registry
     from toolhub.tools.layers import META_TOOLS
@@ -99,12 +101,29 @@ def _setup():
             ("turn_finished", {"reason": "end_turn"}),
         ]
         events_append(session_id=session.pk, turn=str(turn), items=items)
-    return user, created[0], session
+    chats = [session, *(session_create(user=user, title=f"chat {n}") for n in range(19))]
+    models = ("claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-5", "llama3")
+    ProviderCall.objects.bulk_create(
+        ProviderCall(
+            session=chats[n % len(chats)],
+            turn=str(n),
+            model=models[n % len(models)],
+            fingerprint="f" * 64,
+            input_tokens=1_500 + n,
+            output_tokens=40,
+            cache_read_input_tokens=900,
+        )
+        for n in range(500)
+    )
+    agent, _ = Agent.objects.update_or_create(
+        owner=user, name="bench-agent", defaults={"tool_intent": {"toolset": "bench-1"}}
+    )
+    return user, created[0], session, agent
 
 
 def main() -> None:
     logging.disable(logging.WARNING)
-    user, profile, session = _setup()
+    user, profile, session, agent = _setup()
     from django.conf import settings
 
     # Templates link static files; the manifest would need collectstatic first.
@@ -124,6 +143,8 @@ def main() -> None:
         "chat": f"/chat/{session.pk}/",
         "inspector": f"/chat/{session.pk}/inspector/",
         "ops": "/ops/tools/",
+        "settings": "/settings/",
+        "agent": f"/agents/{agent.pk}/",
     }
     from toolhub.tools import registry
 

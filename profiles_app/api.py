@@ -425,6 +425,7 @@ class AgentSerializer(serializers.Serializer):
     id = serializers.IntegerField(read_only=True)
     name = name_field()
     shared = serializers.BooleanField(required=False)
+    description = text_field(required=False, blank=True, max_length=500)
     system_prompt = text_field(required=False, blank=True, max_length=20_000)
     provider = serializers.ChoiceField(["", "demo", "anthropic", "openai"], required=False)
     model = text_field(required=False, blank=True, max_length=100)
@@ -433,6 +434,9 @@ class AgentSerializer(serializers.Serializer):
     strategy = serializers.ChoiceField(["call_tool", "promote", "native"], required=False)
     tier_budget = serializers.IntegerField(
         required=False, allow_null=True, min_value=1_000, max_value=10**7
+    )
+    plan_mode = serializers.BooleanField(
+        required=False, help_text="New chats with this agent start in plan mode"
     )
     readonly = serializers.BooleanField(read_only=True)
     version = serializers.IntegerField(read_only=True)
@@ -443,6 +447,7 @@ def _agent_json(agent: Agent, user: Any) -> dict[str, Any]:
         "id": agent.pk,
         "name": agent.name,
         "shared": agent.is_shared,
+        "description": agent.description,
         "system_prompt": agent.system_prompt,
         "provider": agent.provider,
         "model": agent.model,
@@ -450,6 +455,7 @@ def _agent_json(agent: Agent, user: Any) -> dict[str, Any]:
         "tool_intent": agent.tool_intent,
         "strategy": agent.strategy,
         "tier_budget": agent.tier_budget,
+        "plan_mode": agent.plan_mode,
         "readonly": agent.is_shared and not user.is_staff,
         "version": agent.version,
     }
@@ -497,3 +503,57 @@ class AgentDetailView(APIView):
             user=request.user, agent=agent, version=read_version(request), **fields
         )
         return _agent_respond(agent, request.user)
+
+    @extend_schema(
+        parameters=[IF_MATCH],
+        responses={204: None, **error_responses(409, 412, 428)},
+        description="Delete the agent; its chats go on with the default agent.",
+    )
+    def delete(self, request: Request, agent_id: int) -> Response:
+        agent = services.agent_get_for_user(user=request.user, agent_id=agent_id)
+        services.agent_delete(user=request.user, agent=agent, version=read_version(request))
+        return Response(status=204)
+
+
+class AgentDuplicateView(APIView):
+    @extend_schema(
+        request=None,
+        responses={201: AgentSerializer},
+        description="A copy of the agent (yours or a shared one) as your own.",
+    )
+    def post(self, request: Request, agent_id: int) -> Response:
+        agent = services.agent_get_for_user(user=request.user, agent_id=agent_id)
+        copy = services.agent_duplicate(user=request.user, agent=agent)
+        return _agent_respond(copy, request.user, 201)
+
+
+class SettingsSerializer(serializers.Serializer):
+    new_chat_agent = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        help_text="The agent new chats start with (yours or a shared one); null: default",
+    )
+    new_chat_toolset = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=64,
+        help_text="The profile or preset new chats start with; '' or default: default",
+    )
+    theme = serializers.ChoiceField(["system", "light", "dark"], required=False)
+    compact_cards = serializers.BooleanField(required=False)
+
+
+class SettingsView(APIView):
+    @extend_schema(responses=SettingsSerializer)
+    def get(self, request: Request) -> Response:
+        return Response(services.personal_settings(user=request.user).to_json())
+
+    @extend_schema(
+        request=SettingsSerializer,
+        responses={200: SettingsSerializer},
+        description="Change the settings given, as the settings page does.",
+    )
+    def patch(self, request: Request) -> Response:
+        data = validated_body(request, SettingsSerializer, partial=True)
+        chosen = services.personal_settings_update(user=request.user, **data)
+        return Response(chosen.to_json())

@@ -173,9 +173,10 @@ class DisablesGeneration(models.Model):
 
 
 class NewChatDefault(models.Model):
-    """The toolset a person's new chats start with (unless the chat's agent names its own):
-    one of their profiles or a shared one (``profile``, so a rename follows it and a delete
-    clears it), or a preset by name. Neither: the built-in ``default``."""
+    """What a person's new chats start with: an agent (``agent``; empty: ``default``) and a
+    toolset (unless the chat's agent names its own): one of their profiles or a shared one
+    (``profile``, so a rename follows it and a delete clears it), or a preset by name.
+    Neither: the built-in ``default``."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL,
@@ -187,6 +188,10 @@ class NewChatDefault(models.Model):
         ToolProfile, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     preset = models.CharField(max_length=64, blank=True)
+    # The agent new chats start with (their own or a shared one); empty: ``default``.
+    agent = models.ForeignKey(
+        "Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         constraints = [
@@ -203,6 +208,33 @@ class NewChatDefault(models.Model):
     def toolset(self) -> str:
         """The toolset name, or "" for the built-in default."""
         return self.profile.name if self.profile is not None else self.preset
+
+
+class Preferences(models.Model):
+    """How the pages look for one person: the theme and whether tool cards start compact."""
+
+    class Theme(models.TextChoices):
+        SYSTEM = "system", "Follow the system"
+        LIGHT = "light", "Light"
+        DARK = "dark", "Dark"
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, primary_key=True, on_delete=models.CASCADE, related_name="+"
+    )
+    theme = models.CharField(max_length=8, choices=Theme.choices, default=Theme.SYSTEM)
+    compact_cards = models.BooleanField(default=False)
+
+    class Meta:
+        verbose_name_plural = "preferences"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(theme__in=["system", "light", "dark"]),
+                name="preferences_theme_valid",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"preferences of {self.user_id}"
 
 
 DEFAULT_AGENT = "default"
@@ -222,6 +254,9 @@ class Agent(OwnedNamed):
         ANTHROPIC = "anthropic", "Anthropic"
         OPENAI = "openai", "OpenAI-compatible"
 
+    description = models.CharField(
+        max_length=500, blank=True, help_text="What this agent is for, as the pickers show it."
+    )
     system_prompt = models.TextField(blank=True, max_length=20_000)
     provider = models.CharField(max_length=16, choices=Provider.choices, blank=True)
     model = models.CharField(max_length=100, blank=True)
@@ -230,6 +265,9 @@ class Agent(OwnedNamed):
     strategy = models.CharField(max_length=16, choices=Strategy.choices, default=Strategy.CALL_TOOL)
     tier_budget = models.PositiveIntegerField(
         null=True, blank=True, help_text="Resident tool tokens; empty: 5% of the window."
+    )
+    plan_mode = models.BooleanField(
+        default=False, help_text="New chats with this agent start in plan mode."
     )
 
     class Meta(OwnedNamed.Meta):

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from sessions_app import eventlog, services
 from sessions_app.models import ChatSession
+from sessions_app.usage import usage_of
 from toolhub.lib.api import IF_MATCH, error, error_responses, etag, read_version, validated_body
 from toolhub.lib.api_schema import IntentField, ToolNameListField, text_field
 
@@ -83,7 +84,7 @@ class SessionListView(APIView):
             title=data.get("title", ""),
             agent=data.get("agent"),
             intent=data.get("intent"),
-            plan_mode=data.get("plan_mode", False),
+            plan_mode=data.get("plan_mode"),
             allowed_tools=data.get("allowed_tools", []),
         )
         return _respond(session, 201)
@@ -188,3 +189,51 @@ class SessionEventsView(APIView):
                 "last_seq": last_seq,
             }
         )
+
+
+_TOKENS = {
+    "calls": serializers.IntegerField(),
+    "input_tokens": serializers.IntegerField(),
+    "output_tokens": serializers.IntegerField(),
+    "cache_read_input_tokens": serializers.IntegerField(),
+    "cache_creation_input_tokens": serializers.IntegerField(),
+    "cost_usd": serializers.FloatField(
+        allow_null=True, help_text="An estimate from list prices; null for a model not priced"
+    ),
+}
+UsageSerializer = inline_serializer(
+    "Usage",
+    {
+        "by_model": inline_serializer(
+            "ModelUsage", {"model": serializers.CharField(), **_TOKENS}, many=True
+        ),
+        "total": inline_serializer("UsageTotal", _TOKENS),
+        "chats": inline_serializer(
+            "ChatUsage",
+            {
+                "session": serializers.UUIDField(),
+                "title": serializers.CharField(),
+                "deleted": serializers.BooleanField(),
+                **_TOKENS,
+            },
+            many=True,
+        ),
+    },
+)
+
+
+class UsageView(APIView):
+    @extend_schema(
+        responses=UsageSerializer,
+        description="Your model calls' tokens by model, with prompt-cache reads and writes "
+        "and the estimated cost, in total and for the chats that used the most.",
+    )
+    def get(self, request: Request) -> Response:
+        return Response(usage_of(user=request.user).to_json())
+
+
+class SessionUsageView(APIView):
+    @extend_schema(responses=UsageSerializer, description="One chat's usage, by model.")
+    def get(self, request: Request, session_id: Any) -> Response:
+        session = services.session_get_for_user(user=request.user, session_id=session_id)
+        return Response(usage_of(user=request.user, session_id=session.pk).to_json())

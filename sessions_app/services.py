@@ -25,8 +25,8 @@ from django.utils import timezone
 from profiles_app.models import Agent
 from profiles_app.services import (
     agents_visible_to,
-    default_agent,
     global_disables,
+    new_chat_agent,
     new_chat_toolset,
     operator_policies,
     profile_lookup_for,
@@ -104,7 +104,18 @@ def session_new_or_empty(*, user: Any) -> ChatSession:
     never changed (``version`` 1: no plan mode, intent or title set), so empty chats do
     not pile up; or a new one."""
     empty = sessions_of(user).filter(last_seq=0, title="", version=1).order_by("-created").first()
-    return empty or session_create(user=user)
+    if empty is None:
+        return session_create(user=user)
+    # Made before the person last changed what new chats start with: it starts as a new
+    # chat would now (nobody changed it, so nothing of theirs is lost).
+    agent = new_chat_agent(user=user)
+    intent = _clean_intent(_new_chat_intent(None, user, agent), user)
+    if (empty.agent_id, empty.tool_intent, empty.plan_mode) != (agent.pk, intent, agent.plan_mode):
+        sessions_of(user).filter(pk=empty.pk, version=1, last_seq=0).update(
+            agent=agent, tool_intent=intent, plan_mode=agent.plan_mode, tier_plan=None
+        )
+        empty.refresh_from_db()
+    return empty
 
 
 SEARCH_MAX_CHARS = 200
@@ -174,7 +185,7 @@ def _clean_intent(intent: Any, user: Any, field: str = "intent") -> dict[str, An
 
 def _clean_agent(user: Any, agent: Any) -> Agent:
     if agent is None:
-        return default_agent()
+        return new_chat_agent(user=user)
     found = agents_visible_to(user).filter(pk=agent).first() if isinstance(agent, int) else None
     if found is None:
         raise Invalid("no such agent", fields={"agent": ["not found"]})
@@ -193,12 +204,15 @@ def session_create(
     title: str = "",
     agent: int | None = None,
     intent: Any = None,
-    plan_mode: bool = False,
+    plan_mode: bool | None = None,
     allowed_tools: Any = (),
 ) -> ChatSession:
+    """A new chat; ``plan_mode`` ``None`` starts as its agent says."""
+    chosen = _clean_agent(user, agent)
+    if plan_mode is None:
+        plan_mode = chosen.plan_mode
     if not isinstance(plan_mode, bool):
         raise Invalid("plan_mode must be true or false", fields={"plan_mode": ["bool"]})
-    chosen = _clean_agent(user, agent)
     return ChatSession.objects.create(
         owner=user,
         title=_clean_title(title),

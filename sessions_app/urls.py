@@ -7,11 +7,13 @@ from django.urls import path
 from sessions_app import views
 
 urlpatterns = [
+    path("settings/", views.settings_page, name="settings"),
     path("chat/", views.chat, name="chat"),
     path("chat/new/", views.chat_new, name="chat_new"),
     path("chat/search/", views.chat_search, name="chat_search"),
     path("chat/<uuid:session_id>/", views.chat_session, name="chat_session"),
     path("chat/<uuid:session_id>/plan/", views.chat_plan_mode, name="chat_plan_mode"),
+    path("chat/<uuid:session_id>/agent/", views.chat_agent, name="chat_agent"),
     path("chat/<uuid:session_id>/rename/", views.chat_rename, name="chat_rename"),
     path("chat/<uuid:session_id>/delete/", views.chat_delete, name="chat_delete"),
     path("chat/<uuid:session_id>/restore/", views.chat_restore, name="chat_restore"),

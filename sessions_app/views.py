@@ -15,9 +15,16 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from profiles_app.services import profiles_for_user
+from profiles_app.models import Preferences
+from profiles_app.services import (
+    agents_visible_to,
+    personal_settings,
+    personal_settings_update,
+    profiles_for_user,
+)
+from profiles_app.theme import request_preferences
 from sessions_app.limits import FRAME_MAX_BYTES, MESSAGE_MAX_CHARS
 from sessions_app.services import (
     Follow,
@@ -33,6 +40,7 @@ from sessions_app.services import (
     sessions_search,
 )
 from sessions_app.transcript import session_transcript, transcript_html
+from sessions_app.usage import usage_of
 from toolhub.lib.errors import ServiceError, found_or_404
 from toolhub.tools import DEFAULT_TOOLSET, ToolIntent
 
@@ -82,8 +90,45 @@ def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
         "web_hint": web_hint,
         "plan_mode": session.plan_mode,
         "undo": _undo(request),
+        "compact_cards": request_preferences(request).compact_cards,
+        "agents": list(agents_visible_to(request.user).order_by("owner_id", "name")),
+        # "default" in the Profile select follows the agent: it says so when the agent
+        # names a toolset of its own.
+        "agent_toolset": ToolIntent.parse(session.agent.tool_intent).toolset,
     }
     return render(request, "sessions_app/chat.html", context)
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@login_required
+def settings_page(request: HttpRequest) -> HttpResponse:
+    """A person's settings (what new chats start with, the look) and their usage."""
+    failed, status = "", 200
+    if request.method == "POST":
+        agent = request.POST.get("new_chat_agent", "")
+        try:
+            personal_settings_update(
+                user=request.user,
+                # "": default; anything but an id is refused by the service.
+                new_chat_agent=int(agent) if agent.isascii() and agent.isdigit() else agent or None,
+                new_chat_toolset=request.POST.get("new_chat_toolset", ""),
+                theme=request.POST.get("theme", ""),
+                compact_cards=request.POST.get("compact_cards") == "on",
+            )
+        except ServiceError as exc:
+            failed, status = exc.message, exc.status
+        else:
+            messages.success(request, "Settings saved.")
+            return redirect("settings")
+    context = {
+        "chosen": personal_settings(user=request.user),
+        "agents": list(agents_visible_to(request.user).order_by("owner_id", "name")),
+        "toolsets": [view.name for view in profiles_for_user(user=request.user)],
+        "usage": usage_of(user=request.user),
+        "themes": Preferences.Theme.choices,
+        "failed": failed,
+    }
+    return render(request, "sessions_app/settings.html", context, status=status)
 
 
 @require_safe
@@ -113,6 +158,27 @@ def chat_plan_mode(request: HttpRequest, session_id: Any) -> HttpResponse:
     response = HttpResponse(status=204)
     response["HX-Trigger"] = "toolhub:turn-end"
     return response
+
+
+@require_POST
+@login_required
+def chat_agent(request: HttpRequest, session_id: Any) -> HttpResponse:
+    """Pick the chat's agent from the composer: from the next turn on, its model, system
+    prompt and tools answer (the page reloads, its hints and inspector with it)."""
+    session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
+    chosen = request.POST.get("agent", "")
+    try:
+        session = session_update(
+            user=request.user,
+            session=session,
+            version=session.version,
+            agent=int(chosen) if chosen.isascii() and chosen.isdigit() else chosen,
+        )
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"From the next message on, {session.agent.name} answers.")
+    return redirect("chat_session", session_id=session.pk)
 
 
 @require_POST

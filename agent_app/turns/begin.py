@@ -12,12 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 
 from agent_app.history import messages_from_events
 from agent_app.providers import Provider, ProviderError
-from agent_app.turns.preview import RequestTools, next_turn
+from agent_app.turns.preview import RequestTools, next_turn, turn_model
 from agent_app.turns.state import claim, release
 from sessions_app.eventlog import events_insert, session_history
 from sessions_app.models import ChatSession, SessionEvent
@@ -86,7 +85,7 @@ def _prepare(
         ctx=session_context(session=session, attended=attended, channel=channel),
         messages=messages,
         provider=upcoming.provider,
-        model=agent.model or settings.TOOLHUB_MODEL or upcoming.provider.default_model,
+        model=turn_model(agent=agent, provider=upcoming.provider),
         system=agent.system_prompt,
     )
 

@@ -17,6 +17,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+
 from agent_app.providers import Provider, ProviderError, provider_for
 from agent_app.providers.base import WireTools
 from profiles_app.models import Agent, GlobalDisable
@@ -26,6 +28,12 @@ from toolhub.lib.errors import Conflict, NotFound
 from toolhub.tools import ResolvedToolset, UnknownToolsetError
 from toolhub.tools.tokens import count_cached
 from toolhub.tools.turn import TurnTools
+
+
+def turn_model(*, agent: Agent, provider: Provider) -> str:
+    """The model a turn of ``agent`` asks for: its own, else the configured one, else the
+    provider's default."""
+    return agent.model or settings.TOOLHUB_MODEL or provider.default_model
 
 
 def turn_strategy(*, agent: Agent, provider: Provider) -> str:
@@ -134,6 +142,8 @@ def session_toolset(*, session: ChatSession, channel: str = "web") -> dict[str, 
         "fingerprint": tools.fingerprint,
         "strategy": resolved.strategy,
         "provider": upcoming.provider.name,
+        "model": turn_model(agent=session.agent, provider=upcoming.provider),
+        "agent": session.agent.name,
         "resident": [
             {"name": name, "tokens": count_cached(piece)}
             for name, piece in zip(billed, wire.billed(tools.loaded)[1:], strict=True)

@@ -7,6 +7,7 @@
 - ``catalog``: every tool and, for a person, why it is hidden
 - ``disables``: global disables, operators' approval policies, and their audit
 - ``agents``: agent profiles, and the directory ``list_agents`` reads
+- ``preferences``: a person's own settings (what new chats start with, the look)
 
 Callers import from here; the modules import each other only downwards (rules first).
 """
@@ -20,6 +21,8 @@ from profiles_app.services.agents import (
     AgentsAdapter,
     agent_create,
     agent_current,
+    agent_delete,
+    agent_duplicate,
     agent_get_for_user,
     agent_update,
     agents_visible_to,
@@ -45,6 +48,12 @@ from profiles_app.services.disables import (
     tool_policy_rows,
     tool_policy_set,
     tools_for_ops,
+)
+from profiles_app.services.preferences import (
+    PersonalSettings,
+    new_chat_agent,
+    personal_settings,
+    personal_settings_update,
 )
 from profiles_app.services.profiles import (
     ProfileView,
@@ -92,11 +101,14 @@ __all__ = [
     "ModeSwitch",
     "ModeSwitched",
     "OpsTool",
+    "PersonalSettings",
     "ProfileCatalog",
     "ProfileChange",
     "ProfileView",
     "agent_create",
     "agent_current",
+    "agent_delete",
+    "agent_duplicate",
     "agent_get_for_user",
     "agent_update",
     "agents_visible_to",
@@ -107,9 +119,12 @@ __all__ = [
     "global_disable_rows",
     "global_disables",
     "mode_name",
+    "new_chat_agent",
     "new_chat_default_set",
     "new_chat_toolset",
     "operator_policies",
+    "personal_settings",
+    "personal_settings_update",
     "profile_catalog",
     "profile_change",
     "profile_create",

@@ -10,20 +10,21 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
+from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 
 from profiles_app.models import DEFAULT_AGENT, Agent
 from profiles_app.services.profiles import toolset_check_exists
 from profiles_app.services.rules import clean_name
-from toolhub.lib.errors import Conflict, Forbidden, Invalid, NotFound
+from toolhub.lib.errors import Conflict, Forbidden, Invalid, NotFound, Stale
 from toolhub.lib.versioned import versioned_update
 from toolhub.tools import IntentError, ToolIntent
 from toolhub.tools.resolve import STRATEGIES
 
 EDITABLE = (
     "name",
+    "description",
     "system_prompt",
     "provider",
     "model",
@@ -31,10 +32,11 @@ EDITABLE = (
     "tool_intent",
     "strategy",
     "tier_budget",
+    "plan_mode",
 )
 
 
-_TEXT_LIMITS = {"system_prompt": 20_000, "model": 100}
+_TEXT_LIMITS = {"system_prompt": 20_000, "model": 100, "description": 500}
 # Agents a turn used lately, checked against their stamp on every use.
 _AGENT_CACHE_SIZE = 256
 _agents: dict[int, Agent] = {}
@@ -99,13 +101,15 @@ def _clean(fields: dict[str, Any], user: Any, *, shared: bool) -> dict[str, Any]
             )
         ):
             raise Invalid(f"{key} must be a whole number of tokens", fields={key: ["range"]})
-        elif key in ("system_prompt", "model") and (
-            not isinstance(value, str) or len(value) > _TEXT_LIMITS[key]
+        elif key in _TEXT_LIMITS and (
+            not isinstance(value, str) or len(value) > _TEXT_LIMITS[key] or "\x00" in value
         ):
             raise Invalid(
                 f"{key} must be text of at most {_TEXT_LIMITS[key]:,} characters",
                 fields={key: ["invalid"]},
             )
+        elif key == "plan_mode" and not isinstance(value, bool):
+            raise Invalid("plan_mode must be true or false", fields={key: ["bool"]})
         cleaned[key] = value
     return cleaned
 
@@ -145,6 +149,46 @@ def agent_update(*, user: Any, agent: Agent, version: int, **fields: Any) -> Age
     except IntegrityError:
         raise Conflict("an agent with that name exists", fields={"name": ["taken"]}) from None
     return agent
+
+
+def agent_delete(*, user: Any, agent: Agent, version: int) -> int:
+    """Delete ``agent`` if ``version`` is current; its chats go on with ``default`` (their
+    history stays). Returns how many chats moved. ``default`` itself stays."""
+    if agent.is_shared and not user.is_staff:
+        raise Forbidden("shared agents are deleted by staff")
+    if not agent.is_shared and agent.owner_id != user.pk:
+        raise NotFound("no such agent")
+    if agent.is_shared and agent.name == DEFAULT_AGENT:
+        raise Invalid("the default agent always exists", fields={"agent": ["default"]})
+    fallback = default_agent()
+    with transaction.atomic():
+        locked = Agent.objects.select_for_update().filter(pk=agent.pk, version=version).first()
+        if locked is None:
+            if Agent.objects.filter(pk=agent.pk).exists():
+                raise Stale("agent")
+            raise NotFound("no such agent")
+        moved = locked.sessions.update(agent=fallback, tier_plan=None)
+        if agent.is_shared:
+            LogEntry.objects.log_actions(
+                user.pk, [locked], DELETION, change_message=f"deleted shared agent {agent.name}"
+            )
+        locked.delete()
+    return moved
+
+
+def agent_duplicate(*, user: Any, agent: Agent) -> Agent:
+    """A copy of ``agent`` (one of the person's, or a shared one) as their own, under the
+    first free name "<name> copy", "<name> copy 2", …"""
+    taken = set(Agent.objects.filter(owner=user).values_list("name", flat=True))
+    base = f"{agent.name[:59]} copy"
+    name = next(
+        candidate
+        for candidate in (base, *(f"{base} {n}" for n in range(2, 1_000)))
+        if candidate not in taken
+    )
+    # A shared agent names only shared profiles and presets, which the copy can use too.
+    fields = {key: getattr(agent, key) for key in EDITABLE if key != "name"}
+    return agent_create(user=user, name=name, **fields)
 
 
 class AgentsAdapter:

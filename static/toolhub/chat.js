@@ -588,12 +588,17 @@ const optionsSummary = form.querySelector("[data-options-summary]");
 const narrow = matchMedia("(max-width: 47.99rem)");
 function summarizeOptions() {
   const parts = [
+    agentPickerName(),
     form.elements.toolset.value,
     `tools ${form.elements.tools.value}`,
     `web ${form.elements.web_search.value}`,
   ];
   if (form.elements.plan_mode.checked) parts.push("plan mode");
   optionsSummary.textContent = parts.join(" · ");
+}
+function agentPickerName() {
+  const picker = root.querySelector("[data-agent-picker]");
+  return picker?.selectedOptions[0]?.textContent ?? "";
 }
 function foldOptions() {
   options.open = !narrow.matches;
@@ -645,6 +650,22 @@ document.addEventListener("keydown", (key) => {
     }
   }
 });
+
+// --- the agent picker: the page reloads with the chat's new agent ------------------------
+
+// Its hints, tools and inspector all follow the agent, so the page is drawn again; the
+// message being written survives the reload.
+const DRAFT_KEY = `toolhub.draft.${root.dataset.session}`;
+const agentPicker = root.querySelector("[data-agent-picker]");
+agentPicker?.addEventListener("change", () => {
+  if (input.value) sessionStorage.setItem(DRAFT_KEY, input.value);
+  document.getElementById("agent-form").requestSubmit();
+});
+const keptDraft = sessionStorage.getItem(DRAFT_KEY);
+if (keptDraft !== null) {
+  sessionStorage.removeItem(DRAFT_KEY);
+  if (!input.value) input.value = keptDraft;
+}
 
 localTimes(list);
 setRunning(running);

@@ -133,6 +133,10 @@ def _as_documented(case: schemathesis.Case, *, agent_id: int) -> None:
     # default agent and a preset instead.
     if isinstance(body.get("agent"), int):
         body["agent"] = agent_id
+    if isinstance(body.get("new_chat_agent"), int):
+        body["new_chat_agent"] = agent_id
+    if isinstance(body.get("new_chat_toolset"), str):
+        body["new_chat_toolset"] = DEFAULT_TOOLSET
     for key in ("intent", "tool_intent"):
         intent = body.get(key)
         if isinstance(intent, dict) and isinstance(intent.get("toolset"), str):

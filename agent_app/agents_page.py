@@ -1,0 +1,233 @@
+"""The Agents page: a person's agents and the shared ones; create, edit, duplicate and
+delete, through the same services as ``/api/agents/``, with the same errors.
+
+An agent stores intent (a toolset name and the rest of its tool intent); the page shows
+what it expands to now, for its own model's window and strategy: the token meter and the
+tools it hides, with why. Edits name the version they read: a stale one is refused and
+the page says so. Another person's agent is a 404.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
+
+from agent_app.providers import ProviderError, provider_for
+from agent_app.turns.preview import hidden_words, turn_model
+from profiles_app.models import DEFAULT_AGENT, Agent
+from profiles_app.services import (
+    agent_create,
+    agent_delete,
+    agent_duplicate,
+    agent_get_for_user,
+    agent_update,
+    agents_visible_to,
+    catalog_context,
+    global_disables,
+    profile_lookup_for,
+    profiles_for_user,
+)
+from toolhub.lib.errors import ServiceError, found_or_404
+from toolhub.tools import ToolIntent, UnknownToolsetError, resolve, token_cost
+
+# One line each, as the page explains the deferred-loading strategies.
+STRATEGY_WORDS = {
+    "call_tool": "The tool array never changes: found tools are called through call_tool, "
+    "so the prompt cache always holds.",
+    "promote": "Found tools join the array for the rest of the turn: one cache change when "
+    "a tool is found.",
+    "native": "The provider defers tools itself (Anthropic): everything is sent, deferred "
+    "ones flagged; falls back to call_tool elsewhere.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderState:
+    value: str
+    label: str
+    # Why a turn with it could not reach it ("" when it is configured).
+    problem: str
+    # What it reaches, when configured.
+    reaches: str = ""
+
+
+def _configured(value: str) -> tuple[str, str]:
+    """(problem, what it reaches) from the settings alone: no page view calls out."""
+    if value == "anthropic":
+        if not (settings.ANTHROPIC_API_KEY or settings.ANTHROPIC_BASE_URL):
+            return "no ANTHROPIC_API_KEY is set", ""
+        return "", settings.ANTHROPIC_BASE_URL or "api.anthropic.com"
+    if value == "openai":
+        if not settings.OPENAI_BASE_URL:
+            return "no OPENAI_BASE_URL is set", ""
+        return "", settings.OPENAI_BASE_URL
+    return "", "offline, on this server"
+
+
+def provider_states() -> list[ProviderState]:
+    """Each provider an agent can name, and whether a turn with it can reach it here."""
+    states = []
+    for value, label in Agent.Provider.choices:
+        chosen = value or settings.TOOLHUB_PROVIDER
+        try:
+            provider_for(value)
+        except ProviderError as exc:
+            problem, reaches = exc.message, ""
+        else:
+            problem, reaches = _configured(chosen)
+        if not value:
+            label = f"{label} ({chosen})"
+        states.append(ProviderState(value, label, problem, reaches))
+    return states
+
+
+def _expanded(request: HttpRequest, agent: Agent) -> dict[str, Any]:
+    """What the agent's tools are now, on its model: token meter and hidden tools."""
+    try:
+        provider = provider_for(agent.provider)
+        model = turn_model(agent=agent, provider=provider)
+    except ProviderError as exc:
+        model = agent.model or f"unavailable: {exc.message}"
+    try:
+        resolved = resolve(
+            agent_intent=agent.tool_intent,
+            profile_lookup=profile_lookup_for(request.user),
+            disabled=global_disables(),
+            ctx=catalog_context(user=request.user),
+            strategy=agent.strategy,
+            context_window_tokens=agent.context_window,
+            budget_tokens=agent.tier_budget,
+        )
+    except UnknownToolsetError as exc:
+        return {"model": model, "problem": f"{exc.args[0]}; pick another profile"}
+    hidden = [
+        {"name": item.name, "layer": item.layer, "words": hidden_words(item.layer, item.reason)}
+        for item in resolved.hidden
+    ]
+    return {
+        "model": model,
+        "cost": token_cost(resolved),
+        "resident": len(resolved.resident),
+        "deferred": len(resolved.deferred),
+        "hidden": hidden,
+    }
+
+
+def _page(
+    request: HttpRequest, *, agent_id: int | None = None, failed: str = "", status: int = 200
+) -> HttpResponse:
+    agents = sorted(
+        agents_visible_to(request.user), key=lambda agent: (not agent.is_shared, agent.name)
+    )
+    if agent_id is None:
+        chosen = next((agent for agent in agents if agent.name == DEFAULT_AGENT), agents[0])
+    else:
+        chosen = next((agent for agent in agents if agent.pk == agent_id), None)
+        if chosen is None:
+            raise Http404("no such agent")
+    editable = not chosen.is_shared or request.user.is_staff
+    context = {
+        "agents": agents,
+        "chosen": chosen,
+        "editable": editable,
+        # The shared default agent always exists.
+        "deletable": editable and not (chosen.is_shared and chosen.name == DEFAULT_AGENT),
+        "toolset": ToolIntent.parse(chosen.tool_intent).toolset or "",
+        "toolsets": [view.name for view in profiles_for_user(user=request.user)],
+        "providers": provider_states(),
+        "strategies": STRATEGY_WORDS,
+        "failed": failed,
+        **_expanded(request, chosen),
+    }
+    return render(request, "agent_app/agents.html", context, status=status)
+
+
+@require_safe
+@login_required
+def agents(request: HttpRequest) -> HttpResponse:
+    return _page(request)
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@login_required
+def agent_page(request: HttpRequest, agent_id: int) -> HttpResponse:
+    """One agent; a POST is its edit form, all fields at once, at the version it read."""
+    agent = found_or_404(agent_get_for_user, user=request.user, agent_id=agent_id)
+    if request.method != "POST":
+        return _page(request, agent_id=agent_id)
+    post = request.POST
+    intent = ToolIntent.parse(agent.tool_intent).to_json()
+    intent["toolset"] = post.get("toolset") or None
+    try:
+        version = int(post.get("version", ""))
+    except ValueError:
+        version = -1
+    try:
+        agent_update(
+            user=request.user,
+            agent=agent,
+            version=version,
+            name=post.get("name", ""),
+            description=post.get("description", ""),
+            provider=post.get("provider", ""),
+            model=post.get("model", "").strip(),
+            system_prompt=post.get("system_prompt", ""),
+            tool_intent=intent,
+            strategy=post.get("strategy", ""),
+            plan_mode=post.get("plan_mode") == "on",
+        )
+    except ServiceError as exc:
+        return _page(request, agent_id=agent_id, failed=exc.message, status=exc.status)
+    messages.success(request, "Agent saved.")
+    return redirect("agent_page", agent_id=agent_id)
+
+
+@require_POST
+@login_required
+def agent_new(request: HttpRequest) -> HttpResponse:
+    try:
+        agent = agent_create(user=request.user, name=request.POST.get("name", ""))
+    except ServiceError as exc:
+        return _page(request, failed=exc.message, status=exc.status)
+    messages.success(request, f"Agent {agent.name} created: set its model and tools below.")
+    return redirect("agent_page", agent_id=agent.pk)
+
+
+@require_POST
+@login_required
+def agent_copy(request: HttpRequest, agent_id: int) -> HttpResponse:
+    agent = found_or_404(agent_get_for_user, user=request.user, agent_id=agent_id)
+    try:
+        copy = agent_duplicate(user=request.user, agent=agent)
+    except ServiceError as exc:
+        return _page(request, agent_id=agent_id, failed=exc.message, status=exc.status)
+    messages.success(request, f"{copy.name} is a copy of {agent.name}, yours to change.")
+    return redirect("agent_page", agent_id=copy.pk)
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@login_required
+def agent_remove(request: HttpRequest, agent_id: int) -> HttpResponse:
+    """Delete, after a confirmation page that says what happens to its chats."""
+    agent = found_or_404(agent_get_for_user, user=request.user, agent_id=agent_id)
+    if request.method != "POST":
+        context = {"agent": agent, "chats": agent.sessions.count()}
+        return render(request, "agent_app/agent_delete.html", context)
+    try:
+        version = int(request.POST.get("version", ""))
+    except ValueError:
+        version = -1
+    try:
+        moved = agent_delete(user=request.user, agent=agent, version=version)
+    except ServiceError as exc:
+        return _page(request, agent_id=agent_id, failed=exc.message, status=exc.status)
+    note = f"; its {moved} chat{'s' if moved != 1 else ''} go on with default" if moved else ""
+    messages.success(request, f"Agent {agent.name} deleted{note}.")
+    return redirect("agents")

@@ -1,0 +1,139 @@
+"""What a person's model calls used: tokens by model, with prompt-cache reads and writes,
+and the estimated cost (``toolhub.lib.prices``), for all their chats or one.
+
+Read from the provider calls every turn stores (``ProviderCall``), in one grouped query;
+a chat in the bin still counts until it is purged (its calls go with it). A model with no
+known price has no cost (``None``), never a guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, Sum
+
+from sessions_app.models import ProviderCall
+from toolhub.lib.prices import cost_usd
+
+CHATS_LISTED = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Tokens:
+    calls: int = 0
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    # US dollars; None when a model in it has no known price.
+    cost: float | None = 0.0
+
+    def __add__(self, other: Tokens) -> Tokens:
+        cost = None if self.cost is None or other.cost is None else self.cost + other.cost
+        return Tokens(
+            self.calls + other.calls,
+            self.input + other.input,
+            self.output + other.output,
+            self.cache_read + other.cache_read,
+            self.cache_write + other.cache_write,
+            cost,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "input_tokens": self.input,
+            "output_tokens": self.output,
+            "cache_read_input_tokens": self.cache_read,
+            "cache_creation_input_tokens": self.cache_write,
+            "cost_usd": None if self.cost is None else round(self.cost, 6),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ChatUsage:
+    session_id: str
+    title: str
+    deleted: bool
+    tokens: Tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    by_model: dict[str, Tokens]
+    total: Tokens
+    chats: list[ChatUsage]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "by_model": [
+                {"model": model, **tokens.to_json()} for model, tokens in self.by_model.items()
+            ],
+            "total": self.total.to_json(),
+            "chats": [
+                {
+                    "session": chat.session_id,
+                    "title": chat.title,
+                    "deleted": chat.deleted,
+                    **chat.tokens.to_json(),
+                }
+                for chat in self.chats
+            ],
+        }
+
+
+def _all_tokens(tokens: Tokens) -> int:
+    return tokens.input + tokens.output + tokens.cache_read + tokens.cache_write
+
+
+def usage_of(*, user: Any, session_id: Any = None) -> Usage:
+    """``user``'s usage by model, in total, and for their chats that used the most tokens
+    (``CHATS_LISTED``); only ``session_id``'s when given (it must be theirs)."""
+    calls = ProviderCall.objects.filter(session__owner=user)
+    if session_id is not None:
+        calls = calls.filter(session_id=session_id)
+    rows = (
+        calls.values("session_id", "session__title", "session__deleted", "model")
+        .annotate(
+            calls=Count("id"),
+            input=Sum("input_tokens"),
+            output=Sum("output_tokens"),
+            cache_read=Sum("cache_read_input_tokens"),
+            cache_write=Sum("cache_creation_input_tokens"),
+        )
+        .order_by("model", "session_id")
+    )
+    by_model: dict[str, Tokens] = {}
+    by_chat: dict[str, tuple[str, bool, Tokens]] = {}
+    for row in rows:
+        tokens = Tokens(
+            row["calls"],
+            row["input"] or 0,
+            row["output"] or 0,
+            row["cache_read"] or 0,
+            row["cache_write"] or 0,
+            cost_usd(
+                model=row["model"],
+                input_tokens=row["input"] or 0,
+                output_tokens=row["output"] or 0,
+                cache_read=row["cache_read"] or 0,
+                cache_write=row["cache_write"] or 0,
+            ),
+        )
+        model = row["model"] or "unknown"
+        by_model[model] = by_model.get(model, Tokens()) + tokens
+        key = str(row["session_id"])
+        title, deleted, so_far = by_chat.get(
+            key, (row["session__title"], row["session__deleted"] is not None, Tokens())
+        )
+        by_chat[key] = (title, deleted, so_far + tokens)
+    total = sum(by_model.values(), Tokens())
+    chats = sorted(
+        (
+            ChatUsage(key, title, deleted, tokens)
+            for key, (title, deleted, tokens) in by_chat.items()
+        ),
+        key=lambda chat: (-_all_tokens(chat.tokens), chat.session_id),
+    )[:CHATS_LISTED]
+    return Usage(by_model=by_model, total=total, chats=chats)

@@ -1,0 +1,112 @@
+"""The settings page as a person uses it in Chromium: a default profile that new chats
+start with, and a theme that overrides the system's."""
+
+from __future__ import annotations
+
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import SCREENSHOTS, new_chat, sign_in
+
+LIGHT_BG, DARK_BG = "rgb(247, 247, 248)", "rgb(20, 20, 24)"
+
+
+def _background(page) -> str:
+    return page.evaluate("getComputedStyle(document.body).backgroundColor")
+
+
+def _save(page) -> None:
+    # The page after a save says so; the one before may say so too (an earlier save).
+    with page.expect_navigation():
+        page.get_by_role("button", name="Save").click()
+    expect(page.get_by_text("Settings saved.")).to_be_visible()
+
+
+def test_a_default_profile_set_in_settings_is_what_a_new_chat_starts_with(product, page):
+    base, password = product
+    sign_in(page, base, password)
+    page.goto(f"{base}/programs/")
+    page.get_by_label("New profile").fill("narrow")
+    page.get_by_role("button", name="Create").click()
+    expect(page.get_by_text("Profile narrow created")).to_be_visible()
+
+    page.get_by_role("link", name="Settings").click()
+    page.get_by_label("Tool profile").select_option("narrow")
+    _save(page)
+    expect(page.get_by_label("Tool profile")).to_have_value("narrow")
+
+    new_chat(page, base)
+    expect(page.get_by_label("Profile", exact=True)).to_have_value("narrow")
+    page.screenshot(path=SCREENSHOTS / "new_chat_with_default_profile.png")
+
+    page.goto(f"{base}/settings/")
+    page.get_by_label("Tool profile").select_option("default")
+    _save(page)
+    assert page.console_errors == []
+
+
+def test_a_chosen_theme_overrides_the_systems_on_every_page(product, page):
+    base, password = product
+    sign_in(page, base, password)
+    page.emulate_media(color_scheme="light")
+    page.goto(f"{base}/settings/")
+    assert _background(page) == LIGHT_BG
+
+    page.get_by_label("Dark").check()
+    _save(page)
+    assert _background(page) == DARK_BG
+    page.goto(f"{base}/programs/")
+    assert _background(page) == DARK_BG
+    page.screenshot(path=SCREENSHOTS / "dark_theme_on_a_light_system.png")
+
+    page.emulate_media(color_scheme="dark")
+    page.goto(f"{base}/settings/")
+    page.get_by_label("Light").check()
+    _save(page)
+    assert _background(page) == LIGHT_BG
+
+    page.get_by_label("Follow the system").check()
+    _save(page)
+    assert _background(page) == DARK_BG
+    assert page.console_errors == []
+
+
+def test_an_agent_with_a_narrower_profile_is_picked_in_the_composer_and_the_inspector_shows_it(
+    product, page
+):
+    base, password = product
+    sign_in(page, base, password)
+    page.goto(f"{base}/programs/")
+    page.get_by_label("New profile").fill("no-shell")
+    page.get_by_role("button", name="Create").click()
+    for tool in ("bash", "web_fetch"):
+        page.get_by_role("button", name=f"Remove {tool}").click()
+        expect(page.locator(f"#add-{tool}")).to_be_visible()
+
+    page.get_by_role("link", name="Agents").click()
+    page.get_by_label("New agent").fill("Reader")
+    page.get_by_role("button", name="Create").click()
+    expect(page.get_by_text("Agent Reader created")).to_be_visible()
+    page.get_by_label("Model").fill("demo-reader")
+    page.get_by_label("Tool profile").select_option("no-shell")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_text("Agent saved.")).to_be_visible()
+    expect(page.get_by_label("Token cost per turn")).to_contain_text("Model demo-reader")
+    page.screenshot(path=SCREENSHOTS / "agents_page.png", full_page=True)
+
+    new_chat(page, base)
+    page.get_by_label("Message").fill("a draft that survives")
+    page.get_by_label("Agent", exact=True).select_option(label="Reader")
+    expect(page.get_by_text("From the next message on, Reader answers.")).to_be_visible()
+    expect(page.get_by_label("Message")).to_have_value("a draft that survives")
+    expect(page.get_by_text("Model: demo-reader")).to_be_visible()
+    profile = page.get_by_label("Profile", exact=True)
+    expect(profile.locator("option:checked")).to_have_text("no-shell (the agent's)")
+
+    inspector = page.get_by_role("complementary", name="Next turn")
+    expect(inspector).to_contain_text("Agent Reader · model demo-reader", timeout=10_000)
+    resident = inspector.locator("details", has_text="Resident tools")
+    expect(resident.locator("code", has_text="read")).to_have_count(1)
+    expect(resident.locator("code", has_text="bash")).to_have_count(0)
+    expect(inspector.locator("#hidden-bash")).to_contain_text("removed from the profile 'no-shell'")
+    page.screenshot(path=SCREENSHOTS / "agent_picked_in_the_composer.png")
+    assert page.console_errors == []
