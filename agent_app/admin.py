@@ -1,13 +1,17 @@
 """Admin for notes, worker tool runs (read-only: runs are the record) and MCP
-servers (their secrets write-only)."""
+servers (their secrets write-only). Runs link to their chat, servers to the ops page."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin
+from django.urls import reverse
 
 from agent_app.mcp import mcp_config, server_json
 from agent_app.models import McpServer, Note, ToolRun
+from toolhub.lib.admin_links import NOT_THEIRS, ReadOnlyLog, product_link
 
 
 @admin.register(Note)
@@ -17,14 +21,21 @@ class NoteAdmin(admin.ModelAdmin):
 
 
 @admin.register(ToolRun)
-class ToolRunAdmin(admin.ModelAdmin):
+class ToolRunAdmin(ReadOnlyLog):
     list_display = ["tool", "status", "session", "worker", "created", "finished"]
     list_filter = ["status", "tool"]
-    search_fields = ["tool", "call_id", "worker"]
-    readonly_fields = [field.name for field in ToolRun._meta.fields]
+    search_fields = ["tool", "call_id", "worker", "session__id", "session__owner__username"]
+    list_select_related = ["session"]
 
-    def has_add_permission(self, request) -> bool:
-        return False
+    def get_list_display(self, request: Any) -> list[Any]:
+        def in_product(run: ToolRun) -> str:
+            session = run.session
+            if session is None or session.owner_id != request.user.pk:
+                return NOT_THEIRS
+            return product_link(reverse("chat_session", args=[session.pk]), "Open the chat")
+
+        in_product.short_description = "In the product"  # type: ignore[attr-defined]
+        return [*super().get_list_display(request), in_product]
 
 
 def _secret_field(label: str, example: str) -> forms.JSONField:
@@ -96,10 +107,22 @@ class McpServerForm(forms.ModelForm):
 @admin.register(McpServer)
 class McpServerAdmin(admin.ModelAdmin):
     form = McpServerForm
-    list_display = ["name", "transport", "enabled", "defer", "approve_destructive", "state"]
+    list_display = [
+        "name",
+        "transport",
+        "enabled",
+        "defer",
+        "approve_destructive",
+        "state",
+        "in_product",
+    ]
     list_filter = ["transport", "enabled", "approve_destructive"]
     search_fields = ["name", "command", "url"]
     readonly_fields = ["stored_secrets", "state", "created_by", "created", "updated"]
+
+    @admin.display(description="In the product")
+    def in_product(self, server: McpServer) -> str:
+        return product_link(f"{reverse('ops_tools')}#mcp-{server.name}", "On the ops page")
 
     @admin.display(description="Stored secrets")
     def stored_secrets(self, server: McpServer) -> str:

@@ -23,6 +23,7 @@ from agent_app.providers import ProviderError, provider_for
 from agent_app.turns.preview import hidden_words, turn_model
 from profiles_app.models import DEFAULT_AGENT, Agent
 from profiles_app.services import (
+    agent_check_deletable,
     agent_create,
     agent_delete,
     agent_duplicate,
@@ -33,6 +34,7 @@ from profiles_app.services import (
     global_disables,
     profile_lookup_for,
     profiles_for_user,
+    shared_first,
 )
 from toolhub.lib.errors import ServiceError, found_or_404
 from toolhub.tools import ToolIntent, UnknownToolsetError, resolve, token_cost
@@ -120,12 +122,41 @@ def _expanded(request: HttpRequest, agent: Agent) -> dict[str, Any]:
     }
 
 
+FORM_FIELDS = ("name", "description", "provider", "model", "system_prompt", "toolset", "strategy")
+
+
+def _form_of(agent: Agent) -> dict[str, Any]:
+    """The edit form's values as stored."""
+    return {
+        **{key: getattr(agent, key) for key in FORM_FIELDS if key != "toolset"},
+        "toolset": ToolIntent.parse(agent.tool_intent).toolset or "",
+        "plan_mode": agent.plan_mode,
+    }
+
+
+def _form_posted(request: HttpRequest) -> dict[str, Any]:
+    """The edit form's values as sent: a refused edit is shown with them, nothing lost."""
+    return {
+        **{key: request.POST.get(key, "") for key in FORM_FIELDS},
+        "plan_mode": request.POST.get("plan_mode") == "on",
+    }
+
+
+def _version(request: HttpRequest) -> int:
+    sent = request.POST.get("version", "")
+    return int(sent) if sent.isascii() and sent.isdigit() else -1
+
+
 def _page(
-    request: HttpRequest, *, agent_id: int | None = None, failed: str = "", status: int = 200
+    request: HttpRequest,
+    *,
+    agent_id: int | None = None,
+    failed: str = "",
+    status: int = 200,
+    form: dict[str, Any] | None = None,
+    new_name: str = "",
 ) -> HttpResponse:
-    agents = sorted(
-        agents_visible_to(request.user), key=lambda agent: (not agent.is_shared, agent.name)
-    )
+    agents = shared_first(agents_visible_to(request.user))
     if agent_id is None:
         chosen = next((agent for agent in agents if agent.name == DEFAULT_AGENT), agents[0])
     else:
@@ -139,7 +170,10 @@ def _page(
         "editable": editable,
         # The shared default agent always exists.
         "deletable": editable and not (chosen.is_shared and chosen.name == DEFAULT_AGENT),
-        "toolset": ToolIntent.parse(chosen.tool_intent).toolset or "",
+        "form": form or _form_of(chosen),
+        # A refused edit shows what was sent; this says what is stored now.
+        "stored": _form_of(chosen) if form else None,
+        "new_name": new_name,
         "toolsets": [view.name for view in profiles_for_user(user=request.user)],
         "providers": provider_states(),
         "strategies": STRATEGY_WORDS,
@@ -162,29 +196,25 @@ def agent_page(request: HttpRequest, agent_id: int) -> HttpResponse:
     agent = found_or_404(agent_get_for_user, user=request.user, agent_id=agent_id)
     if request.method != "POST":
         return _page(request, agent_id=agent_id)
-    post = request.POST
+    form = _form_posted(request)
     intent = ToolIntent.parse(agent.tool_intent).to_json()
-    intent["toolset"] = post.get("toolset") or None
-    try:
-        version = int(post.get("version", ""))
-    except ValueError:
-        version = -1
+    intent["toolset"] = form["toolset"] or None
     try:
         agent_update(
             user=request.user,
             agent=agent,
-            version=version,
-            name=post.get("name", ""),
-            description=post.get("description", ""),
-            provider=post.get("provider", ""),
-            model=post.get("model", "").strip(),
-            system_prompt=post.get("system_prompt", ""),
+            version=_version(request),
+            name=form["name"],
+            description=form["description"],
+            provider=form["provider"],
+            model=form["model"].strip(),
+            system_prompt=form["system_prompt"],
             tool_intent=intent,
-            strategy=post.get("strategy", ""),
-            plan_mode=post.get("plan_mode") == "on",
+            strategy=form["strategy"],
+            plan_mode=form["plan_mode"],
         )
     except ServiceError as exc:
-        return _page(request, agent_id=agent_id, failed=exc.message, status=exc.status)
+        return _page(request, agent_id=agent_id, failed=exc.message, status=exc.status, form=form)
     messages.success(request, "Agent saved.")
     return redirect("agent_page", agent_id=agent_id)
 
@@ -192,10 +222,11 @@ def agent_page(request: HttpRequest, agent_id: int) -> HttpResponse:
 @require_POST
 @login_required
 def agent_new(request: HttpRequest) -> HttpResponse:
+    name = request.POST.get("name", "")
     try:
-        agent = agent_create(user=request.user, name=request.POST.get("name", ""))
+        agent = agent_create(user=request.user, name=name)
     except ServiceError as exc:
-        return _page(request, failed=exc.message, status=exc.status)
+        return _page(request, failed=exc.message, status=exc.status, new_name=name)
     messages.success(request, f"Agent {agent.name} created: set its model and tools below.")
     return redirect("agent_page", agent_id=agent.pk)
 
@@ -217,17 +248,21 @@ def agent_copy(request: HttpRequest, agent_id: int) -> HttpResponse:
 def agent_remove(request: HttpRequest, agent_id: int) -> HttpResponse:
     """Delete, after a confirmation page that says what happens to its chats."""
     agent = found_or_404(agent_get_for_user, user=request.user, agent_id=agent_id)
-    if request.method != "POST":
-        context = {"agent": agent, "chats": agent.sessions.count()}
-        return render(request, "agent_app/agent_delete.html", context)
     try:
-        version = int(request.POST.get("version", ""))
-    except ValueError:
-        version = -1
-    try:
-        moved = agent_delete(user=request.user, agent=agent, version=version)
+        # Asked before the question: no confirmation for what would be refused.
+        agent_check_deletable(user=request.user, agent=agent)
+        if request.method != "POST":
+            context = {"agent": agent, "chats": agent.sessions.count()}
+            return render(request, "agent_app/agent_delete.html", context)
+        moved = agent_delete(user=request.user, agent=agent, version=_version(request))
     except ServiceError as exc:
         return _page(request, agent_id=agent_id, failed=exc.message, status=exc.status)
-    note = f"; its {moved} chat{'s' if moved != 1 else ''} go on with default" if moved else ""
+    note = ""
+    if moved:
+        note = (
+            f"; its {moved} chats go on with default"
+            if moved > 1
+            else "; its chat goes on with default"
+        )
     messages.success(request, f"Agent {agent.name} deleted{note}.")
     return redirect("agents")

@@ -5,6 +5,7 @@ from django.apps import AppConfig
 
 class AgentConfig(AppConfig):
     name = "agent_app"
+    verbose_name = "Runtime: worker runs, notes and MCP servers"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

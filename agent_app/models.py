@@ -65,6 +65,7 @@ class ToolRun(models.Model):
     finished = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "worker tool run"
         ordering = ["-created"]
         # Call ids come from the model and need not be unique (some servers number them
         # per message); a run is its own row, claimed by id.

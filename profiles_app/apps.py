@@ -5,6 +5,7 @@ from django.apps import AppConfig
 
 class ProfilesConfig(AppConfig):
     name = "profiles_app"
+    verbose_name = "Tools, profiles and agents"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
+from django.utils.functional import SimpleLazyObject
 
 from profiles_app.models import Preferences
 
@@ -29,4 +30,5 @@ def theme(request: HttpRequest) -> dict[str, Any]:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {"theme": Preferences.Theme.SYSTEM}
-    return {"theme": request_preferences(request).theme}
+    # Lazy: only a template that draws it (base.html) pays the query, not every partial.
+    return {"theme": SimpleLazyObject(lambda: request_preferences(request).theme)}

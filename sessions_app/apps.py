@@ -5,6 +5,7 @@ from django.apps import AppConfig
 
 class SessionsConfig(AppConfig):
     name = "sessions_app"
+    verbose_name = "Chats"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

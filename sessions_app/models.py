@@ -53,6 +53,7 @@ class ChatSession(models.Model):
     deleted = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "chat"
         ordering = ["-updated", "-created"]
         indexes = [
             models.Index(fields=["owner", "-updated"]),
@@ -84,6 +85,7 @@ class SessionEvent(models.Model):
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "chat event"
         ordering = ["session", "seq"]
         constraints = [models.UniqueConstraint(fields=["session", "seq"], name="event_seq_unique")]
 
@@ -111,6 +113,7 @@ class ProviderCall(models.Model):
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "model call"
         ordering = ["-created"]
 
     def __str__(self) -> str:

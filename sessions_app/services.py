@@ -25,6 +25,7 @@ from django.utils import timezone
 from profiles_app.models import Agent
 from profiles_app.services import (
     agents_visible_to,
+    default_agent,
     global_disables,
     new_chat_agent,
     new_chat_toolset,
@@ -183,9 +184,11 @@ def _clean_intent(intent: Any, user: Any, field: str = "intent") -> dict[str, An
     return parsed.to_json()
 
 
-def _clean_agent(user: Any, agent: Any) -> Agent:
+def _clean_agent(user: Any, agent: Any, *, new_chat: bool = False) -> Agent:
+    """The agent named, one the person may use; ``None``: a new chat's is the person's
+    choice for new chats, an existing chat's is ``default``."""
     if agent is None:
-        return new_chat_agent(user=user)
+        return new_chat_agent(user=user) if new_chat else default_agent()
     found = agents_visible_to(user).filter(pk=agent).first() if isinstance(agent, int) else None
     if found is None:
         raise Invalid("no such agent", fields={"agent": ["not found"]})
@@ -208,7 +211,7 @@ def session_create(
     allowed_tools: Any = (),
 ) -> ChatSession:
     """A new chat; ``plan_mode`` ``None`` starts as its agent says."""
-    chosen = _clean_agent(user, agent)
+    chosen = _clean_agent(user, agent, new_chat=True)
     if plan_mode is None:
         plan_mode = chosen.plan_mode
     if not isinstance(plan_mode, bool):

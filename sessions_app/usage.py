@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Sum
+from django.db.models import Count, F, Sum
 
 from sessions_app.models import ProviderCall
 from toolhub.lib.prices import cost_usd
@@ -83,57 +83,64 @@ class Usage:
         }
 
 
-def _all_tokens(tokens: Tokens) -> int:
-    return tokens.input + tokens.output + tokens.cache_read + tokens.cache_write
+_SUMS = {
+    "calls": Count("id"),
+    "input": Sum("input_tokens"),
+    "output": Sum("output_tokens"),
+    "cache_read": Sum("cache_read_input_tokens"),
+    "cache_write": Sum("cache_creation_input_tokens"),
+}
+
+
+def _tokens(row: dict[str, Any]) -> Tokens:
+    counts = {key: row[key] or 0 for key in ("input", "output", "cache_read", "cache_write")}
+    cost = cost_usd(
+        model=row["model"],
+        input_tokens=counts["input"],
+        output_tokens=counts["output"],
+        cache_read=counts["cache_read"],
+        cache_write=counts["cache_write"],
+    )
+    return Tokens(row["calls"], **counts, cost=cost)
 
 
 def usage_of(*, user: Any, session_id: Any = None) -> Usage:
     """``user``'s usage by model, in total, and for their chats that used the most tokens
-    (``CHATS_LISTED``); only ``session_id``'s when given (it must be theirs)."""
+    (``CHATS_LISTED``); only ``session_id``'s when given (it must be theirs). Three grouped
+    queries, however many chats and calls there are."""
     calls = ProviderCall.objects.filter(session__owner=user)
     if session_id is not None:
         calls = calls.filter(session_id=session_id)
-    rows = (
-        calls.values("session_id", "session__title", "session__deleted", "model")
-        .annotate(
-            calls=Count("id"),
-            input=Sum("input_tokens"),
-            output=Sum("output_tokens"),
-            cache_read=Sum("cache_read_input_tokens"),
-            cache_write=Sum("cache_creation_input_tokens"),
-        )
-        .order_by("model", "session_id")
-    )
     by_model: dict[str, Tokens] = {}
-    by_chat: dict[str, tuple[str, bool, Tokens]] = {}
-    for row in rows:
-        tokens = Tokens(
-            row["calls"],
-            row["input"] or 0,
-            row["output"] or 0,
-            row["cache_read"] or 0,
-            row["cache_write"] or 0,
-            cost_usd(
-                model=row["model"],
-                input_tokens=row["input"] or 0,
-                output_tokens=row["output"] or 0,
-                cache_read=row["cache_read"] or 0,
-                cache_write=row["cache_write"] or 0,
-            ),
-        )
-        model = row["model"] or "unknown"
-        by_model[model] = by_model.get(model, Tokens()) + tokens
-        key = str(row["session_id"])
-        title, deleted, so_far = by_chat.get(
-            key, (row["session__title"], row["session__deleted"] is not None, Tokens())
-        )
-        by_chat[key] = (title, deleted, so_far + tokens)
+    for row in calls.values("model").annotate(**_SUMS).order_by("model"):
+        by_model[row["model"] or "unknown"] = _tokens(row)
     total = sum(by_model.values(), Tokens())
-    chats = sorted(
-        (
-            ChatUsage(key, title, deleted, tokens)
-            for key, (title, deleted, tokens) in by_chat.items()
-        ),
-        key=lambda chat: (-_all_tokens(chat.tokens), chat.session_id),
-    )[:CHATS_LISTED]
-    return Usage(by_model=by_model, total=total, chats=chats)
+    everything = Sum(
+        F("input_tokens")
+        + F("output_tokens")
+        + F("cache_read_input_tokens")
+        + F("cache_creation_input_tokens")
+    )
+    top = list(
+        calls.values("session_id")
+        .annotate(total=everything)
+        .order_by("-total", "session_id")
+        .values_list("session_id", flat=True)[:CHATS_LISTED]
+    )
+    chats: dict[Any, ChatUsage] = {}
+    rows = (
+        calls.filter(session_id__in=top)
+        .values("session_id", "session__title", "session__deleted", "model")
+        .annotate(**_SUMS)
+        .order_by("session_id", "model")
+    )
+    for row in rows:
+        known = chats.get(row["session_id"])
+        tokens = _tokens(row) if known is None else known.tokens + _tokens(row)
+        chats[row["session_id"]] = ChatUsage(
+            str(row["session_id"]),
+            row["session__title"],
+            row["session__deleted"] is not None,
+            tokens,
+        )
+    return Usage(by_model=by_model, total=total, chats=[chats[key] for key in top])

@@ -19,10 +19,12 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from profiles_app.models import Preferences
 from profiles_app.services import (
+    PersonalSettings,
     agents_visible_to,
     personal_settings,
     personal_settings_update,
     profiles_for_user,
+    shared_first,
 )
 from profiles_app.theme import request_preferences
 from sessions_app.limits import FRAME_MAX_BYTES, MESSAGE_MAX_CHARS
@@ -91,7 +93,7 @@ def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
         "plan_mode": session.plan_mode,
         "undo": _undo(request),
         "compact_cards": request_preferences(request).compact_cards,
-        "agents": list(agents_visible_to(request.user).order_by("owner_id", "name")),
+        "agents": shared_first(agents_visible_to(request.user)),
         # "default" in the Profile select follows the agent: it says so when the agent
         # names a toolset of its own.
         "agent_toolset": ToolIntent.parse(session.agent.tool_intent).toolset,
@@ -103,26 +105,29 @@ def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
 @login_required
 def settings_page(request: HttpRequest) -> HttpResponse:
     """A person's settings (what new chats start with, the look) and their usage."""
-    failed, status = "", 200
+    failed, status, chosen = "", 200, None
     if request.method == "POST":
         agent = request.POST.get("new_chat_agent", "")
+        # "": default; anything but an id is refused by the service.
+        sent = {
+            "new_chat_agent": int(agent) if agent.isascii() and agent.isdigit() else agent or None,
+            "new_chat_toolset": request.POST.get("new_chat_toolset", ""),
+            "theme": request.POST.get("theme", ""),
+            "compact_cards": request.POST.get("compact_cards") == "on",
+        }
         try:
-            personal_settings_update(
-                user=request.user,
-                # "": default; anything but an id is refused by the service.
-                new_chat_agent=int(agent) if agent.isascii() and agent.isdigit() else agent or None,
-                new_chat_toolset=request.POST.get("new_chat_toolset", ""),
-                theme=request.POST.get("theme", ""),
-                compact_cards=request.POST.get("compact_cards") == "on",
-            )
+            personal_settings_update(user=request.user, **sent)
         except ServiceError as exc:
             failed, status = exc.message, exc.status
+            # Drawn again as sent: a refusal loses none of the other choices.
+            agent_id = sent["new_chat_agent"] if isinstance(sent["new_chat_agent"], int) else None
+            chosen = PersonalSettings(**{**sent, "new_chat_agent": agent_id})
         else:
             messages.success(request, "Settings saved.")
             return redirect("settings")
     context = {
-        "chosen": personal_settings(user=request.user),
-        "agents": list(agents_visible_to(request.user).order_by("owner_id", "name")),
+        "chosen": chosen or personal_settings(user=request.user),
+        "agents": shared_first(agents_visible_to(request.user)),
         "toolsets": [view.name for view in profiles_for_user(user=request.user)],
         "usage": usage_of(user=request.user),
         "themes": Preferences.Theme.choices,

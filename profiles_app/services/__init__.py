@@ -19,6 +19,7 @@ from profiles_app.services.agents import (
 )
 from profiles_app.services.agents import (
     AgentsAdapter,
+    agent_check_deletable,
     agent_create,
     agent_current,
     agent_delete,
@@ -27,6 +28,7 @@ from profiles_app.services.agents import (
     agent_update,
     agents_visible_to,
     default_agent,
+    shared_first,
 )
 from profiles_app.services.catalog import (
     ProfileCatalog,
@@ -105,6 +107,7 @@ __all__ = [
     "ProfileCatalog",
     "ProfileChange",
     "ProfileView",
+    "agent_check_deletable",
     "agent_create",
     "agent_current",
     "agent_delete",
@@ -146,6 +149,7 @@ __all__ = [
     "profile_update",
     "profiles_for_user",
     "profiles_visible_to",
+    "shared_first",
     "tool_catalog",
     "tool_disable_globally",
     "tool_enable_globally",

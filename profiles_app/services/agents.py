@@ -47,6 +47,11 @@ def agents_visible_to(user: Any) -> QuerySet[Agent]:
     return Agent.objects.filter(Q(owner=user) | Q(owner__isnull=True))
 
 
+def shared_first(agents: Any) -> list[Agent]:
+    """Agents as the pickers list them: the shared ones, then the person's, by name."""
+    return sorted(agents, key=lambda agent: (not agent.is_shared, agent.name, agent.pk))
+
+
 def agent_current(*, agent_id: int, version: int, updated: Any) -> Agent:
     """The agent as stored now, given its ``version`` and ``updated`` read with the row
     that names it: a service edit bumps the version, an admin save the timestamp, so a
@@ -151,15 +156,21 @@ def agent_update(*, user: Any, agent: Agent, version: int, **fields: Any) -> Age
     return agent
 
 
-def agent_delete(*, user: Any, agent: Agent, version: int) -> int:
-    """Delete ``agent`` if ``version`` is current; its chats go on with ``default`` (their
-    history stays). Returns how many chats moved. ``default`` itself stays."""
+def agent_check_deletable(*, user: Any, agent: Agent) -> None:
+    """``Forbidden`` for a shared agent and a person who is not staff, ``Invalid`` for the
+    default agent (it always exists), ``NotFound`` for another person's."""
     if agent.is_shared and not user.is_staff:
         raise Forbidden("shared agents are deleted by staff")
     if not agent.is_shared and agent.owner_id != user.pk:
         raise NotFound("no such agent")
     if agent.is_shared and agent.name == DEFAULT_AGENT:
         raise Invalid("the default agent always exists", fields={"agent": ["default"]})
+
+
+def agent_delete(*, user: Any, agent: Agent, version: int) -> int:
+    """Delete ``agent`` if ``version`` is current; its chats go on with ``default`` (their
+    history stays). Returns how many chats moved."""
+    agent_check_deletable(user=user, agent=agent)
     fallback = default_agent()
     with transaction.atomic():
         locked = Agent.objects.select_for_update().filter(pk=agent.pk, version=version).first()
@@ -180,12 +191,18 @@ def agent_duplicate(*, user: Any, agent: Agent) -> Agent:
     """A copy of ``agent`` (one of the person's, or a shared one) as their own, under the
     first free name "<name> copy", "<name> copy 2", …"""
     taken = set(Agent.objects.filter(owner=user).values_list("name", flat=True))
-    base = f"{agent.name[:59]} copy"
+    # Room for the longest suffix, so every candidate is a valid name.
+    base = f"{agent.name[: 64 - len(' copy 999')].rstrip(' .-_')} copy"
     name = next(
-        candidate
-        for candidate in (base, *(f"{base} {n}" for n in range(2, 1_000)))
-        if candidate not in taken
+        (
+            candidate
+            for candidate in (base, *(f"{base} {n}" for n in range(2, 1_000)))
+            if candidate not in taken
+        ),
+        None,
     )
+    if name is None:
+        raise Conflict(f"too many copies of {agent.name}; rename some first")
     # A shared agent names only shared profiles and presets, which the copy can use too.
     fields = {key: getattr(agent, key) for key in EDITABLE if key != "name"}
     return agent_create(user=user, name=name, **fields)

@@ -49,9 +49,10 @@ def preferences_of(*, user: Any) -> Preferences:
 
 def personal_settings(*, user: Any) -> PersonalSettings:
     prefs = preferences_of(user=user)
-    chosen = NewChatDefault.objects.filter(user=user).values_list("agent_id", flat=True).first()
+    chosen = new_chat_agent(user=user)
     return PersonalSettings(
-        new_chat_agent=chosen,
+        # An agent the person can no longer use reads as default, as new chats see it.
+        new_chat_agent=None if chosen.pk == default_agent().pk else chosen.pk,
         new_chat_toolset=new_chat_toolset(user=user),
         theme=prefs.theme,
         compact_cards=prefs.compact_cards,
@@ -73,7 +74,11 @@ def personal_settings_update(*, user: Any, **fields: Any) -> PersonalSettings:
     agent = _clean_agent(user, fields["new_chat_agent"]) if "new_chat_agent" in fields else None
     with transaction.atomic():
         if "new_chat_toolset" in fields:
-            new_chat_default_set(user=user, toolset=fields["new_chat_toolset"])
+            try:
+                new_chat_default_set(user=user, toolset=fields["new_chat_toolset"])
+            except Invalid as exc:
+                # Named as this form and /api/settings/ name the field.
+                raise Invalid(exc.message, fields={"new_chat_toolset": ["invalid"]}) from None
         if "new_chat_agent" in fields:
             NewChatDefault.objects.update_or_create(user=user, defaults={"agent": agent})
         look: dict[str, Any] = {k: fields[k] for k in ("theme", "compact_cards") if k in fields}

@@ -185,8 +185,8 @@ def new_chat_default_set(*, user: Any, toolset: Any) -> str:
     """Make ``toolset`` what ``user``'s new chats start with: one of their profiles, a
     shared one or a preset, resolved as a chat resolves it (own first); "" or ``default``
     for the built-in default. Returns the name stored ("" for the default)."""
-    if not isinstance(toolset, str):
-        raise Invalid("toolset must be a name", fields={"toolset": ["not text"]})
+    if not isinstance(toolset, str) or len(toolset) > 200 or "\x00" in toolset:
+        raise Invalid("toolset must be a profile's name", fields={"toolset": ["not a name"]})
     name = toolset.strip()
     profile, preset = None, ""
     if name and name != DEFAULT_TOOLSET:

@@ -653,19 +653,41 @@ document.addEventListener("keydown", (key) => {
 
 // --- the agent picker: the page reloads with the chat's new agent ------------------------
 
-// Its hints, tools and inspector all follow the agent, so the page is drawn again; the
-// message being written survives the reload.
+// Its hints, tools and inspector all follow the agent, so the page is drawn again ("Use",
+// never on a mere change of the select: arrow keys must not reload the page); the message
+// being written and the composer's unsent choices survive the reload.
 const DRAFT_KEY = `toolhub.draft.${root.dataset.session}`;
-const agentPicker = root.querySelector("[data-agent-picker]");
-agentPicker?.addEventListener("change", () => {
-  if (input.value) sessionStorage.setItem(DRAFT_KEY, input.value);
-  document.getElementById("agent-form").requestSubmit();
+document.getElementById("agent-form")?.addEventListener("submit", () => {
+  const kept = {
+    text: input.value,
+    toolset: form.elements.toolset.value,
+    tools: form.elements.tools.value,
+    web_search: form.elements.web_search.value,
+  };
+  sessionStorage.setItem(DRAFT_KEY, JSON.stringify(kept));
 });
-const keptDraft = sessionStorage.getItem(DRAFT_KEY);
-if (keptDraft !== null) {
+function restoreDraft() {
+  const saved = sessionStorage.getItem(DRAFT_KEY);
+  if (saved === null) return;
   sessionStorage.removeItem(DRAFT_KEY);
-  if (!input.value) input.value = keptDraft;
+  let kept;
+  try {
+    kept = JSON.parse(saved);
+  } catch {
+    return;
+  }
+  if (!input.value && typeof kept.text === "string") input.value = kept.text;
+  const select = form.elements.toolset;
+  if ([...select.options].some((option) => option.value === kept.toolset)) select.value = kept.toolset;
+  for (const name of ["tools", "web_search"]) {
+    const radio = [...form.elements[name]].find((item) => item.value === kept[name]);
+    if (radio && !radio.disabled) radio.checked = true;
+  }
+  // The hints, the phone summary and the inspector's preview follow, as on any change.
+  updateControls();
+  summarizeOptions();
 }
+restoreDraft();
 
 localTimes(list);
 setRunning(running);

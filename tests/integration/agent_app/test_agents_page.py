@@ -38,7 +38,7 @@ def test_a_person_creates_an_agent_and_edits_it_on_the_page(client, owner):
     agent = Agent.objects.get(owner=owner, name="Reviewer")
     page = client.get(created["Location"]).content.decode()
     assert "Agent Reviewer created" in page
-    assert "Demo (offline): reachable (offline, on this server)" in page
+    assert "Demo (offline): configured (offline, on this server)" in page
     assert "Anthropic: " in page
 
     saved = client.post(
@@ -83,7 +83,7 @@ def test_a_stale_or_invalid_edit_is_refused_with_the_reason_and_changes_nothing(
         ({"strategy": "sometimes"}, "unknown strategy"),
         ({"provider": "skynet"}, "unknown provider"),
         ({"toolset": "nope"}, "no profile or preset named &#x27;nope&#x27;"),
-        ({"name": " "}, ""),
+        ({"name": " "}, "invalid name &#x27;&#x27;"),
     ]:
         answer = client.post(url, _form(agent, **fields))
         assert answer.status_code == 400, fields
@@ -98,8 +98,9 @@ def test_another_persons_agent_is_a_404_everywhere_and_a_shared_one_is_read_only
     theirs = Agent.objects.create(owner=other_user, name="Theirs")
     shared = Agent.objects.create(owner=None, name="Team")
     client.force_login(owner)
+    for name in ("agent_page", "agent_remove"):
+        assert client.get(reverse(name, args=[theirs.pk])).status_code == 404
     for name in ("agent_page", "agent_copy", "agent_remove"):
-        assert client.get(reverse(name, args=[theirs.pk])).status_code in (404, 405)
         assert client.post(reverse(name, args=[theirs.pk])).status_code == 404
     assert api(owner).delete(f"/api/agents/{theirs.pk}/", HTTP_IF_MATCH='"1"').status_code == 404
 
@@ -137,7 +138,7 @@ def test_deleting_an_agent_moves_its_chats_to_default_and_keeps_them(client, own
     assert stale.status_code == 409
     deleted = client.post(reverse("agent_remove", args=[agent.pk]), {"version": agent.version})
     assert deleted.status_code == 302
-    assert "its 1 chat go on with default" in client.get(deleted["Location"]).content.decode()
+    assert "its chat goes on with default" in client.get(deleted["Location"]).content.decode()
     assert not Agent.objects.filter(pk=agent.pk).exists()
     assert ChatSession.objects.get(pk=chat.pk).agent_id == default_agent().pk
 
@@ -158,6 +159,50 @@ def test_the_page_says_which_providers_are_configured_here(client, owner, settin
     agent = Agent.objects.create(owner=owner, name="Reviewer")
     client.force_login(owner)
     page = client.get(reverse("agent_page", args=[agent.pk])).content.decode()
-    assert "Anthropic: not reachable: no ANTHROPIC_API_KEY is set" in page
-    assert "OpenAI-compatible: reachable (http://127.0.0.1:11434/v1)" in page
+    assert "Anthropic: not configured: no ANTHROPIC_API_KEY is set" in page
+    assert "OpenAI-compatible: configured (http://127.0.0.1:11434/v1)" in page
     assert "Anthropic — unavailable</option>" in page
+
+
+def test_a_refused_edit_keeps_what_was_typed(client, owner):
+    agent = Agent.objects.create(owner=owner, name="Reviewer", system_prompt="old")
+    client.force_login(owner)
+    prompt = "A long prompt the person wrote with care.\n" * 50
+    refused = client.post(
+        reverse("agent_page", args=[agent.pk]),
+        _form(agent, system_prompt=prompt, toolset="gone-profile", model="their-model"),
+    )
+    assert refused.status_code == 400
+    page = refused.content.decode()
+    assert "A long prompt the person wrote with care." in page
+    assert 'value="their-model"' in page
+    assert "What you sent is below, not saved" in page
+    agent.refresh_from_db()
+    assert agent.system_prompt == "old"
+
+    taken = client.post(reverse("agent_new"), {"name": "Reviewer"})
+    assert taken.status_code == 409
+    assert 'value="Reviewer"' in taken.content.decode()
+
+
+def test_no_delete_is_offered_where_it_would_be_refused(client, owner, staff):
+    team = Agent.objects.create(owner=None, name="Team")
+    client.force_login(owner)
+    answer = client.get(reverse("agent_remove", args=[team.pk]))
+    assert answer.status_code == 403
+    assert "shared agents are deleted by staff" in answer.content.decode()
+    client.force_login(staff)
+    answer = client.get(reverse("agent_remove", args=[default_agent().pk]))
+    assert answer.status_code == 400
+    assert "the default agent always exists" in answer.content.decode()
+    assert Agent.objects.filter(pk=team.pk).exists()
+
+
+def test_copies_of_a_long_named_agent_all_get_valid_names(client, owner):
+    agent = Agent.objects.create(owner=owner, name="A" * 64)
+    client.force_login(owner)
+    for _ in range(3):
+        assert client.post(reverse("agent_copy", args=[agent.pk])).status_code == 302
+    names = sorted(Agent.objects.filter(owner=owner).values_list("name", flat=True))
+    assert len(names) == 4
+    assert all(len(name) <= 64 for name in names)

@@ -46,6 +46,14 @@ def test_new_chats_start_with_the_chosen_agent_and_profile_even_an_empty_one_mad
     page = client.get(reverse("chat_session", args=[chat.pk])).content.decode()
     assert '<option value="narrow" selected>' in page
 
+    # Changing an existing chat's agent to null means default, not the new-chat choice.
+    later = session_create(user=owner)
+    assert later.agent_id == agent.pk
+    from sessions_app.services import session_update
+
+    later = session_update(user=owner, session=later, version=later.version, agent=None)
+    assert later.agent.name == "default"
+
     # An agent the person can no longer use (given away here) falls back to default.
     Agent.objects.filter(pk=agent.pk).update(owner=other_user)
     assert session_create(user=owner).agent.name == "default"
@@ -62,10 +70,15 @@ def test_a_setting_the_page_cannot_take_is_refused_with_the_reason_and_nothing_s
         ({"new_chat_agent": str(theirs.pk)}, "no such agent"),
         ({"new_chat_agent": "²"}, "no such agent"),
         ({"new_chat_toolset": "nope"}, "no profile or preset named &#x27;nope&#x27;"),
+        ({"new_chat_toolset": "a\x00b"}, "toolset must be a profile&#x27;s name"),
+        ({"new_chat_toolset": "x" * 5_000}, "toolset must be a profile&#x27;s name"),
     ]:
         answer = _save(client, compact_cards="on", **fields)
         assert answer.status_code == 400, fields
-        assert reason in answer.content.decode(), fields
+        page = answer.content.decode()
+        assert reason in page, fields
+        # The other choices are drawn as sent, not lost.
+        assert 'name="compact_cards" checked' in page, fields
     assert personal_settings(user=owner).compact_cards is False
     assert personal_settings(user=owner).new_chat_agent is None
 
@@ -167,12 +180,18 @@ def test_the_settings_api_takes_the_same_fields_with_strict_types(api, owner, ot
         format="json",
     )
     assert changed.status_code == 200, changed.content
-    assert changed.json() | {"new_chat_agent": None} == {
+    assert changed.json() == {
         "new_chat_agent": None,
         "new_chat_toolset": "narrow",
         "theme": "light",
         "compact_cards": True,
     }
+    mine = Agent.objects.create(owner=owner, name="Mine")
+    chose = api(owner).patch("/api/settings/", {"new_chat_agent": mine.pk}, format="json")
+    assert chose.json()["new_chat_agent"] == mine.pk
+    # An agent the person can no longer use reads as default, as new chats see it.
+    Agent.objects.filter(pk=mine.pk).update(owner=other_user)
+    assert api(owner).get("/api/settings/").json()["new_chat_agent"] is None
     for body in (
         {"compact_cards": "yes"},
         {"theme": "sepia"},
