@@ -555,5 +555,7 @@ class SettingsView(APIView):
     )
     def patch(self, request: Request) -> Response:
         data = validated_body(request, SettingsSerializer, partial=True)
-        chosen = services.personal_settings_update(user=request.user, **data)
+        # Keys the schema does not name are ignored, as every PATCH here ignores them.
+        fields = {key: value for key, value in data.items() if key in SettingsSerializer().fields}
+        chosen = services.personal_settings_update(user=request.user, **fields)
         return Response(chosen.to_json())

@@ -157,14 +157,14 @@ def agent_update(*, user: Any, agent: Agent, version: int, **fields: Any) -> Age
 
 
 def agent_check_deletable(*, user: Any, agent: Agent) -> None:
-    """``Forbidden`` for a shared agent and a person who is not staff, ``Invalid`` for the
+    """``Forbidden`` for a shared agent and a person who is not staff, ``Conflict`` for the
     default agent (it always exists), ``NotFound`` for another person's."""
     if agent.is_shared and not user.is_staff:
         raise Forbidden("shared agents are deleted by staff")
     if not agent.is_shared and agent.owner_id != user.pk:
         raise NotFound("no such agent")
     if agent.is_shared and agent.name == DEFAULT_AGENT:
-        raise Invalid("the default agent always exists", fields={"agent": ["default"]})
+        raise Conflict("the default agent always exists", fields={"agent": ["default"]})
 
 
 def agent_delete(*, user: Any, agent: Agent, version: int) -> int:

@@ -27,15 +27,16 @@ PAIRS = [
 
 
 def _themes() -> dict[str, dict[str, str]]:
-    text = CSS.read_text()
-    light_block = re.search(r":root\s*{([^}]*)}", text).group(1)
-    dark_block = re.search(r"prefers-color-scheme:\s*dark\)\s*{\s*:root\s*{([^}]*)}", text).group(1)
-
-    def colours(block: str) -> dict[str, str]:
-        return dict(re.findall(r"--([\w-]+):\s*(#[0-9a-fA-F]{6})", block))
-
-    light = colours(light_block)
-    return {"light": light, "dark": {**light, **colours(dark_block)}}
+    """Each colour of ``:root`` is ``light-dark(<light>, <dark>)``."""
+    root = re.search(r":root\s*{([^}]*)}", CSS.read_text()).group(1)
+    pairs = re.findall(
+        r"--([\w-]+):\s*light-dark\(\s*(#[0-9a-fA-F]{6})\s*,\s*(#[0-9a-fA-F]{6})\s*\)", root
+    )
+    assert len(pairs) >= 9, "every colour is light-dark(light, dark)"
+    return {
+        "light": {name: light for name, light, _ in pairs},
+        "dark": {name: dark for name, _, dark in pairs},
+    }
 
 
 def _luminance(colour: str) -> float:

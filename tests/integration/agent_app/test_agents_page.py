@@ -146,7 +146,7 @@ def test_deleting_an_agent_moves_its_chats_to_default_and_keeps_them(client, own
     refused = api(staff).delete(
         f"/api/agents/{default_agent().pk}/", HTTP_IF_MATCH=f'"{default_agent().version}"'
     )
-    assert refused.status_code == 400
+    assert refused.status_code == 409
     team = Agent.objects.create(owner=None, name="Team")
     gone = api(staff).delete(f"/api/agents/{team.pk}/", HTTP_IF_MATCH=f'"{team.version}"')
     assert gone.status_code == 204
@@ -193,7 +193,7 @@ def test_no_delete_is_offered_where_it_would_be_refused(client, owner, staff):
     assert "shared agents are deleted by staff" in answer.content.decode()
     client.force_login(staff)
     answer = client.get(reverse("agent_remove", args=[default_agent().pk]))
-    assert answer.status_code == 400
+    assert answer.status_code == 409
     assert "the default agent always exists" in answer.content.decode()
     assert Agent.objects.filter(pk=team.pk).exists()
 

@@ -202,6 +202,9 @@ def test_the_settings_api_takes_the_same_fields_with_strict_types(api, owner, ot
         assert answer.status_code == 400, body
         assert answer.json()["code"] == "invalid", body
     assert api(owner).get("/api/settings/").json()["theme"] == "light"
+    # A key the schema does not name is ignored, as every PATCH of the API ignores it.
+    extra = api(owner).patch("/api/settings/", {"colour": "red", "theme": "dark"}, format="json")
+    assert (extra.status_code, extra.json()["theme"]) == (200, "dark")
     assert api().get("/api/settings/").status_code == 401
 
 
