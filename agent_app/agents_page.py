@@ -28,6 +28,7 @@ from profiles_app.services import (
     agent_delete,
     agent_duplicate,
     agent_get_for_user,
+    agent_tool_set,
     agent_update,
     agents_visible_to,
     catalog_context,
@@ -37,7 +38,9 @@ from profiles_app.services import (
     shared_first,
 )
 from toolhub.lib.errors import ServiceError, found_or_404
+from toolhub.lib.versioned import posted_version
 from toolhub.tools import ToolIntent, UnknownToolsetError, resolve, token_cost
+from toolhub.tools.layers import AGENT_REMOVALS, META_TOOLS
 
 # One line each, as the page explains the deferred-loading strategies.
 STRATEGY_WORDS = {
@@ -109,8 +112,25 @@ def _expanded(request: HttpRequest, agent: Agent) -> dict[str, Any]:
         )
     except UnknownToolsetError as exc:
         return {"model": model, "problem": f"{exc.args[0]}; pick another profile"}
+    deferred = {tool.name for tool in resolved.deferred}
+    offered = [
+        {
+            "name": tool.name,
+            "label": tool.label,
+            "summary": (tool.description.strip().splitlines() or [""])[0],
+            "deferred": tool.name in deferred,
+            "meta": tool.name in META_TOOLS,
+        }
+        for tool in resolved.offered
+    ]
     hidden = [
-        {"name": item.name, "layer": item.layer, "words": hidden_words(item.layer, item.reason)}
+        {
+            "name": item.name,
+            "layer": item.layer,
+            "words": hidden_words(item.layer, item.reason),
+            # What the agent's own intent took out, it can put back.
+            "restorable": item.reason in AGENT_REMOVALS,
+        }
         for item in resolved.hidden
     ]
     return {
@@ -118,7 +138,9 @@ def _expanded(request: HttpRequest, agent: Agent) -> dict[str, Any]:
         "cost": token_cost(resolved),
         "resident": len(resolved.resident),
         "deferred": len(resolved.deferred),
+        "offered": offered,
         "hidden": hidden,
+        "restorable": any(item["restorable"] for item in hidden),
     }
 
 
@@ -140,11 +162,6 @@ def _form_posted(request: HttpRequest) -> dict[str, Any]:
         **{key: request.POST.get(key, "") for key in FORM_FIELDS},
         "plan_mode": request.POST.get("plan_mode") == "on",
     }
-
-
-def _version(request: HttpRequest) -> int:
-    sent = request.POST.get("version", "")
-    return int(sent) if sent.isascii() and sent.isdigit() else -1
 
 
 def _page(
@@ -203,7 +220,7 @@ def agent_page(request: HttpRequest, agent_id: int) -> HttpResponse:
         agent_update(
             user=request.user,
             agent=agent,
-            version=_version(request),
+            version=posted_version(request),
             name=form["name"],
             description=form["description"],
             provider=form["provider"],
@@ -216,6 +233,29 @@ def agent_page(request: HttpRequest, agent_id: int) -> HttpResponse:
     except ServiceError as exc:
         return _page(request, agent_id=agent_id, failed=exc.message, status=exc.status, form=form)
     messages.success(request, "Agent saved.")
+    return redirect("agent_page", agent_id=agent_id)
+
+
+@require_POST
+@login_required
+def agent_tool(request: HttpRequest, agent_id: int, action: str) -> HttpResponse:
+    """Remove a tool from what the agent offers, or add it back (its own intent)."""
+    if action not in ("remove", "add"):
+        raise Http404("no such action")
+    agent = found_or_404(agent_get_for_user, user=request.user, agent_id=agent_id)
+    tool = request.POST.get("tool", "")
+    try:
+        agent_tool_set(
+            user=request.user,
+            agent=agent,
+            version=posted_version(request),
+            tool=tool,
+            offered=action == "add",
+        )
+    except ServiceError as exc:
+        return _page(request, agent_id=agent_id, failed=exc.message, status=exc.status)
+    done = "removed from" if action == "remove" else "added back to"
+    messages.success(request, f"{tool} {done} {agent.name}.")
     return redirect("agent_page", agent_id=agent_id)
 
 
@@ -254,7 +294,7 @@ def agent_remove(request: HttpRequest, agent_id: int) -> HttpResponse:
         if request.method != "POST":
             context = {"agent": agent, "chats": agent.sessions.count()}
             return render(request, "agent_app/agent_delete.html", context)
-        moved = agent_delete(user=request.user, agent=agent, version=_version(request))
+        moved = agent_delete(user=request.user, agent=agent, version=posted_version(request))
     except ServiceError as exc:
         return _page(request, agent_id=agent_id, failed=exc.message, status=exc.status)
     note = ""

@@ -12,6 +12,7 @@ urlpatterns = [
     path("agents/<int:agent_id>/", agents_page.agent_page, name="agent_page"),
     path("agents/<int:agent_id>/duplicate/", agents_page.agent_copy, name="agent_copy"),
     path("agents/<int:agent_id>/delete/", agents_page.agent_remove, name="agent_remove"),
+    path("agents/<int:agent_id>/tools/<str:action>/", agents_page.agent_tool, name="agent_tool"),
     path("chat/<uuid:session_id>/inspector/", views.chat_inspector, name="chat_inspector"),
     path("chat/<uuid:session_id>/inspector/reset/", views.chat_plan_reset, name="chat_plan_reset"),
     path(

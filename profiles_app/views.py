@@ -48,6 +48,7 @@ from profiles_app.services import (
 )
 from toolhub.lib.errors import Invalid, ServiceError, Stale, found_or_404
 from toolhub.lib.storable import json_loads_bounded
+from toolhub.lib.versioned import posted_version
 from toolhub.tools.presets import DEFAULT_TOOLSET
 
 IMPORT_MAX_BYTES = 256 * 1024
@@ -150,13 +151,6 @@ def programs_new_chats(request: HttpRequest) -> HttpResponse:
     return redirect("programs_preset", preset=toolset.strip() or DEFAULT_TOOLSET)
 
 
-def _version(request: HttpRequest) -> int:
-    try:
-        return int(request.POST.get("version", ""))
-    except ValueError:
-        return -1
-
-
 def _change(
     request: HttpRequest, profile_id: int, action: Callable[[ToolProfile], object], done: str
 ) -> HttpResponse:
@@ -191,7 +185,7 @@ def program_rename(request: HttpRequest, profile_id: int) -> HttpResponse:
         request,
         profile_id,
         lambda profile: profile_rename(
-            user=request.user, profile=profile, version=_version(request), name=name
+            user=request.user, profile=profile, version=posted_version(request), name=name
         ),
         f"Renamed to {name.strip()}.",
     )
@@ -203,7 +197,7 @@ def program_mode(request: HttpRequest, profile_id: int) -> HttpResponse:
     """Switch between "all except" and "only": without ``confirm`` this only says what the
     switch will pin or list as removed and asks; with it, it switches and offers Undo."""
     profile = found_or_404(profile_get_for_user, user=request.user, profile_id=profile_id)
-    mode, version = request.POST.get("mode", ""), _version(request)
+    mode, version = request.POST.get("mode", ""), posted_version(request)
     confirmed = request.POST.get("confirm") == "1"
     try:
         if confirmed:
@@ -243,7 +237,7 @@ def program_mode_undo(request: HttpRequest, profile_id: int) -> HttpResponse:
         profile_mode_switch_undo(
             user=request.user,
             profile=profile,
-            version=_version(request),
+            version=posted_version(request),
             mode=mode,
             tools=request.POST.getlist("tools"),
         )
@@ -271,7 +265,7 @@ def program_tool(request: HttpRequest, profile_id: int, action: str) -> HttpResp
         request,
         profile_id,
         lambda profile: edit(
-            user=request.user, profile=profile, version=_version(request), tool=tool
+            user=request.user, profile=profile, version=posted_version(request), tool=tool
         ),
         f"{tool} {'removed from' if action == 'remove' else 'added back to'} this profile.",
     )
@@ -294,7 +288,11 @@ def program_tool_policy(request: HttpRequest, profile_id: int) -> HttpResponse:
         request,
         profile_id,
         lambda profile: profile_tool_policy(
-            user=request.user, profile=profile, version=_version(request), tool=tool, policy=policy
+            user=request.user,
+            profile=profile,
+            version=posted_version(request),
+            tool=tool,
+            policy=policy,
         ),
         f"{tool} {POLICY_WORDS.get(policy, 'changed')} in this profile.",
     )
@@ -307,7 +305,7 @@ def program_delete(request: HttpRequest, profile_id: int) -> HttpResponse:
     if request.method != "POST":
         return render(request, "profiles_app/program_delete.html", {"profile": profile})
     try:
-        profile_delete(user=request.user, profile=profile, version=_version(request))
+        profile_delete(user=request.user, profile=profile, version=posted_version(request))
     except ServiceError as exc:
         return _programs(request, profile_id=profile_id, failed=exc.message, status=exc.status)
     messages.success(request, f"Profile {profile.name} deleted.")

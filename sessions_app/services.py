@@ -25,6 +25,7 @@ from django.utils import timezone
 from profiles_app.models import Agent
 from profiles_app.services import (
     agents_visible_to,
+    clean_tools,
     default_agent,
     global_disables,
     new_chat_agent,
@@ -55,7 +56,6 @@ from toolhub.tools import (
 )
 from toolhub.tools.approval import Decision, decide
 from toolhub.tools.intent import MAX_NAMES
-from toolhub.tools.tool import NAME_PATTERN
 
 TITLE_CHARS = 200
 
@@ -222,7 +222,7 @@ def session_create(
         agent=chosen,
         tool_intent=_clean_intent(_new_chat_intent(intent, user, chosen), user),
         plan_mode=plan_mode,
-        allowed_tools=_clean_allowed(list(allowed_tools) if allowed_tools else []),
+        allowed_tools=clean_tools(list(allowed_tools) if allowed_tools else [], "allowed_tools"),
     )
 
 
@@ -264,7 +264,7 @@ def session_update(*, user: Any, session: ChatSession, version: int, **fields: A
                 raise Invalid("plan_mode must be true or false", fields={"plan_mode": ["bool"]})
             changes["plan_mode"] = value
         elif key == "allowed_tools":
-            changes["allowed_tools"] = _clean_allowed(value)
+            changes["allowed_tools"] = clean_tools(value, "allowed_tools")
         else:
             raise Invalid(f"unknown field {key}", fields={key: ["unknown"]})
     with transaction.atomic():
@@ -275,26 +275,10 @@ def session_update(*, user: Any, session: ChatSession, version: int, **fields: A
     return session
 
 
-def _clean_allowed(value: Any) -> list[str]:
-    if not isinstance(value, list) or len(value) > MAX_NAMES:
-        raise Invalid(
-            f"allowed_tools must be a list of at most {MAX_NAMES} tool names",
-            fields={"allowed_tools": ["invalid"]},
-        )
-    names: dict[str, None] = {}
-    for name in value:
-        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-            raise Invalid(
-                f"allowed_tools: {name!r} is not a tool name", fields={"allowed_tools": ["name"]}
-            )
-        names[name] = None
-    return list(names)
-
-
 def session_allow_for_chat(*, session_id: Any, tool: str) -> None:
     """ "Allow for this chat": ``tool`` runs without asking in this chat from now on, where
     the policies let a person lift the ask (toolhub.tools.approval)."""
-    (tool,) = _clean_allowed([tool])
+    (tool,) = clean_tools([tool], "tool")
     with transaction.atomic():
         row = ChatSession.objects.select_for_update().only("allowed_tools").get(pk=session_id)
         if tool not in row.allowed_tools:

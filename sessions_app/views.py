@@ -47,6 +47,8 @@ from toolhub.lib.errors import ServiceError, found_or_404
 from toolhub.tools import DEFAULT_TOOLSET, ToolIntent
 
 SESSIONS_SHOWN = 100
+# With more agents than this the composer's picker gets a box that narrows its list.
+AGENT_FILTER_AT = 8
 UNDO_KEY = "toolhub.undo_chat"
 
 
@@ -73,6 +75,7 @@ def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
     # Which hint each control shows first; chat.js applies the same rule on every change.
     web_hint = "unavailable" if web.unavailable else web_state if tools_on else "no_tools"
     transcript = session_transcript(session_id=session.pk)
+    agents = shared_first(agents_visible_to(request.user))
     context = {
         "session": session,
         "session_id": session.pk,
@@ -93,7 +96,8 @@ def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
         "plan_mode": session.plan_mode,
         "undo": _undo(request),
         "compact_cards": request_preferences(request).compact_cards,
-        "agents": shared_first(agents_visible_to(request.user)),
+        "agents": agents,
+        "agent_filter": len(agents) > AGENT_FILTER_AT,
         # "default" in the Profile select follows the agent: it says so when the agent
         # names a toolset of its own.
         "agent_toolset": ToolIntent.parse(session.agent.tool_intent).toolset,

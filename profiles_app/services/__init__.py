@@ -25,6 +25,7 @@ from profiles_app.services.agents import (
     agent_delete,
     agent_duplicate,
     agent_get_for_user,
+    agent_tool_set,
     agent_update,
     agents_visible_to,
     default_agent,
@@ -74,7 +75,7 @@ from profiles_app.services.profiles import (
     profiles_for_user,
     toolset_check_exists,
 )
-from profiles_app.services.rules import profiles_visible_to
+from profiles_app.services.rules import clean_tools, profiles_visible_to
 from profiles_app.services.switch import (
     ModeSwitch,
     ModeSwitched,
@@ -113,10 +114,12 @@ __all__ = [
     "agent_delete",
     "agent_duplicate",
     "agent_get_for_user",
+    "agent_tool_set",
     "agent_update",
     "agents_visible_to",
     "audit_entries",
     "catalog_context",
+    "clean_tools",
     "default_agent",
     "global_disable_audit",
     "global_disable_rows",

@@ -16,7 +16,7 @@ from django.db.models import Q, QuerySet
 
 from profiles_app.models import DEFAULT_AGENT, Agent
 from profiles_app.services.profiles import toolset_check_exists
-from profiles_app.services.rules import clean_name
+from profiles_app.services.rules import clean_name, clean_tools, refuse_meta_tool
 from toolhub.lib.errors import Conflict, Forbidden, Invalid, NotFound, Stale
 from toolhub.lib.versioned import versioned_update
 from toolhub.tools import IntentError, ToolIntent
@@ -154,6 +154,24 @@ def agent_update(*, user: Any, agent: Agent, version: int, **fields: Any) -> Age
     except IntegrityError:
         raise Conflict("an agent with that name exists", fields={"name": ["taken"]}) from None
     return agent
+
+
+def agent_tool_set(*, user: Any, agent: Agent, version: int, tool: str, offered: bool) -> Agent:
+    """Take ``tool`` out of what the agent offers (its own ``disabled`` list, on top of its
+    profile), or put it back: off that list and, when the agent has an allow list, onto
+    it. The rest of its intent is kept; the new intent is built from the version named."""
+    if agent.version != version:
+        raise Stale("agent")
+    (tool,) = clean_tools([tool], "tool")
+    if not offered:
+        refuse_meta_tool(tool, "tool", "removed from an agent")
+    intent = ToolIntent.parse(agent.tool_intent).to_json()
+    intent["disabled"] = [name for name in intent["disabled"] if name != tool]
+    if not offered:
+        intent["disabled"].append(tool)
+    elif intent["allowed"] is not None and tool not in intent["allowed"]:
+        intent["allowed"].append(tool)
+    return agent_update(user=user, agent=agent, version=version, tool_intent=intent)
 
 
 def agent_check_deletable(*, user: Any, agent: Agent) -> None:

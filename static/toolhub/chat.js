@@ -600,6 +600,26 @@ function agentPickerName() {
   const picker = root.querySelector("[data-agent-picker]");
   return picker?.selectedOptions[0]?.textContent ?? "";
 }
+// A long list of agents narrows as a name is typed: the first match is picked (the one
+// chosen stays while it matches), and Enter uses it.
+const agentFilter = root.querySelector("[data-agent-filter]");
+agentFilter?.addEventListener("input", () => {
+  const picker = root.querySelector("[data-agent-picker]");
+  const words = agentFilter.value.trim().toLowerCase();
+  let first = null;
+  for (const option of picker.options) {
+    const match = option.textContent.toLowerCase().includes(words);
+    option.hidden = !match;
+    if (match && first === null) first = option;
+  }
+  if (picker.selectedOptions[0]?.hidden && first !== null) first.selected = true;
+  summarizeOptions();
+});
+agentFilter?.addEventListener("keydown", (key) => {
+  if (key.key !== "Enter") return;
+  key.preventDefault();
+  document.getElementById("agent-form").requestSubmit();
+});
 function foldOptions() {
   options.open = !narrow.matches;
 }

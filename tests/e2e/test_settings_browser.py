@@ -116,3 +116,39 @@ def test_an_agent_with_a_narrower_profile_is_picked_in_the_composer_and_the_insp
     expect(inspector.locator("#hidden-bash")).to_contain_text("removed from the profile 'no-shell'")
     page.screenshot(path=SCREENSHOTS / "agent_picked_in_the_composer.png")
     assert page.console_errors == []
+
+
+def test_a_long_agent_list_narrows_as_a_name_is_typed_and_a_tool_it_removed_is_gone(product, page):
+    base, password = product
+    sign_in(page, base, password)
+    page.goto(f"{base}/agents/")
+    for n in range(9):
+        page.get_by_label("New agent").fill(f"helper-{n}")
+        with page.expect_navigation():
+            page.get_by_role("button", name="Create").click()
+    expect(page.get_by_text("Agent helper-8 created")).to_be_visible()
+    with page.expect_navigation():
+        page.get_by_role("button", name="Remove bash", exact=True).click()
+    expect(page.get_by_text("bash removed from helper-8.")).to_be_visible()
+    expect(page.locator("#hidden-bash")).to_contain_text("removed by the agent")
+    expect(page.get_by_role("button", name="Add back bash")).to_be_visible()
+
+    new_chat(page, base)
+    finder = page.get_by_label("Find an agent")
+    finder.fill("per-8")
+    picker = page.get_by_label("Agent", exact=True)
+    expect(picker).to_have_value(
+        page.locator("#agent option", has_text="helper-8").get_attribute("value")
+    )
+    # Only the match is left to choose from.
+    assert page.locator("#agent option:not([hidden])").all_inner_texts() == ["helper-8"]
+    finder.press("Enter")
+    expect(page.get_by_text("From the next message on, helper-8 answers.")).to_be_visible()
+    inspector = page.get_by_role("complementary", name="Next turn")
+    expect(inspector.locator("#hidden-bash")).to_contain_text(
+        "removed by the agent", timeout=10_000
+    )
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.screenshot(path=SCREENSHOTS / "agent_filter_phone.png")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert page.console_errors == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import F, Manager, QuerySet
+from django.http import HttpRequest
 
 from toolhub.lib.errors import Stale
 
@@ -30,3 +31,10 @@ def versioned_delete(
     deleted, _ = rows.filter(pk=pk, version=version).delete()
     if not deleted:
         raise Stale(what)
+
+
+def posted_version(request: HttpRequest) -> int:
+    """The version a page's form says it was read at; one that is not a number is no
+    version there is, so the write it comes with is refused as stale."""
+    sent = request.POST.get("version", "")
+    return int(sent) if sent.isascii() and sent.isdigit() else -1

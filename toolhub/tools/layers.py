@@ -35,6 +35,10 @@ from toolhub.tools.tool import Tool, ToolUnavailable
 
 NEEDS_A_PERSON = frozenset({"ask_user_question"})
 META_TOOLS = frozenset({"tool_search", "call_tool"})
+# The reasons of what an agent's own intent takes out (its Agents page puts them back).
+AGENT_REMOVED = "removed by the agent"
+AGENT_NOT_ALLOWED = "not in the agent's allowed tools"
+AGENT_REMOVALS = frozenset({AGENT_REMOVED, AGENT_NOT_ALLOWED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,9 +181,9 @@ def _first_removal(tool: Tool, ctx: ToolContext, sel: _Selection) -> tuple[str |
     if tool.name in sel.denied:
         return "L5", "removed in this conversation"
     if tool.name in sel.agent_denied:
-        return "L5", "removed by the agent"
+        return "L5", AGENT_REMOVED
     if sel.allowed is not None and tool.name not in sel.allowed:
-        return "L5", "not in the agent's allowed tools"
+        return "L5", AGENT_NOT_ALLOWED
     if not ctx.attended and tool.name in NEEDS_A_PERSON:
         return "L5", "needs a person watching; this turn is unattended"
     return None, ""

@@ -7,6 +7,7 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.urls import reverse
 
+from agent_app.turns.preview import session_toolset
 from profiles_app.models import Agent
 from profiles_app.services import default_agent, profile_create
 from sessions_app.models import ChatSession
@@ -206,3 +207,97 @@ def test_copies_of_a_long_named_agent_all_get_valid_names(client, owner):
     names = sorted(Agent.objects.filter(owner=owner).values_list("name", flat=True))
     assert len(names) == 4
     assert all(len(name) <= 64 for name in names)
+
+
+def test_a_tool_removed_from_an_agent_leaves_its_chats_and_can_be_added_back(client, owner):
+    agent = Agent.objects.create(owner=owner, name="Reviewer")
+    chat = session_create(user=owner, agent=agent.pk)
+    client.force_login(owner)
+    page = client.get(reverse("agent_page", args=[agent.pk])).content.decode()
+    assert 'id="offered-read"' in page
+    assert 'aria-label="Remove read"' in page
+
+    removed = client.post(
+        reverse("agent_tool", args=[agent.pk, "remove"]), {"version": agent.version, "tool": "read"}
+    )
+    assert removed.status_code == 302
+    agent.refresh_from_db()
+    assert agent.tool_intent["disabled"] == ["read"]
+    page = client.get(removed["Location"]).content.decode()
+    assert "read removed from Reviewer." in page
+    assert 'id="offered-read"' not in page
+    assert "removed by the agent" in page
+    assert 'aria-label="Add back read"' in page
+    # The chat with this agent, which never named the tool, no longer offers it.
+    chat.refresh_from_db()
+    inspector = session_toolset(session=chat)
+    assert "read" not in {tool["name"] for tool in inspector["resident"]}
+    assert {"name": "read", "layer": "L5", "reason": "removed by the agent"}.items() <= next(
+        hidden for hidden in inspector["hidden"] if hidden["name"] == "read"
+    ).items()
+
+    added = client.post(
+        reverse("agent_tool", args=[agent.pk, "add"]), {"version": agent.version, "tool": "read"}
+    )
+    assert added.status_code == 302
+    agent.refresh_from_db()
+    assert agent.tool_intent["disabled"] == []
+    chat.refresh_from_db()
+    assert "read" in {tool["name"] for tool in session_toolset(session=chat)["resident"]}
+
+
+def test_adding_back_a_tool_outside_the_agents_allow_list_puts_it_on_the_list(client, owner):
+    agent = Agent.objects.create(
+        owner=owner, name="Narrow", tool_intent={"allowed": ["glob"], "disabled": []}
+    )
+    client.force_login(owner)
+    page = client.get(reverse("agent_page", args=[agent.pk])).content.decode()
+    assert "not in the agent&#x27;s allowed tools" in page
+    client.post(
+        reverse("agent_tool", args=[agent.pk, "add"]), {"version": agent.version, "tool": "read"}
+    )
+    agent.refresh_from_db()
+    assert agent.tool_intent["allowed"] == ["glob", "read"]
+    page = client.get(reverse("agent_page", args=[agent.pk])).content.decode()
+    assert 'id="offered-read"' in page
+
+
+def test_agent_tool_edits_that_are_stale_odd_or_not_theirs_are_refused(client, owner, other_user):
+    agent = Agent.objects.create(owner=owner, name="Reviewer")
+    theirs = Agent.objects.create(owner=other_user, name="Theirs")
+    shared = Agent.objects.create(owner=None, name="Team")
+    client.force_login(owner)
+    url = reverse("agent_tool", args=[agent.pk, "remove"])
+    for sent, status, reason in [
+        (
+            {"version": agent.version + 1, "tool": "read"},
+            409,
+            "the agent changed since you read it",
+        ),
+        ({"version": "1x", "tool": "read"}, 409, "the agent changed since you read it"),
+        ({"version": agent.version, "tool": "../read"}, 400, "is not a tool name"),
+        ({"version": agent.version, "tool": "re\u200dad"}, 400, "is not a tool name"),
+        ({"version": agent.version, "tool": "tool_search"}, 400, "cannot be removed from an agent"),
+    ]:
+        answer = client.post(url, sent)
+        assert answer.status_code == status, sent
+        assert reason in answer.content.decode(), sent
+    agent.refresh_from_db()
+    assert agent.tool_intent.get("disabled", []) == []
+    assert client.post(reverse("agent_tool", args=[agent.pk, "drop"]), {}).status_code == 404
+    assert (
+        client.post(
+            reverse("agent_tool", args=[theirs.pk, "remove"]),
+            {"version": theirs.version, "tool": "read"},
+        ).status_code
+        == 404
+    )
+    refused = client.post(
+        reverse("agent_tool", args=[shared.pk, "remove"]),
+        {"version": shared.version, "tool": "read"},
+    )
+    assert refused.status_code == 403
+    shared.refresh_from_db()
+    assert shared.tool_intent.get("disabled", []) == []
+    page = client.get(reverse("agent_page", args=[shared.pk])).content.decode()
+    assert 'aria-label="Remove read"' not in page
