@@ -2,7 +2,7 @@
 overhead of a no-op tool over stdio and over streamable HTTP.
 
 The server is tests/mcp/server.py (the SDK's MCPServer) with ``--tools 200``. Prints:
-- the time from ``reconcile`` to all 210 tools registered (process start, handshake, listing,
+- the time from ``reconcile`` to all 212 tools registered (process start, handshake, listing,
   schema checks, registration), the median of 3 connections, per transport;
 - resident and catalog tokens of the resolved array with the server deferred (the
   default) and resident, exactly as a turn would count them;

@@ -39,11 +39,11 @@ def product_with_mcp(tmp_path_factory):
 def reload_until_connected(page, server) -> None:
     """The page is rendered once: reload it until the server's connection shows."""
     for _ in range(50):
-        if "Connected: 10 tools" in server.inner_text():
+        if "Connected: 12 tools" in server.inner_text():
             break
         page.wait_for_timeout(200)
         page.reload()
-    expect(server).to_contain_text("Connected: 10 tools")
+    expect(server).to_contain_text("Connected: 12 tools")
 
 
 def test_staff_see_a_connected_server_with_its_tools_and_turn_it_off_and_on(product_with_mcp, page):

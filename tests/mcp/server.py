@@ -4,14 +4,15 @@ stdio`` or ``--transport http --port N``.
 
 Its tools cover what the client must handle: a schema to validate against, progress
 notifications, the server's own error results, an image, a slow call, a description far
-longer than a prompt should carry, and ``--tools N`` generated no-op tools. ``--shuffle``
-lists the tools in a random order and ``--page-size`` splits the listing into pages
-behind cursors, so the client's ordering and pagination are exercised against a real
-server. ``--counter FILE`` appends a line per executed call, so a test can prove a call
-never reached the server. ``--annotated`` adds tools carrying MCP annotations (read-only,
-destructive, additive, and hints left to their defaults); the fixed tools have none. (A
-server whose hints are not booleans on the wire is ``raw_server.py``: this SDK's server
-corrects them before they are sent.)
+longer than a prompt should carry, text that must come back byte for byte, a result of
+any length, and ``--tools N`` generated no-op tools. ``--shuffle`` lists the tools in a
+random order and ``--page-size`` splits the listing into pages behind cursors, so the
+client's ordering and pagination are exercised against a real server. ``--counter FILE``
+appends a line per executed call, so a test can prove a call never reached the server.
+``--annotated`` adds tools carrying MCP annotations (read-only, destructive, additive, and
+hints left to their defaults); the fixed tools have none. (A server whose hints are not
+booleans on the wire is ``raw_server.py``: this SDK's server corrects them before they
+are sent.)
 """
 
 from __future__ import annotations
@@ -36,6 +37,20 @@ from mcp_types import (
 from pydantic import Field
 
 LONG_DESCRIPTION = "Summarise a document. " + "This sentence pads the description. " * 200
+# What a file of a person's can hold that a filter for names would strip: CR, an emoji
+# family (ZWJ), Persian with a ZWNJ, right-to-left and embedding marks, a tab.
+EXACT_TEXT = (
+    "first line\r\nfamily \U0001f468\u200d\U0001f469\u200d\U0001f467 and "
+    "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645\u200f \u202aembedded\u202c\tend\r\n"
+)
+
+
+def big(chars: int) -> str:
+    """``chars`` characters: HEAD first, numbered lines between, TAIL-END last."""
+    body = "".join(f"line {n:08d}\n" for n in range(chars // 14 + 1))
+    return "HEAD\n" + body[: chars - len("HEAD\n") - len("TAIL-END")] + "TAIL-END"
+
+
 PIXEL = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
 
 
@@ -128,6 +143,16 @@ def build(
             count("sleep-cancelled")  # the client's cancel reached the server
             raise
         return "slept"
+
+    @server.tool(description="Read a text that has CRLF, joiners and bidi marks in it.")
+    def exact_text() -> str:
+        count("exact_text")
+        return EXACT_TEXT
+
+    @server.tool(description="A text of this many characters, marked at its head and tail.")
+    def big_text(chars: int) -> str:
+        count("big_text")
+        return big(chars)
 
     @server.tool(description=LONG_DESCRIPTION)
     def summarise(text: str) -> str:

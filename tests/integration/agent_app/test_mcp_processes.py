@@ -56,7 +56,7 @@ def test_web_and_worker_processes_connect_on_start_and_follow_new_servers(tmp_pa
 
     with daphne(env, log=tmp_path / "daphne.log") as base, celery_worker(env, log=worker_log):
         _eventually(lambda: "first__echo" in _tools(base, token))
-        _eventually(lambda: "MCP server first connected: 10 tools" in worker_log.read_text())
+        _eventually(lambda: "MCP server first connected: 12 tools" in worker_log.read_text())
 
         added = httpx.post(
             f"{base}/api/mcp-servers/",

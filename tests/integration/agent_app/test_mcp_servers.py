@@ -385,7 +385,7 @@ def test_the_ops_page_shows_each_server_and_disabling_one_takes_its_tools_away(
     client.login(username=staff.username, password=password)
     page = client.get("/ops/tools/").content.decode()
     assert 'id="mcp-demo"' in page
-    assert "Connected: 10 tools" in page
+    assert "Connected: 12 tools" in page
     assert "since <time datetime=" in page.split('id="mcp-demo"')[1].split("</tr>")[0]
     assert "DEMO_TOKEN" in page  # the secret's name, never its value
     assert SECRET not in page

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -103,7 +104,7 @@ def test_a_shuffled_and_paginated_listing_gives_the_same_array_as_a_plain_one(re
             stdio_config("demo", "--tools", "30", "--shuffle", "--page-size", "7", defer=False),
         )
         # Followed every page: 30 generated tools and the server's 10 fixed ones.
-        assert len(shuffled_reg) == len(plain_reg) == 30 + 10
+        assert len(shuffled_reg) == len(plain_reg) == 30 + 12
         assert shuffled_reg.names() == plain_reg.names()
         assert fingerprint(shuffled_reg) == fingerprint(plain_reg)
     finally:
@@ -179,6 +180,93 @@ def test_the_servers_error_results_become_error_tool_results_and_images_are_summ
     assert "Error executing tool explode" in failed.content
     assert not picture.is_error
     assert picture.content == "a caption\n[image: image/png, about 24 bytes]"
+
+
+class _Store:
+    """The runtime's full-result store, kept in memory."""
+
+    def __init__(self) -> None:
+        self.kept: dict[str, str] = {}
+
+    def put(self, *, tool, text, ctx) -> str:
+        ref = f"/results/{len(self.kept)}"
+        self.kept[ref] = text
+        return ref
+
+
+def test_result_text_comes_back_exactly_as_the_server_sent_it(manager, reg):
+    from tests.mcp.server import EXACT_TEXT
+
+    connect(manager, stdio_config("demo"))
+
+    result = run(reg.get("demo__exact_text").execute({}, ToolContext(env={})))
+
+    assert result.content == EXACT_TEXT
+    # What an edit tool would be asked to find is what the file holds.
+    assert "\r\n" in result.content
+    assert "\u200d" in result.content
+    assert "\u200c" in result.content
+    assert "\u200f" in result.content
+
+
+def test_a_big_result_is_cut_once_with_the_true_count_the_real_tail_and_the_whole_kept(
+    manager, reg
+):
+    from tests.mcp.server import big
+
+    connect(manager, stdio_config("demo"))
+    store = _Store()
+    tool = reg.get("demo__big_text")
+
+    result = run(tool.execute({"chars": 2_580_000}, ToolContext(env={}, store=store)))
+
+    whole = big(2_580_000)
+    assert result.truncated
+    assert len(result.content) <= tool.max_result_chars
+    assert result.content.startswith("HEAD\nline 00000000\n")
+    assert result.content.endswith("TAIL-END")
+    assert result.content.count("characters omitted") == 1
+    marker = re.search(r"\[… ([\d,]+) characters omitted; full output: (\S+) …\]", result.content)
+    omitted = int(marker[1].replace(",", ""))
+    kept = len(result.content) - len(marker[0]) - len("\n\n") * 2
+    assert omitted == len(whole) - kept
+    assert omitted > 2_500_000
+    # The tail is the end of the text, not its middle.
+    assert whole.endswith(result.content[-1_000:])
+    assert store.kept[marker[2]] == whole
+    assert result.full_ref == marker[2]
+
+
+def test_a_tool_that_runs_only_as_a_task_is_skipped_with_the_reason():
+    # Declared by the 2025-11-25 revision's servers; the SDK's own server cannot say it.
+    from mcp_types import Tool as McpTool
+    from mcp_types import ToolExecution
+
+    listing = [
+        McpTool(
+            name="later",
+            input_schema={"type": "object"},
+            execution=ToolExecution(task_support="required"),
+        ),
+        McpTool(
+            name="either",
+            input_schema={"type": "object"},
+            execution=ToolExecution(task_support="optional"),
+        ),
+        McpTool(name="now", input_schema={"type": "object"}),
+    ]
+
+    tools, skipped = build_tools(
+        stdio_config("demo"), listing, call=lambda *a, **k: None, check=lambda: True
+    )
+
+    assert [tool.name for tool in tools] == ["demo__either", "demo__now"]
+    assert [(item.name, item.reason) for item in skipped] == [
+        (
+            "demo__later",
+            "MCP tool later: it runs only as an MCP task, which toolhub does not support",
+        )
+    ]
 
 
 def test_a_call_past_the_servers_timeout_is_cancelled_on_the_server_and_the_connection_stays(

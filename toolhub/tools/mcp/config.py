@@ -22,7 +22,6 @@ MAX_NAME = 64
 MAX_DESCRIPTION_CHARS = 1_024
 MAX_LABEL_CHARS = 80
 MAX_SCHEMA_CHARS = 32_768
-MAX_RESULT_TEXT = 1_000_000
 # Long enough for the SDK's stdio shutdown: 2 s for the server to exit after stdin
 # closes, 2 s after SIGTERM, then SIGKILL.
 CLOSE_SECONDS = 8.0

@@ -13,12 +13,10 @@ from typing import Any
 from toolhub.tools.context import ToolContext
 from toolhub.tools.mcp.config import (
     CONFLICTING_HINT,
-    CONTROL_CHARS,
     DEFER_META_KEY,
     HINTS,
     MAX_DESCRIPTION_CHARS,
     MAX_LABEL_CHARS,
-    MAX_RESULT_TEXT,
     MAX_SCHEMA_CHARS,
     NOT_SEEN,
     PLAN,
@@ -136,7 +134,7 @@ def build_tools(
             continue
         name = tool_name(config.name, remote.name)
         shown = untrusted_text(remote.name, MAX_LABEL_CHARS)
-        reason = _schema_problem(remote.input_schema)
+        reason = _schema_problem(remote.input_schema) or _call_problem(remote)
         if reason is None and name in tools:
             reason = f"its name {name} is already used by another of this server's tools"
         if reason is not None:
@@ -158,6 +156,8 @@ def build_tools(
             check_fn=check,
             defer=defer if isinstance(defer, bool) else config.defer,
             source="mcp",
+            # The model gets one cut with the true count; the person can open the whole.
+            persist_full=True,
             unsafe_in=() if effect.read_only else (PLAN,),
             requires_approval=effect.destructive and config.approve_destructive,
             effect=effect,
@@ -200,6 +200,15 @@ def _schema_problem(schema: Any) -> str | None:
     return None
 
 
+def _call_problem(remote: Any) -> str | None:
+    """Why a plain ``tools/call`` of ``remote`` can never succeed, if it cannot."""
+    execution = getattr(remote, "execution", None)
+    if getattr(execution, "task_support", None) == "required":
+        # The SDK's client has no tasks API (tasks/get, tasks/result): every call would fail.
+        return "it runs only as an MCP task, which toolhub does not support"
+    return None
+
+
 def _remote_call(call: Callable[..., Any], server: str, remote: str) -> Callable[..., Any]:
     async def call_mcp_tool(ctx: ToolContext, **arguments: Any) -> ToolResult:
         result: ToolResult = await call(server, remote, arguments, ctx=ctx)
@@ -237,7 +246,9 @@ def result_text(result: Any) -> ToolResult:
     if not parts and result.structured_content is not None:
         # Text for the model, not part of a schema: NaN is shown as such, not refused.
         parts.append(json.dumps(result.structured_content, sort_keys=True, ensure_ascii=False))
-    text = CONTROL_CHARS.sub("", "\n".join(parts))[:MAX_RESULT_TEXT]
+    # Exactly as sent: a file read with CR, ZWJ or bidi marks must come back as it is for an
+    # edit to match it. The tool's own cap makes the one cut, with the true count.
+    text = "\n".join(parts)
     if result.is_error:
         return ToolResult(
             content=text or "the MCP server reported an error", is_error=True, status="error"
