@@ -65,6 +65,7 @@ class McpServerForm(forms.ModelForm):
             "enabled",
             "defer",
             "timeout",
+            "timeout_ceiling",
             "allowlist",
             "approve_destructive",
         ]
@@ -79,6 +80,7 @@ class McpServerForm(forms.ModelForm):
             args=data.get("args") or [],
             url=data.get("url") or "",
             timeout=data.get("timeout") or 0,
+            timeout_ceiling=data.get("timeout_ceiling") or 0,
             allowlist=data.get("allowlist"),
             env=self.instance.env if data.get("env_update") is None else data["env_update"],
             headers=(

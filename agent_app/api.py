@@ -94,6 +94,7 @@ class McpServerSerializer(serializers.Serializer):
     enabled = serializers.BooleanField(required=False)
     defer = serializers.BooleanField(required=False)
     timeout = serializers.FloatField(required=False, min_value=0.1, max_value=3_600)
+    timeout_ceiling = serializers.FloatField(required=False, min_value=0.1, max_value=86_400)
     allowlist = serializers.ListField(
         child=text_field(max_length=200),
         required=False,

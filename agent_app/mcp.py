@@ -72,6 +72,7 @@ def mcp_config(server: McpServer) -> McpServerConfig:
         headers=tuple(sorted(headers.items())),
         defer=server.defer,
         timeout=server.timeout,
+        timeout_ceiling=server.timeout_ceiling,
         # An empty list means "no allowlist" (the admin's empty box), not "no tools".
         allowlist=tuple(allowlist) if allowlist else None,
         approve_destructive=server.approve_destructive,
@@ -162,6 +163,7 @@ def server_json(server: McpServer) -> dict[str, Any]:
         "enabled": server.enabled,
         "defer": server.defer,
         "timeout": server.timeout,
+        "timeout_ceiling": server.timeout_ceiling,
         "allowlist": server.allowlist,
         "approve_destructive": server.approve_destructive,
         "state": state,
@@ -183,6 +185,7 @@ FIELDS = (
     "enabled",
     "defer",
     "timeout",
+    "timeout_ceiling",
     "allowlist",
     "approve_destructive",
 )

@@ -113,7 +113,17 @@ class McpServer(models.Model):
     defer = models.BooleanField(
         default=True, help_text="Keep its tools deferred behind tool_search (recommended)."
     )
-    timeout = models.FloatField(default=60.0, help_text="Seconds a call may take.")
+    timeout = models.FloatField(
+        default=60.0,
+        help_text="Seconds a call may go without reporting progress before it is stopped.",
+    )
+    timeout_ceiling = models.FloatField(
+        default=600.0,
+        help_text=(
+            "Seconds a call may take in all, however much progress it reports (never less "
+            "than the timeout)."
+        ),
+    )
     allowlist = models.JSONField(
         null=True, blank=True, help_text="Only these of its tool names (empty: all of them)."
     )

@@ -105,7 +105,7 @@ async def run_and_wait(
         arguments=arguments,
         channel=ctx.channel,
         mode=ctx.mode or "",
-        timeout=tool.budget_for(arguments),
+        timeout=tool.limit_for(arguments),
         reply_channel=reply_channel,
     )
     await run_enqueue(run=run)

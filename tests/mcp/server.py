@@ -8,7 +8,8 @@ longer than a prompt should carry, text that must come back byte for byte, a res
 any length, and ``--tools N`` generated no-op tools. ``--shuffle`` lists the tools in a
 random order and ``--page-size`` splits the listing into pages behind cursors, so the
 client's ordering and pagination are exercised against a real server. ``--counter FILE``
-appends a line per executed call, so a test can prove a call never reached the server.
+appends a line per executed call, so a test can prove a call never reached the server;
+``--refuse-if FILE`` exits at start while FILE exists, so a restart can be made to fail.
 ``--annotated`` adds tools carrying MCP annotations (read-only, destructive, additive, and
 hints left to their defaults); the fixed tools have none. (A server whose hints are not
 booleans on the wire is ``raw_server.py``: this SDK's server corrects them before they
@@ -209,7 +210,7 @@ def _annotated_tools(server: PagedServer, count) -> None:
         return "tidied"
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     parser.add_argument("--port", type=int, default=0)
@@ -218,7 +219,11 @@ def main() -> None:
     parser.add_argument("--shuffle", action="store_true")
     parser.add_argument("--counter", type=Path)
     parser.add_argument("--annotated", action="store_true")
+    parser.add_argument("--refuse-if", type=Path)
     options = parser.parse_args()
+    if options.refuse_if is not None and options.refuse_if.exists():
+        # A test keeps a stdio server down this way: every restart fails until it is gone.
+        return 1
     server = build(
         tools=options.tools,
         page_size=options.page_size,
@@ -230,6 +235,7 @@ def main() -> None:
         server.run("stdio")
     else:
         server.run("streamable-http", host="127.0.0.1", port=options.port)
+    return 0
 
 
 if __name__ == "__main__":

@@ -208,6 +208,28 @@ async def test_a_tool_that_overruns_its_timeout_is_stopped_with_an_error():
     assert "timed out after 0.1 s" in result.content
 
 
+async def test_with_a_ceiling_progress_restarts_the_timeout_until_the_ceiling():
+    async def reporting(steps: int, ctx: ToolContext) -> str:
+        for step in range(steps):
+            ctx.update(f"step {step}\n")
+            await asyncio.sleep(0.02)
+        return f"{steps} steps"
+
+    async def silent(ctx: ToolContext) -> str:
+        await asyncio.sleep(30)
+        return "never"
+
+    # 20 steps 0.02 s apart: 0.4 s in all, past the 0.1 s timeout, never that long silent.
+    kept = await _tool(reporting, timeout=0.1, timeout_ceiling=5).execute({"steps": 20})
+    capped = await _tool(reporting, timeout=0.1, timeout_ceiling=0.2).execute({"steps": 500})
+    quiet = await _tool(silent, timeout=0.1, timeout_ceiling=0.05).execute()
+
+    assert kept.content == "20 steps"
+    assert "stopped at its limit of 0.2 s, still reporting progress" in capped.content
+    # A ceiling below the timeout is the timeout: a silent call is told it was silent.
+    assert "timed out after 0.1 s without progress" in quiet.content
+
+
 async def test_a_model_passed_timeout_is_clamped_and_used_as_argument_and_budget():
     seen = []
 

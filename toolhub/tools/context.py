@@ -99,12 +99,15 @@ class TailAccumulator:
         self._size = 0
         self._lock = threading.Lock()
         self._joined: str | None = ""
+        # When text last arrived (monotonic): a call's progress, read by an idle timeout.
+        self.updated = time.monotonic()
 
     def append(self, text: str) -> None:
         if not text:
             return
         with self._lock:
             self._joined = None
+            self.updated = time.monotonic()
             self.total_chars += len(text)
             if len(text) >= self.capacity:
                 self._chunks.clear()

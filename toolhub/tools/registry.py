@@ -180,6 +180,7 @@ def _same_tool(a: Tool, b: Tool) -> bool:
         and a.defer == b.defer
         and a.label == b.label
         and a.timeout == b.timeout
+        and a.timeout_ceiling == b.timeout_ceiling
         and a.runs_on == b.runs_on
     )
 

@@ -17,6 +17,7 @@ import hashlib
 import inspect
 import logging
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, Unpack, overload
@@ -90,6 +91,9 @@ class Tool:
     timeout: float | None = DEFAULT_TIMEOUT_SECONDS
     timeout_min: float | None = None
     timeout_max: float | None = None
+    # With a ceiling, ``timeout`` counts seconds without progress: each ``ctx.update``
+    # starts it again, and the call ends at the ceiling however much it reports.
+    timeout_ceiling: float | None = None
     cache: bool = False
     cache_ttl: float = 300.0
     cache_per_user: bool = True
@@ -121,6 +125,8 @@ class Tool:
             and self.timeout_min > self.timeout_max
         ):
             raise ValueError(f"{self.name}: timeout_min is above timeout_max")
+        if self.timeout_ceiling is not None and self.timeout_ceiling <= 0:
+            raise ValueError(f"{self.name}: timeout_ceiling must be positive")
         presets.check_memberships(self.name, self.toolset)
         wants_ctx = "ctx" in inspect.signature(self.fn).parameters
         object.__setattr__(self, "_wants_ctx", wants_ctx)
@@ -205,6 +211,14 @@ class Tool:
             requested = None
         return self.clamp_timeout(requested)
 
+    def limit_for(self, arguments: Mapping[str, Any]) -> float | None:
+        """The most seconds a call may run: its budget, or the ceiling when progress can
+        stretch the budget (what a worker's time limits must allow)."""
+        budget = self.budget_for(arguments)
+        if budget is None or self.timeout_ceiling is None:
+            return budget
+        return max(budget, self.timeout_ceiling)
+
     def cache_key(self, arguments: Mapping[str, Any], ctx: ToolContext) -> str:
         scope = ctx.user_id if self.cache_per_user else None
         payload = canonical_json({"tool": self.name, "args": arguments, "user": scope})
@@ -260,9 +274,7 @@ class Tool:
             work = asyncio.ensure_future(asyncio.to_thread(functools.partial(self.fn, **call_args)))
         cancelled = asyncio.ensure_future(ctx.cancel.wait())
         try:
-            done, _ = await asyncio.wait(
-                {work, cancelled}, timeout=budget, return_when=asyncio.FIRST_COMPLETED
-            )
+            done, late = await self._until_done(work, cancelled, ctx, budget)
         except asyncio.CancelledError:
             ctx.cancel.cancel()
             await _stop(work)
@@ -280,7 +292,37 @@ class Tool:
         if cancelled in done:
             return ToolResult.cancelled(f"{self.name}: cancelled")
         ctx.cancel.cancel()
-        return ToolResult.error(f"{self.name}: timed out after {budget:g} s")
+        return ToolResult.error(f"{self.name}: {late}")
+
+    async def _until_done(
+        self,
+        work: asyncio.Future[Any],
+        cancelled: asyncio.Future[Any],
+        ctx: ToolContext,
+        budget: float | None,
+    ) -> tuple[set[asyncio.Future[Any]], str]:
+        """Wait for the work or the cancel; when time runs out first, nothing is done and
+        the string says how it ran out."""
+        waiting = {work, cancelled}
+        if budget is None or self.timeout_ceiling is None or ctx.tail is None:
+            done, _ = await asyncio.wait(
+                waiting, timeout=budget, return_when=asyncio.FIRST_COMPLETED
+            )
+            return done, "" if budget is None else f"timed out after {budget:g} s"
+        ceiling = max(self.timeout_ceiling, budget)
+        stop_at = ctx.started + ceiling
+        while True:
+            # Progress moves the idle deadline on; the ceiling never moves.
+            idle_at = ctx.tail.updated + budget
+            left = min(idle_at, stop_at) - time.monotonic()
+            if left <= 0:
+                break
+            done, _ = await asyncio.wait(waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            if done:
+                return done, ""
+        if idle_at <= stop_at:
+            return set(), f"timed out after {budget:g} s without progress"
+        return set(), f"stopped at its limit of {ceiling:g} s, still reporting progress"
 
     async def _cap(self, result: ToolResult, ctx: ToolContext) -> ToolResult:
         text = result.content
@@ -369,6 +411,7 @@ class ToolOptions(TypedDict, total=False):
     timeout: float | None
     timeout_min: float | None
     timeout_max: float | None
+    timeout_ceiling: float | None
     cache: bool
     cache_ttl: float
     cache_per_user: bool
@@ -430,6 +473,8 @@ def function(
     - ``stream_capacity_chars``: the bound of the streamed tail (default: the cap).
     - ``timeout``, ``timeout_min``, ``timeout_max``: a static timeout, or, when the function
       takes a ``timeout`` argument, the range the model's value is clamped into.
+    - ``timeout_ceiling``: makes ``timeout`` an idle limit that progress restarts, with
+      this hard limit on the whole call.
     - ``cache``, ``cache_ttl``, ``cache_per_user``: memoize on the canonical arguments.
     - ``check_fn``, ``requires_env``, ``can_use``: "can run now" gates (layer L4).
     - ``requires_approval``: ask the person first (a bool, or a rule of the arguments).

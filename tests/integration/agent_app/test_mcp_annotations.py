@@ -244,6 +244,7 @@ def test_the_admin_turns_a_servers_approval_off_and_on(admin_client):
         "args": "[]",
         "url": "",
         "timeout": "30",
+        "timeout_ceiling": "600",
         "allowlist": "null",
         "env_update": "",
         "headers_update": "",

@@ -17,7 +17,7 @@ from agent_app import mcp
 from agent_app.models import McpServer
 from tests.fakes import Reply
 from tests.integration.chat import events, open_socket, send, until
-from tests.mcp import SERVER, wait_for
+from tests.mcp import SERVER, free_port, http_server, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,23 +28,33 @@ SECRET = "sk-very-secret-value-123"
 def demo_server(registry_state, staff, tmp_path):
     """One stdio server, ``demo``, connected in this process; its calls are counted."""
     counter = tmp_path / "calls.txt"
-    intervals = (mcp.manager.health_interval, mcp.manager.backoff_initial)
-    mcp.manager.health_interval, mcp.manager.backoff_initial = 0.2, 0.1
+    paces = _pace(
+        health_interval=0.2, backoff_initial=0.1, backoff_max=0.5, probe_interval=0.2, hold=0.3
+    )
     server = McpServer.objects.create(
         name="demo",
         transport="stdio",
         command=os.sys.executable,
-        args=[str(SERVER), "--counter", str(counter)],
+        args=[str(SERVER), "--counter", str(counter), "--refuse-if", str(tmp_path / "down")],
         env={"DEMO_TOKEN": SECRET},
         created_by=staff,
     )
     mcp.mcp_sync(wait=10)
     wait_for(lambda: connected("demo"), what="the demo server to connect")
     server.counter = counter
+    server.down = tmp_path / "down"  # while it exists, the server cannot be restarted
     yield server
     McpServer.objects.all().delete()
     mcp.mcp_sync(wait=10)
-    mcp.manager.health_interval, mcp.manager.backoff_initial = intervals
+    _pace(**paces)
+
+
+def _pace(**knobs: float) -> dict[str, float]:
+    """Set the process manager's intervals for a test; returns what they were."""
+    was = {name: getattr(mcp.manager, name) for name in knobs}
+    for name, value in knobs.items():
+        setattr(mcp.manager, name, value)
+    return was
 
 
 def add_remote(client, authorization: str, **fields):
@@ -167,7 +177,7 @@ async def test_arguments_invalid_for_an_mcp_tools_schema_never_reach_the_server(
     await socket.disconnect()
 
 
-async def test_a_killed_server_hides_its_tools_with_the_reason_and_they_return_identically(
+async def test_a_server_gone_past_the_hold_hides_its_tools_with_the_reason_and_they_return(
     owner, staff, model, demo_server, api
 ):
     session = await new_session(owner)
@@ -183,6 +193,7 @@ async def test_a_killed_server_hides_its_tools_with_the_reason_and_they_return_i
     assert "demo__pid" in [tool["name"] for tool in before["resident"]]
     pid = int((await mcp.manager.call("demo", "pid", {}, ctx=_ctx())).content)
 
+    demo_server.down.touch()
     os.kill(pid, signal.SIGKILL)
     model.replies.extend(
         [
@@ -192,7 +203,7 @@ async def test_a_killed_server_hides_its_tools_with_the_reason_and_they_return_i
             Reply(text="The server is gone."),
         ]
     )
-    await wait_for_async(lambda: not connected("demo"))
+    await wait_for_async(lambda: mcp.manager.statuses()["demo"].state == "disconnected")
     frames = await chat(socket, "echo x")
 
     result = events(frames, "tool_result")[-1]["data"]
@@ -208,6 +219,7 @@ async def test_a_killed_server_hides_its_tools_with_the_reason_and_they_return_i
     assert (echo["available"], echo["layer"]) == (False, "L4")
     assert echo["reason"] == "MCP server demo disconnected"
 
+    demo_server.down.unlink()
     await wait_for_async(lambda: connected("demo"))
     after = await toolset()
     assert after["fingerprint"] == before["fingerprint"]
@@ -274,6 +286,7 @@ def test_the_admin_keeps_stored_secrets_when_their_box_is_left_empty(admin_clien
         "args": "[]",
         "url": "",
         "timeout": "30",
+        "timeout_ceiling": "600",
         "allowlist": "null",
         "env_update": "",
         "headers_update": '{"X-Key": "new"}',
@@ -421,3 +434,59 @@ async def wait_for_async(predicate, timeout: float = 20.0) -> None:
     while not predicate():
         assert loop.time() < deadline, "timed out"
         await asyncio.sleep(0.02)
+
+
+async def test_a_server_that_drops_briefly_keeps_the_array_and_its_calls_fail_fast(
+    owner, staff, model, api, registry_state
+):
+    port = free_port()
+    paces = _pace(health_interval=0.2, backoff_initial=0.1, probe_interval=0.2, hold=60)
+    try:
+        with http_server(port):
+            await database_sync_to_async(_add_http)(staff, port)
+            await wait_for_async(lambda: connected("remote"))
+            session = await new_session(owner)
+            client = await database_sync_to_async(api)(owner)
+            toolset = database_sync_to_async(
+                lambda: client.get(f"/api/sessions/{session.pk}/toolset/").json()
+            )
+            socket = await open_socket(session.pk, owner)
+            model.replies.append(Reply(text="Hello."))
+            await chat(socket, "hi")
+            before = await toolset()
+
+        await wait_for_async(lambda: mcp.manager.statuses()["remote"].state == "reconnecting")
+        # Its tools are still found, loaded and called; the call fails at once, with why.
+        load_then_call(model, "remote__echo", {"text": "x"})
+        frames = await chat(socket, "echo x")
+
+        result = events(frames, "tool_result")[-1]["data"]
+        assert result["status"] == "error"
+        assert "MCP server remote lost its connection" in result["content"]
+        during = await toolset()
+        assert during["fingerprint"] == before["fingerprint"]
+        assert "remote__echo" not in {item["name"] for item in during["hidden"]}
+        ops = await database_sync_to_async(_ops_page)(staff)
+        assert "Reconnecting" in ops
+        with http_server(port):
+            await wait_for_async(lambda: connected("remote"))
+            assert (await toolset())["fingerprint"] == before["fingerprint"]
+        await socket.disconnect()
+    finally:
+        await database_sync_to_async(_remove_all)()
+        _pace(**paces)
+
+
+def _add_http(staff, port: int) -> None:
+    McpServer.objects.create(
+        name="remote",
+        transport="streamable_http",
+        url=f"http://127.0.0.1:{port}/mcp",
+        created_by=staff,
+    )
+    mcp.mcp_sync(wait=10)
+
+
+def _remove_all() -> None:
+    McpServer.objects.all().delete()
+    mcp.mcp_sync(wait=10)

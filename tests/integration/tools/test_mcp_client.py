@@ -5,11 +5,13 @@ in ``tests/unit``: every test starts server processes.)"""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
 import sys
 from pathlib import Path
+from typing import TextIO, cast
 
 import pytest
 
@@ -30,15 +32,26 @@ def reg() -> ToolRegistry:
     return ToolRegistry()
 
 
+def make_manager(reg: ToolRegistry, tmp_path: Path, **knobs) -> McpManager:
+    """A manager with a test's pace: fast relists, probes and retries."""
+    errlog = (tmp_path / "mcp-stderr.log").open("a")
+    options = {
+        "health_interval": 0.2,
+        "probe_interval": 0.2,
+        "probe_timeout": 0.5,
+        "backoff_initial": 0.1,
+        "backoff_max": 0.5,
+        **knobs,
+    }
+    return McpManager(reg, errlog=errlog, **options)
+
+
 @pytest.fixture
 def manager(reg: ToolRegistry, tmp_path: Path):
-    errlog = (tmp_path / "mcp-stderr.log").open("w")
-    manager = McpManager(
-        reg, health_interval=0.2, backoff_initial=0.1, backoff_max=0.5, errlog=errlog
-    )
+    manager = make_manager(reg, tmp_path)
     yield manager
     manager.stop()
-    errlog.close()
+    cast(TextIO, manager.errlog).close()
 
 
 def connect(manager: McpManager, *configs: McpServerConfig) -> None:
@@ -359,51 +372,135 @@ def test_a_name_held_by_a_code_tool_is_skipped_with_the_reason(manager, reg):
     assert "taken by" in skipped.reason
 
 
-def test_a_killed_stdio_server_makes_its_tools_unavailable_then_they_return_identically(
+def test_a_killed_stdio_server_keeps_its_tools_in_place_fails_fast_and_returns_identically(
     manager, reg
 ):
     connect(manager, stdio_config("demo", defer=False))
-    before = fingerprint(reg)
+    before, generation = fingerprint(reg), reg.generation
     pid = int(run(reg.get("demo__pid").execute({}, ToolContext(env={}))).content)
 
     os.kill(pid, signal.SIGKILL)
 
-    # The manager notices, says why, and starts the server again by itself.
-    reason = "MCP server demo disconnected"
+    # The manager notices, says why, and starts the server again by itself; meanwhile the
+    # array is the one turns had, so the blip costs no prompt-cache miss.
     call = run(reg.get("demo__echo").execute({"text": "x"}, ToolContext(env={})))
     assert call.is_error
-    assert reason in call.content
-    assert manager.statuses()["demo"].state == "disconnected"
+    assert "MCP server demo lost its connection" in call.content
+    assert "reconnecting" in call.content
+    assert manager.statuses()["demo"].state == "reconnecting"
+    assert "demo__echo" in resolve(reg, ctx=ToolContext(env={})).array_names
+    assert fingerprint(reg) == before
     again = wait_for(lambda: succeeded(reg, "demo__pid"), what="the reconnect")
     assert int(again.content) != pid
     assert fingerprint(reg) == before
+    assert reg.generation == generation
 
 
-def test_a_stopped_http_server_hides_its_tools_with_the_reason_and_they_come_back(manager, reg):
+def test_a_server_gone_longer_than_the_hold_hides_its_tools_with_the_reason_and_they_come_back(
+    reg, tmp_path
+):
+    manager = make_manager(reg, tmp_path, hold=0.3)
+    port = free_port()
+    try:
+        with http_server(port):
+            connect(manager, http_config("remote", port, defer=False))
+            before = fingerprint(reg)
+            assert (
+                run(reg.get("remote__echo").execute({"text": "hi"}, ToolContext(env={}))).content
+                == "hi"
+            )
+
+        wait_for(
+            lambda: manager.statuses()["remote"].state == "disconnected", what="the disconnect"
+        )
+        resolved = resolve(reg, ctx=ToolContext(env={}))
+        hidden = resolved.reason_for("remote__echo")
+        assert (hidden.layer, hidden.reason) == ("L4", "MCP server remote disconnected")
+        assert "remote__echo" not in resolved.array_names
+        failed = run(reg.get("remote__echo").execute({"text": "hi"}, ToolContext(env={})))
+        assert failed.is_error
+        assert "MCP server remote disconnected" in failed.content
+
+        with http_server(port):
+            wait_for(
+                lambda: manager.statuses()["remote"].state == "connected", what="the reconnect"
+            )
+            assert fingerprint(reg) == before
+            assert run(
+                reg.get("remote__echo").execute({"text": "back"}, ToolContext(env={}))
+            ).content == ("back")
+    finally:
+        manager.stop()
+
+
+def test_an_http_server_back_within_the_hold_never_changed_the_array(manager, reg):
     port = free_port()
     with http_server(port):
         connect(manager, http_config("remote", port, defer=False))
-        before = fingerprint(reg)
-        assert (
-            run(reg.get("remote__echo").execute({"text": "hi"}, ToolContext(env={}))).content
-            == "hi"
-        )
-
-    wait_for(lambda: manager.statuses()["remote"].state == "disconnected", what="the disconnect")
-    resolved = resolve(reg, ctx=ToolContext(env={}))
-    hidden = resolved.reason_for("remote__echo")
-    assert (hidden.layer, hidden.reason) == ("L4", "MCP server remote disconnected")
-    assert "remote__echo" not in resolved.array_names
-    failed = run(reg.get("remote__echo").execute({"text": "hi"}, ToolContext(env={})))
-    assert failed.is_error
-    assert "MCP server remote disconnected" in failed.content
+    before, generation = fingerprint(reg), reg.generation
+    wait_for(lambda: manager.statuses()["remote"].state == "reconnecting", what="the loss")
+    assert "remote__echo" in resolve(reg, ctx=ToolContext(env={})).array_names
 
     with http_server(port):
         wait_for(lambda: manager.statuses()["remote"].state == "connected", what="the reconnect")
-        assert fingerprint(reg) == before
-        assert run(
-            reg.get("remote__echo").execute({"text": "back"}, ToolContext(env={}))
-        ).content == ("back")
+        assert succeeded(reg, "remote__echo", {"text": "back"}).content == "back"
+    assert (fingerprint(reg), reg.generation) == (before, generation)
+
+
+@pytest.mark.parametrize("which", ["sdk", "raw"])
+def test_a_hung_server_is_found_by_a_ping_and_the_call_waiting_on_it_ends_with_the_reason(
+    manager, reg, which
+):
+    # The SDK's server speaks 2026-07-28 (no ping: server/discover is the probe); the
+    # hand-written one speaks the handshake era and answers ping.
+    config = stdio_config("demo", timeout=120) if which == "sdk" else raw_config(timeout=120)
+    connect(manager, config)
+    pid = server_children(b"tests/mcp/server.py" if which == "sdk" else b"raw_server.py")[0]
+    name = "demo__sleep" if which == "sdk" else "raw__honest_reader"
+    arguments = {"seconds": 60} if which == "sdk" else {}
+
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        # The call's timeout is 120 s; the probe ends it long before, and says why.
+        result = run(reg.get(name).execute(arguments, ToolContext(env={})))
+        status = manager.statuses()[config.name]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+    assert result.is_error
+    assert "did not answer a ping within 0.5 s" in result.content
+    assert "timed out" not in result.content
+    assert status.state == "reconnecting"
+    wait_for(lambda: manager.statuses()[config.name].state == "connected", what="the restart")
+    wait_for(lambda: pid not in server_children(b"server.py"), what="the hung process to go")
+
+
+def test_progress_restarts_the_timeout_and_silence_ends_it(manager, reg):
+    connect(manager, stdio_config("demo", timeout=0.5))
+
+    # 40 steps 0.05 s apart: 2 s in all, four times the timeout, never 0.5 s silent.
+    counted = run(reg.get("demo__count_up").execute({"steps": 40}, ToolContext(env={})))
+    silent = run(reg.get("demo__sleep").execute({"seconds": 2}, ToolContext(env={})))
+
+    assert counted.content == "counted to 40"
+    assert silent.is_error
+    assert "timed out after 0.5 s without progress" in silent.content
+
+
+def test_a_call_still_reporting_progress_is_stopped_at_the_ceiling(manager, reg, tmp_path):
+    counter = tmp_path / "calls.txt"
+    connect(
+        manager,
+        stdio_config("demo", "--counter", str(counter), timeout=0.5, timeout_ceiling=1.0),
+    )
+
+    endless = run(reg.get("demo__count_up").execute({"steps": 400}, ToolContext(env={})))
+
+    assert endless.is_error
+    assert "stopped at its limit of 1 s, still reporting progress" in endless.content
+    assert "counted" not in endless.content
+    assert succeeded(reg, "demo__echo", {"text": "still here"}).content == "still here"
 
 
 def test_a_stdio_server_gets_its_configured_environment_and_none_of_ours(manager, reg, monkeypatch):
@@ -443,10 +540,8 @@ def test_after_a_configuration_change_the_kept_tools_follow_the_new_connection(m
     assert reg.get("demo__echo") is echo  # unchanged tools are kept as they were
     assert fingerprint(reg) == before
     os.kill(int(second.content), signal.SIGKILL)
-    wait_for(
-        lambda: resolve(reg, ctx=ToolContext(env={})).reason_for("demo__echo") is not None,
-        what="the tools to be hidden",
-    )
+    failed = run(echo.execute({"text": "x"}, ToolContext(env={})))
+    assert "MCP server demo lost its connection" in failed.content
 
 
 def server_children(command: bytes = b"tests/mcp/server.py") -> list[int]:

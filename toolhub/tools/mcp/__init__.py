@@ -14,10 +14,16 @@ Invariants:
   are: a reconnect, or a server listing its tools in another order, leaves the array and
   its fingerprint byte-identical. A changed listing reaches turns at their next
   resolution; a running turn keeps the array it froze.
-- **Going away.** A server that disconnects keeps its tools registered but unavailable at
-  layer 4 ("MCP server X disconnected"), calls to them fail with that message, and the
-  connection retries with exponential backoff. Only removing or disabling the server
-  unregisters its tools.
+- **Going away.** A connected server is probed every few seconds (``ping``, or
+  ``server/discover`` where the protocol has no ping), so silence is found within
+  seconds. A server that was connected and is lost is ``reconnecting`` for ``hold``
+  seconds: its tools stay available at layer 4, so the array and its fingerprint do not
+  change for a blip, and every call, the ones already waiting included, fails at once
+  with the reason. After the hold they are unavailable ("MCP server X disconnected")
+  until it returns. The connection retries with exponential backoff throughout. Only
+  removing or disabling the server unregisters its tools.
+- **Timeouts.** A tool's ``timeout`` is an idle limit that each progress notification
+  restarts; ``timeout_ceiling`` bounds the whole call (``Tool._until_done``).
 - **Annotations.** A tool's MCP annotations decide plan mode and approval, read as the
   spec defines them (``readOnlyHint`` defaults to false, ``destructiveHint`` to true and
   counts only when the tool is not read-only). Only a tool the server marks read-only is

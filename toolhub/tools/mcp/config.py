@@ -69,7 +69,9 @@ class McpServerConfig:
     url: str = ""
     headers: tuple[tuple[str, str], ...] = ()
     defer: bool = True
+    # Seconds without progress; progress restarts it, up to the ceiling for the whole call.
     timeout: float = 60.0
+    timeout_ceiling: float = 600.0
     allowlist: tuple[str, ...] | None = None
     # Ask the person before a tool this server marks destructive runs.
     approve_destructive: bool = True
@@ -86,8 +88,8 @@ class McpServerConfig:
             raise ValueError("a stdio server needs a command")
         if self.transport == "streamable_http" and not self.url:
             raise ValueError("a streamable HTTP server needs a URL")
-        if self.timeout <= 0:
-            raise ValueError("timeout must be positive")
+        if self.timeout <= 0 or self.timeout_ceiling <= 0:
+            raise ValueError("timeout and timeout_ceiling must be positive")
         for key, value in self.headers:
             if not HEADER_NAME.fullmatch(key):
                 raise ValueError(f"header name {key[:60]!r} is not a valid HTTP header name")

@@ -99,9 +99,16 @@ async def _watched(transport: Any, notes: dict[str, Any]) -> AsyncIterator[tuple
         yield _WatchedListing(read_stream, notes), write_stream
 
 
+# States in which a server's tools stay in the array: a server that was connected keeps
+# its tools in place while it reconnects, so a brief blip changes no array and costs no
+# prompt-cache miss; only after ``hold`` seconds without it do they leave.
+SHOWN = frozenset({"connected", "reconnecting"})
+
+
 class _Connection:
     """One server: a supervising task on the manager's loop that connects, lists, keeps
-    the listing fresh, notices the server going away, and reconnects with backoff."""
+    the listing fresh, probes the server, notices it going away, and reconnects with
+    backoff."""
 
     def __init__(self, manager: McpManager, config: McpServerConfig) -> None:
         self.manager = manager
@@ -110,7 +117,6 @@ class _Connection:
         self.status = McpStatus(config.name, "connecting")
         self.lost = asyncio.Event()
         self.delay = manager.backoff_initial
-        self.reason = f"MCP server {config.name} disconnected"
         # The remote names registered now: a call for any other (dropped from the
         # listing or the allowlist since a turn froze its tools) is refused.
         self.offered: frozenset[str] = frozenset()
@@ -118,7 +124,21 @@ class _Connection:
         self.stopping = asyncio.Event()
         # Remote name -> its annotations as the wire carried them (``_WatchedListing``).
         self.wire_annotations: dict[str, Any] = {}
+        # Calls waiting on the server now; ended with the reason when it is lost, so none
+        # waits its whole timeout on a server known to be gone.
+        self.calls: set[asyncio.Task[Any]] = set()
+        self.dropped: set[asyncio.Task[Any]] = set()
+        self.hold: asyncio.TimerHandle | None = None
         self.task = asyncio.get_running_loop().create_task(self._supervise())
+
+    @property
+    def reason(self) -> str:
+        """Why a call cannot be made now (the text the model and the card show)."""
+        name = self.config.name
+        if self.status.state == "reconnecting":
+            error = self.status.error
+            return f"MCP server {name} lost its connection ({error}) and is reconnecting"
+        return f"MCP server {name} disconnected"
 
     async def _supervise(self) -> None:
         while not self.closing:
@@ -130,10 +150,12 @@ class _Connection:
             except BaseException as exc:  # the SDK raises exception groups too
                 error = self.config.redact(_describe(exc))
             self.client = None
-            self.offered = frozenset()
             if self.closing:
                 return
-            self._set("disconnected", error=error)
+            if self.lost.is_set() and self.status.state == "reconnecting":
+                error = self.status.error  # _went_away said why, better than the ending
+            else:
+                self._lose(error)
             logger.warning(
                 "MCP server %s: %s; retrying in %.1f s", self.config.name, error, self.delay
             )
@@ -156,14 +178,50 @@ class _Connection:
             await self._relist(client)
             self.client = client
             self.delay = self.manager.backoff_initial
-            while not self.closing:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.lost.wait(), self.manager.health_interval)
-                if self.lost.is_set():
-                    return
-                # The relisting is also the health check: the protocol (2026-07-28) has
-                # no ping, and a listing notices both a dead server and a changed one.
-                await self._relist(client)
+            prober = asyncio.get_running_loop().create_task(self._probe_forever(client))
+            try:
+                while not self.closing:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.lost.wait(), self.manager.health_interval)
+                    if self.lost.is_set() or not await self._unless_lost(self._relist(client)):
+                        return
+            finally:
+                prober.cancel()
+
+    async def _unless_lost(self, work: Any) -> bool:
+        """Run ``work`` unless the connection is lost first (a probe failing while a
+        relisting waits on a hung server); False when it was."""
+        job = asyncio.ensure_future(work)
+        lost = asyncio.ensure_future(self.lost.wait())
+        try:
+            await asyncio.wait({job, lost}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            lost.cancel()
+        if not job.done():
+            job.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await job
+            return False
+        job.result()
+        return True
+
+    async def _probe_forever(self, client: Any) -> None:
+        """Ask the server for a cheap answer every ``probe_interval`` seconds: a hung
+        server (alive, silent) is lost within seconds, not at some call's timeout."""
+        manager = self.manager
+        while not self.lost.is_set():
+            await asyncio.sleep(manager.probe_interval)
+            try:
+                async with asyncio.timeout(manager.probe_timeout):
+                    await _probe(client)
+            except asyncio.CancelledError:
+                raise
+            except TimeoutError:
+                self._went_away(
+                    client, f"it did not answer a ping within {manager.probe_timeout:g} s"
+                )
+            except Exception as exc:
+                self._went_away(client, self.config.redact(_describe(exc)))
 
     async def _relist(self, client: Any) -> None:
         listing: list[Any] = []
@@ -206,6 +264,25 @@ class _Connection:
                 "MCP server %s connected: %d tools", self.config.name, len(tools) - len(skipped)
             )
         self._set("connected", tools=len(tools) - len(skipped), skipped=tuple(skipped))
+        if self.hold is not None:
+            self.hold.cancel()
+            self.hold = None
+
+    def _lose(self, error: str) -> None:
+        """The connection is gone: a server that was connected holds its tools in place
+        for ``hold`` seconds while it reconnects; one that never was is disconnected."""
+        if self.status.state not in SHOWN:
+            self._set("disconnected", error=error)
+            return
+        self._set("reconnecting", error=error)
+        if self.hold is None:
+            self.hold = asyncio.get_running_loop().call_later(self.manager.hold, self._let_go)
+
+    def _let_go(self) -> None:
+        self.hold = None
+        if self.status.state == "reconnecting":
+            self.offered = frozenset()
+            self._set("disconnected", error=self.status.error)
 
     def _set(
         self,
@@ -224,7 +301,7 @@ class _Connection:
             skipped=previous.skipped if skipped is None else skipped,
             since=previous.since if previous.state == state else time.time(),
         )
-        if previous.state != state:
+        if (previous.state in SHOWN) != (state in SHOWN):
             # The layer-4 gate changed: memoized resolutions key on the registry too.
             self.manager.registry.touch()
 
@@ -255,14 +332,23 @@ class _Connection:
             raise McpUnavailableError(self.reason)
         if remote not in self.offered:
             raise McpUnavailableError(f"MCP server {self.config.name} no longer offers this tool")
+        task = asyncio.current_task()
+        assert task is not None
+        self.calls.add(task)
         try:
             return await client.call_tool(
                 remote,
                 arguments,
-                # A backstop only: Tool.execute enforces the timeout and cancels us.
-                read_timeout_seconds=self.config.timeout + 5,
+                # A backstop only: Tool.execute enforces the timeouts and cancels us.
+                read_timeout_seconds=max(self.config.timeout, self.config.timeout_ceiling) + 5,
                 progress_callback=progress,
             )
+        except asyncio.CancelledError:
+            if task not in self.dropped:
+                raise
+            # Ended by _went_away, not by the caller: an answer, not a cancellation.
+            task.uncancel()
+            raise McpUnavailableError(self.reason) from None
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 self._went_away(client, "the connection closed")
@@ -271,14 +357,21 @@ class _Connection:
         except (OSError, EOFError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             self._went_away(client, self.config.redact(_describe(exc)))
             raise McpUnavailableError(self.reason) from exc
+        finally:
+            self.calls.discard(task)
+            self.dropped.discard(task)
 
     def _went_away(self, client: Any, error: str) -> None:
-        # Said at once (the next resolution hides the tools), not at the next health check;
-        # a late failure of an earlier connection's call says nothing about this one.
-        if self.client is not client:
+        # Said at once, not at the next health check, and every call still waiting on the
+        # server ends now with the reason; a late failure of an earlier connection's call
+        # says nothing about this one.
+        if self.client is not client or self.lost.is_set():
             return
-        self._set("disconnected", error=error)
+        self._lose(error)
         self.lost.set()
+        for waiting in self.calls:
+            self.dropped.add(waiting)
+            waiting.cancel()
 
     async def close(self) -> None:
         """Stop cooperatively, so the SDK's own shutdown (stdin closed, then SIGTERM, then
@@ -286,6 +379,8 @@ class _Connection:
         self.closing = True
         self.stopping.set()
         self.lost.set()
+        if self.hold is not None:
+            self.hold.cancel()
         try:
             await asyncio.wait_for(asyncio.shield(self.task), CLOSE_SECONDS)
         except TimeoutError:
@@ -294,6 +389,19 @@ class _Connection:
                 await self.task
         except Exception:
             logger.debug("MCP server %s ended with an error while closing", self.config.name)
+
+
+async def _probe(client: Any) -> None:
+    """One liveness round trip: ``ping`` where the protocol has it; 2026-07-28 removed
+    it, and there ``server/discover`` (stateless, answered from what the server already
+    knows) is the cheapest request a server must answer."""
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    version = client.protocol_version
+    if version in MODERN_PROTOCOL_VERSIONS:
+        await client.session.send_discover(version)
+    else:
+        await client.session.send_ping()
 
 
 def _client_info() -> Any:
@@ -310,6 +418,9 @@ class McpManager:
         registry: ToolRegistry | None = None,
         *,
         health_interval: float = 10.0,
+        probe_interval: float = 3.0,
+        probe_timeout: float = 5.0,
+        hold: float = 30.0,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
         list_timeout: float = 30.0,
@@ -318,6 +429,9 @@ class McpManager:
     ) -> None:
         self.registry = default_registry if registry is None else registry
         self.health_interval = health_interval
+        self.probe_interval = probe_interval
+        self.probe_timeout = probe_timeout
+        self.hold = hold
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.list_timeout = list_timeout
@@ -384,7 +498,7 @@ class McpManager:
         """Layer 4 for every tool of ``server`` (any thread). It looks the connection up by
         name: a tool kept across a reconnect answers for the connection of now."""
         connection = self._connections.get(server)
-        if connection is None or connection.status.state != "connected":
+        if connection is None or connection.status.state not in SHOWN:
             raise ToolUnavailable(f"MCP server {server} disconnected")
         return True
 

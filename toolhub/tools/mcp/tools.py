@@ -153,6 +153,7 @@ def build_tools(
             label=untrusted_text(title or remote.name, MAX_LABEL_CHARS),
             origin=origin,
             timeout=config.timeout,
+            timeout_ceiling=config.timeout_ceiling,
             check_fn=check,
             defer=defer if isinstance(defer, bool) else config.defer,
             source="mcp",
