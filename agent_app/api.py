@@ -252,6 +252,11 @@ ToolsetSerializer = inline_serializer(
         "agent": serializers.CharField(help_text="The chat's agent"),
         "resident": serializers.ListField(child=serializers.DictField()),
         "catalog": serializers.ListField(child=serializers.DictField()),
+        "instructions": serializers.ListField(
+            child=serializers.DictField(child=serializers.CharField()),
+            help_text="Instructions of MCP servers whose tools are offered, as the catalog "
+            "block ends with them (counted in its tokens)",
+        ),
         "tokens": serializers.DictField(child=serializers.IntegerField()),
         "hidden": serializers.ListField(child=serializers.DictField()),
     },

@@ -29,7 +29,7 @@ from django.dispatch import receiver
 from agent_app.models import McpServer
 from toolhub.lib.catalog_news import catalog_changed, catalog_changed_now
 from toolhub.lib.errors import Conflict, Forbidden, Invalid, NotFound
-from toolhub.tools.mcp import McpManager, McpServerConfig, McpStatus
+from toolhub.tools.mcp import McpLogLine, McpManager, McpServerConfig, McpStatus
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +142,14 @@ def _sync_now() -> None:
 
 def mcp_status(server: McpServer) -> McpStatus | None:
     return manager.statuses().get(server.name) if server.enabled else None
+
+
+OPS_LOG_LINES = 20
+
+
+def mcp_logs(server: McpServer) -> list[McpLogLine]:
+    """The last log messages the server sent this process's connection, oldest first."""
+    return manager.logs(server.name)[-OPS_LOG_LINES:] if server.enabled else []
 
 
 def server_json(server: McpServer) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from agent_app.mcp import mcp_server_get, mcp_server_save, mcp_servers, server_json
+from agent_app.mcp import mcp_logs, mcp_server_get, mcp_server_save, mcp_servers, server_json
 from agent_app.turns.preview import session_plan_reset, session_toolset
 from profiles_app.services import (
     global_disable_audit,
@@ -136,7 +136,9 @@ def _render(
 ) -> HttpResponse:
     tools, orphans = tools_for_ops()
     context = {
-        "mcp_servers": [server_json(server) for server in mcp_servers()],
+        "mcp_servers": [
+            {**server_json(server), "logs": mcp_logs(server)} for server in mcp_servers()
+        ],
         "tools": tools,
         "orphans": orphans,
         "policies": tool_policy_rows(),

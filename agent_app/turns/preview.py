@@ -151,6 +151,8 @@ def session_toolset(*, session: ChatSession, channel: str = "web") -> dict[str, 
         "catalog": [
             {"name": tool.name, "tier": resolved.tiers[tool.name]} for tool in resolved.deferred
         ],
+        # What origins (MCP servers) add to the catalog block, counted in its tokens.
+        "instructions": [{"origin": origin, "text": note} for origin, note in resolved.notes],
         "tokens": {"resident": tools.resident_tokens, "catalog": tools.catalog_tokens},
         "hidden": [
             {

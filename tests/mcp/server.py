@@ -10,6 +10,8 @@ random order and ``--page-size`` splits the listing into pages behind cursors, s
 client's ordering and pagination are exercised against a real server. ``--counter FILE``
 appends a line per executed call, so a test can prove a call never reached the server;
 ``--refuse-if FILE`` exits at start while FILE exists, so a restart can be made to fail.
+``--lively`` adds ``grow`` (adds a tool and sends list_changed) and ``shout`` (sends a log
+message); ``--instructions TEXT`` is what the server tells a client about its tools.
 ``--annotated`` adds tools carrying MCP annotations (read-only, destructive, additive, and
 hints left to their defaults); the fixed tools have none. (A server whose hints are not
 booleans on the wire is ``raw_server.py``: this SDK's server corrects them before they
@@ -87,8 +89,16 @@ def build(
     shuffle: bool,
     counter: Path | None,
     annotated: bool = False,
+    lively: bool = False,
+    instructions: str | None = None,
 ) -> MCPServer:
-    server = PagedServer("toolhub-test", page_size=page_size, shuffle=shuffle, log_level="ERROR")
+    server = PagedServer(
+        "toolhub-test",
+        page_size=page_size,
+        shuffle=shuffle,
+        log_level="ERROR",
+        instructions=instructions,
+    )
 
     def count(name: str) -> None:
         if counter is not None:
@@ -175,7 +185,25 @@ def build(
         server.add_tool(noop, name=f"noop_{index:03d}", description=f"Do nothing, number {index}.")
     if annotated:
         _annotated_tools(server, count)
+    if lively:
+        _lively_tools(server)
     return server
+
+
+def _lively_tools(server: PagedServer) -> None:
+    @server.tool(description="Add a tool named grown_<name> and tell the client at once.")
+    async def grow(name: str, ctx: Context) -> str:
+        def grown() -> str:
+            return f"grown {name}"
+
+        server.add_tool(grown, name=f"grown_{name}", description=f"A tool grown as {name}.")
+        await ctx.notify_tools_changed()
+        return f"grew grown_{name}"
+
+    @server.tool(description="Send a log message at a level.")
+    async def shout(text: str, level: str, ctx: Context) -> str:
+        await ctx.log(level, text, logger_name="shouter")
+        return "shouted"
 
 
 def _annotated_tools(server: PagedServer, count) -> None:
@@ -220,6 +248,8 @@ def main() -> int:
     parser.add_argument("--counter", type=Path)
     parser.add_argument("--annotated", action="store_true")
     parser.add_argument("--refuse-if", type=Path)
+    parser.add_argument("--lively", action="store_true")
+    parser.add_argument("--instructions")
     options = parser.parse_args()
     if options.refuse_if is not None and options.refuse_if.exists():
         # A test keeps a stdio server down this way: every restart fails until it is gone.
@@ -230,6 +260,8 @@ def main() -> int:
         shuffle=options.shuffle,
         counter=options.counter,
         annotated=options.annotated,
+        lively=options.lively,
+        instructions=options.instructions,
     )
     if options.transport == "stdio":
         server.run("stdio")

@@ -45,6 +45,9 @@ class ToolRegistry:
         self._tools: dict[str, Tool] = {}
         self._skipped: dict[str, Skipped] = {}
         self._load_errors: dict[str, str] = {}
+        # Origin -> what it asks to add to the system prompt while a tool of it is offered
+        # (an MCP server's instructions).
+        self._notes: dict[str, str] = {}
         self.generation = 0
         self._gated: tuple[int, tuple[Tool, ...]] = (-1, ())
         self._ordered: tuple[int, tuple[Tool, ...]] = (-1, ())
@@ -90,6 +93,21 @@ class ToolRegistry:
             if changed:
                 self.generation += 1
         return skipped
+
+    def set_note(self, origin: str, text: str) -> None:
+        """Set (or, with ``""``, clear) the system-prompt note of ``origin``; a note that
+        is unchanged changes nothing."""
+        with self._lock:
+            if self._notes.get(origin, "") == text:
+                return
+            if text:
+                self._notes[origin] = text
+            else:
+                self._notes.pop(origin, None)
+            self.generation += 1
+
+    def note(self, origin: str) -> str:
+        return self._notes.get(origin, "")
 
     def touch(self) -> None:
         """Count a change that is not in the tools themselves (a layer-4 gate flipped)."""

@@ -115,6 +115,9 @@ class ResolvedToolset:
     catalog_pieces: tuple[str, ...]
     fingerprint: str
     budget_tokens: int
+    # (origin, note) of each origin with a note and an offered tool, by origin: the
+    # catalog block ends with them, so the catalog's token count includes them.
+    notes: tuple[tuple[str, str], ...] = ()
 
     @functools.cached_property
     def tools_json(self) -> str:
@@ -463,6 +466,8 @@ def _resolve(inputs: _Inputs) -> ResolvedToolset:
             sent.append((CALL_TOOL.name, CALL_TOOL.wire_json))
     pieces = layout_array([text for _, text in sent])
     fingerprint = hashlib.sha256("".join(pieces).encode()).hexdigest()
+    origins = sorted({tool.origin for tool in offered})
+    notes = tuple((origin, registry.note(origin)) for origin in origins if registry.note(origin))
     return ResolvedToolset(
         strategy=strategy,
         offered=tuple(offered),
@@ -473,9 +478,11 @@ def _resolve(inputs: _Inputs) -> ResolvedToolset:
         plan=new_plan,
         array_pieces=pieces,
         array_names=tuple(name for name, _ in sent),
-        catalog_pieces=_catalog_pieces(deferred, offered_tiers),
+        catalog_pieces=_catalog_pieces(deferred, offered_tiers)
+        + tuple(text for _origin, text in notes),
         fingerprint=fingerprint,
         budget_tokens=inputs.budget,
+        notes=notes,
     )
 
 

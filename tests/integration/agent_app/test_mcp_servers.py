@@ -490,3 +490,46 @@ def _add_http(staff, port: int) -> None:
 def _remove_all() -> None:
     McpServer.objects.all().delete()
     mcp.mcp_sync(wait=10)
+
+
+async def test_server_instructions_reach_the_model_as_the_inspector_shows_and_its_log_the_ops_page(
+    owner, staff, model, api, registry_state
+):
+    paces = _pace(health_interval=0.2, backoff_initial=0.1, probe_interval=0.2)
+    try:
+        await database_sync_to_async(_add_stdio)(
+            staff, "--lively", "--instructions", "Prefer add for sums."
+        )
+        await wait_for_async(lambda: connected("lively"))
+        session = await new_session(owner)
+        client = await database_sync_to_async(api)(owner)
+        toolset = await database_sync_to_async(
+            lambda: client.get(f"/api/sessions/{session.pk}/toolset/").json()
+        )()
+        socket = await open_socket(session.pk, owner)
+        load_then_call(model, "lively__shout", {"text": "cache warmed", "level": "notice"})
+        await chat(socket, "shout")
+        await socket.disconnect()
+
+        (note,) = toolset["instructions"]
+        assert note["origin"] == "mcp:lively"
+        assert "MCP server lively says how to use its tools:\nPrefer add for sums." in note["text"]
+        sent = model.requests[0].body["system"][-1]["text"]
+        assert sent.endswith(note["text"])  # the catalog block ends with it, as shown
+        ops = await database_sync_to_async(_ops_page)(staff)
+        assert "Its log (1 latest)" in ops
+        assert "cache warmed" in ops
+    finally:
+        await database_sync_to_async(_remove_all)()
+        _pace(**paces)
+
+
+def _add_stdio(staff, *args: str) -> None:
+    McpServer.objects.create(
+        name="lively",
+        transport="stdio",
+        command=os.sys.executable,
+        args=[str(SERVER), *args],
+        created_by=staff,
+    )
+    mcp.mcp_sync(wait=10)

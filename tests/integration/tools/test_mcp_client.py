@@ -16,7 +16,7 @@ from typing import TextIO, cast
 import pytest
 
 from tests.mcp import free_port, http_config, http_server, stdio_config, wait_for
-from toolhub.tools import ToolContext, ToolRegistry, TurnTools, function, resolve
+from toolhub.tools import ToolContext, ToolRegistry, TurnTools, function, resolve, token_cost
 from toolhub.tools.mcp import (
     MAX_DESCRIPTION_CHARS,
     McpManager,
@@ -24,6 +24,7 @@ from toolhub.tools.mcp import (
     build_tools,
     tool_name,
 )
+from toolhub.tools.tokens import count_cached
 
 
 @pytest.fixture
@@ -869,3 +870,58 @@ def test_turning_approval_off_replaces_the_registered_tools_that_asked(manager, 
 
     assert reg.get("demo__look") is look  # a tool whose rules did not change is kept
     assert "plan" in reg.get("demo__wipe").unsafe_in
+
+
+def test_a_list_changed_notification_relists_at_once_not_at_the_interval(reg, tmp_path):
+    # Relisting every ten minutes: only the notification can bring the new tool in time.
+    manager = make_manager(reg, tmp_path, health_interval=600)
+    try:
+        connect(manager, stdio_config("demo", "--lively"))
+        frozen = TurnTools(resolve(reg, ctx=ToolContext(env={})))
+
+        assert succeeded(reg, "demo__grow", {"name": "late"}).content == "grew grown_late"
+
+        grown = wait_for(lambda: reg.get("demo__grown_late"), what="the new tool")
+        assert succeeded(reg, "demo__grown_late").content == "grown late"
+        assert "demo__grown_late" in resolve(reg, ctx=ToolContext(env={})).names
+        assert "demo__grown_late" not in frozen.resolved.names
+        assert grown.origin == "mcp:demo"
+    finally:
+        manager.stop()
+
+
+def test_a_servers_log_messages_are_kept_cut_and_cleaned_at_info_and_above(manager, reg):
+    connect(manager, stdio_config("demo", "--lively"))
+    noisy = "disk \x1b[31malmost\u202e full " + "x" * 5_000
+
+    for text, level in [(noisy, "warning"), ("chatter", "debug"), ("started", "info")]:
+        assert succeeded(reg, "demo__shout", {"text": text, "level": level})
+
+    logs = wait_for(lambda: len(manager.logs("demo")) >= 2 and manager.logs("demo"))
+    assert [(line.level, line.logger) for line in logs] == [
+        ("warning", "shouter"),
+        ("info", "shouter"),
+    ]
+    assert logs[0].text.startswith("disk [31malmost full x")
+    assert len(logs[0].text) == 1_000
+    assert logs[1].text == "started"
+
+
+def test_a_servers_instructions_join_the_catalog_only_while_its_tools_are_offered(manager, reg):
+    connect(manager, stdio_config("demo", "--instructions", "Use add for sums.\x07"))
+    note = "\nMCP server demo says how to use its tools:\nUse add for sums.\n"
+
+    offered = resolve(reg, ctx=ToolContext(env={}))
+    # In plan mode every tool of this server is hidden (none is marked read-only).
+    planned = plan(reg)
+
+    assert offered.catalog.endswith(note)
+    assert offered.notes == (("mcp:demo", note),)
+    assert note not in planned.catalog
+    assert planned.notes == ()
+    # Counted with the catalog, exactly: the same server without instructions costs less
+    # by the note's own tokens.
+    manager.reconcile([stdio_config("demo")], wait=10)
+    wait_for(lambda: reg.note("mcp:demo") == "", what="the plain server")
+    plain = resolve(reg, ctx=ToolContext(env={}))
+    assert token_cost(offered).catalog - token_cost(plain).catalog == count_cached(note)

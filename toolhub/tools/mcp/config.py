@@ -22,6 +22,11 @@ MAX_NAME = 64
 MAX_DESCRIPTION_CHARS = 1_024
 MAX_LABEL_CHARS = 80
 MAX_SCHEMA_CHARS = 32_768
+# A server's instructions join the system prompt while any of its tools is offered.
+MAX_INSTRUCTIONS_CHARS = 2_000
+# The log messages a connection keeps (staff read them on the ops page), and their size.
+LOG_LINES = 200
+MAX_LOG_CHARS = 1_000
 # Long enough for the SDK's stdio shutdown: 2 s for the server to exit after stdin
 # closes, 2 s after SIGTERM, then SIGKILL.
 CLOSE_SECONDS = 8.0
@@ -120,6 +125,24 @@ class McpStatus:
     tools: int = 0
     skipped: tuple[Skipped, ...] = ()
     since: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, slots=True)
+class McpLogLine:
+    """One ``notifications/message`` from a server, cut and cleaned."""
+
+    at: float
+    level: str
+    logger: str
+    text: str
+
+
+def instructions_note(server: str, text: str | None) -> str:
+    """A server's instructions as the system prompt carries them ("" when it gave none)."""
+    cleaned = untrusted_text(text, MAX_INSTRUCTIONS_CHARS)
+    if not cleaned:
+        return ""
+    return f"\nMCP server {server} says how to use its tools:\n{cleaned}\n"
 
 
 class McpUnavailableError(Exception):

@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from typing import IO, Any, TextIO, cast
 
@@ -17,9 +19,14 @@ from toolhub.tools.context import ToolContext
 from toolhub.tools.mcp.config import (
     CLOSE_SECONDS,
     CONFLICTING_HINT,
+    LOG_LINES,
+    MAX_LABEL_CHARS,
+    MAX_LOG_CHARS,
+    McpLogLine,
     McpServerConfig,
     McpStatus,
     McpUnavailableError,
+    instructions_note,
     tool_name,
     untrusted_text,
 )
@@ -129,6 +136,9 @@ class _Connection:
         self.calls: set[asyncio.Task[Any]] = set()
         self.dropped: set[asyncio.Task[Any]] = set()
         self.hold: asyncio.TimerHandle | None = None
+        # Set by a list_changed notification: relist now, not at the next interval.
+        self.changed = asyncio.Event()
+        self.logs: deque[McpLogLine] = deque(maxlen=LOG_LINES)
         self.task = asyncio.get_running_loop().create_task(self._supervise())
 
     @property
@@ -173,20 +183,79 @@ class _Connection:
             async with asyncio.timeout(self.manager.list_timeout):
                 transport = _watched(self._transport(), self.wire_annotations)
                 client = await stack.enter_async_context(
-                    Client(transport, mode="auto", client_info=_client_info())
+                    Client(
+                        transport,
+                        mode="auto",
+                        client_info=_client_info(),
+                        logging_callback=self._logged,
+                        # 2026-07-28 sends log messages only to requests that opt in.
+                        log_level="info",
+                        message_handler=self._notified,
+                    )
                 )
+            self.changed.clear()
             await self._relist(client)
+            self.manager.registry.set_note(
+                f"mcp:{self.config.name}", instructions_note(self.config.name, client.instructions)
+            )
             self.client = client
             self.delay = self.manager.backoff_initial
-            prober = asyncio.get_running_loop().create_task(self._probe_forever(client))
+            loop = asyncio.get_running_loop()
+            helpers = [loop.create_task(self._probe_forever(client))]
+            if client.protocol_version in _modern():
+                helpers.append(loop.create_task(self._listen(client)))
             try:
                 while not self.closing:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.lost.wait(), self.manager.health_interval)
-                    if self.lost.is_set() or not await self._unless_lost(self._relist(client)):
+                    await self._until_due()
+                    if self.lost.is_set():
+                        return
+                    self.changed.clear()
+                    if not await self._unless_lost(self._relist(client)):
                         return
             finally:
-                prober.cancel()
+                for helper in helpers:
+                    helper.cancel()
+
+    async def _until_due(self) -> None:
+        """Wait for the next relisting: a list_changed notification, the interval, or the
+        connection lost, whichever comes first."""
+        waits = [asyncio.ensure_future(event.wait()) for event in (self.lost, self.changed)]
+        try:
+            await asyncio.wait(
+                waits, timeout=self.manager.health_interval, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for wait in waits:
+                wait.cancel()
+
+    async def _listen(self, client: Any) -> None:
+        """2026-07-28 delivers list_changed on a ``subscriptions/listen`` stream; a server
+        without one is relisted on the interval only."""
+        try:
+            async with client.listen(tools_list_changed=True) as events:
+                async for _event in events:
+                    self.changed.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.info("MCP server %s: no change notifications (%s)", self.config.name, exc)
+
+    async def _notified(self, message: Any) -> None:
+        # Handshake-era servers send list_changed as a plain notification.
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            self.changed.set()
+
+    async def _logged(self, params: Any) -> None:
+        data = params.data
+        text = data if isinstance(data, str) else json.dumps(data, default=str, ensure_ascii=False)
+        self.logs.append(
+            McpLogLine(
+                at=time.time(),
+                level=untrusted_text(str(params.level), 12),
+                logger=untrusted_text(params.logger, MAX_LABEL_CHARS),
+                text=self.config.redact(untrusted_text(text, MAX_LOG_CHARS)),
+            )
+        )
 
     async def _unless_lost(self, work: Any) -> bool:
         """Run ``work`` unless the connection is lost first (a probe failing while a
@@ -391,14 +460,18 @@ class _Connection:
             logger.debug("MCP server %s ended with an error while closing", self.config.name)
 
 
+def _modern() -> tuple[str, ...]:
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return MODERN_PROTOCOL_VERSIONS
+
+
 async def _probe(client: Any) -> None:
     """One liveness round trip: ``ping`` where the protocol has it; 2026-07-28 removed
     it, and there ``server/discover`` (stateless, answered from what the server already
     knows) is the cheapest request a server must answer."""
-    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
     version = client.protocol_version
-    if version in MODERN_PROTOCOL_VERSIONS:
+    if version in _modern():
         await client.session.send_discover(version)
     else:
         await client.session.send_ping()
@@ -485,6 +558,7 @@ class McpManager:
             for name in gone:
                 if name not in wanted:
                     self.registry.sync_origin(f"mcp:{name}", [])
+                    self.registry.set_note(f"mcp:{name}", "")
             for name in sorted(wanted):
                 if name not in self._connections:
                     self._connections[name] = _Connection(self, wanted[name])
@@ -493,6 +567,12 @@ class McpManager:
         # dict() copies in one step: the manager's loop may change the dict meanwhile.
         connections = dict(self._connections)
         return {name: connections[name].status for name in sorted(connections)}
+
+    def logs(self, server: str) -> list[McpLogLine]:
+        """The log messages ``server`` sent this process, oldest first (any thread)."""
+        connection = self._connections.get(server)
+        # copy() runs in C, whole, so the loop's appends never interleave with it.
+        return list(connection.logs.copy()) if connection is not None else []
 
     def check(self, server: str) -> bool:
         """Layer 4 for every tool of ``server`` (any thread). It looks the connection up by
