@@ -10,7 +10,8 @@ tool that is disabled or gone now. The rebuild is a pure function of the event l
   ``call_tool`` replays as that ``call_tool`` call);
 - ``tool_result`` → a tool_result block in the next user message (``is_error`` for any
   status but ``ok``; under the native strategy, tools that ``tool_search`` loaded replay
-  as ``tool_reference`` blocks, for tools the request still carries);
+  as ``tool_reference`` blocks, for tools the request still carries; images a tool
+  returned follow its text as ``image`` blocks, checked again as they are read);
 - a ``tool_call`` the log never answered gets an error result in the rebuild, so one
   crash cannot make every later request invalid.
 
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
+
+from toolhub.tools.images import stored_images
 
 
 def tool_use_block(data: dict[str, Any]) -> dict[str, Any]:
@@ -39,12 +42,24 @@ def tool_result_block(
     # A reference to a tool this request does not carry would be refused by the provider.
     if references and loadable is not None:
         references = [name for name in references if name in loadable]
+    ok = data.get("status", "ok") == "ok"
+    images = stored_images(data.get("images")) if ok else ()
     if native and references:
         content: Any = [{"type": "tool_reference", "tool_name": name} for name in references]
+    elif images:
+        text = data.get("content") or ""
+        content = [{"type": "text", "text": text}] if text else []
+        content += [
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": image.media_type, "data": image.data},
+            }
+            for image in images
+        ]
     else:
         content = data.get("content") or ""
     block = {"type": "tool_result", "tool_use_id": data["call_id"], "content": content}
-    if data.get("status", "ok") != "ok":
+    if not ok:
         block["is_error"] = True
     return block
 

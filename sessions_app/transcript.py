@@ -37,6 +37,7 @@ from sessions_app.eventlog import TERMINAL
 from sessions_app.models import SessionEvent
 from toolhub.lib.prices import cost_usd
 from toolhub.lib.storable import json_loads_bounded
+from toolhub.tools.images import ToolImage, stored_images
 
 Data = dict[str, Any]
 When = datetime | None
@@ -88,6 +89,10 @@ class Card:
     asking: str = ""
     answer: str = ""
     kind: str = "card"
+    # Images the tool returned, checked again as they are read (toolhub/tools/images.py).
+    images: tuple[ToolImage, ...] = ()
+    # The JSON the tool returned beside its text (an MCP tool's structuredContent).
+    structured: Any = None
 
     @property
     def question(self) -> str:
@@ -121,6 +126,12 @@ class Card:
             with contextlib.suppress(ValueError):
                 text = json.dumps(json_loads_bounded(stripped), indent=2, ensure_ascii=False)
         return text if len(text) <= RESULT_SHOWN_CHARS else text[:RESULT_SHOWN_CHARS]
+
+    @property
+    def structured_json(self) -> str:
+        if self.structured is None:
+            return ""
+        return json.dumps(self.structured, indent=2, ensure_ascii=False)
 
     @property
     def result_cut(self) -> bool:
@@ -341,6 +352,8 @@ class Transcript:
         card.elapsed_ms = elapsed if isinstance(elapsed, int) else None
         card.cached = bool(data.get("cached"))
         card.full_ref = str(data.get("full_ref", ""))
+        card.images = stored_images(data.get("images")) if card.status == "ok" else ()
+        card.structured = data.get("structured")
         self._policy(card, data)
         if card.approval == "waiting":
             card.approval = "cancelled" if card.status == "cancelled" else "timeout"

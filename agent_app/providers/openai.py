@@ -181,6 +181,9 @@ def to_chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append(entry)
             continue
         texts = []
+        # Chat completions take images in user messages only: a tool's images follow all
+        # the tool messages (which must come right after their calls) in one user message.
+        pictures: list[dict[str, Any]] = []
         for block in blocks:
             if block["type"] == "tool_result":
                 out.append(
@@ -190,8 +193,11 @@ def to_chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         "content": _result_text(block["content"]),
                     }
                 )
+                pictures += _result_images(block["tool_use_id"], block["content"])
             elif block["type"] == "text":
                 texts.append(block["text"])
+        if pictures:
+            out.append({"role": "user", "content": pictures})
         if texts:
             out.append({"role": "user", "content": "\n\n".join(texts)})
     return out
@@ -201,5 +207,25 @@ def _result_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(
-        block.get("text") or f"Loaded tool {block.get('tool_name')}" for block in content
+        block.get("text") or f"Loaded tool {block.get('tool_name')}"
+        for block in content
+        if block.get("type") != "image"
     )
+
+
+def _result_images(call_id: str, content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return []
+    images = [block["source"] for block in content if block.get("type") == "image"]
+    if not images:
+        return []
+    return [
+        {"type": "text", "text": f"The images the tool call {call_id} returned:"},
+        *(
+            {
+                "type": "image_url",
+                "image_url": {"url": f"data:{image['media_type']};base64,{image['data']}"},
+            }
+            for image in images
+        ),
+    ]

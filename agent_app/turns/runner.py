@@ -60,6 +60,7 @@ from toolhub.tools import (
     ToolResult,
 )
 from toolhub.tools.approval import ASK, DENY, Decision
+from toolhub.tools.images import ToolImage
 from toolhub.tools.schema import canonical_json
 from toolhub.tools.tokens import count_cached
 from toolhub.tools.turn import CallTarget, TurnTools
@@ -95,6 +96,9 @@ class CallOutcome:
     full_ref: str = ""
     # The approval policy that decided the call (toolhub.tools.approval), when one did.
     policy: Decision | None = None
+    # Images the tool returned beside its text (toolhub/tools/images.py).
+    images: tuple[ToolImage, ...] = ()
+    structured: Any = None
 
 
 @dataclass
@@ -406,6 +410,10 @@ class TurnRunner(TurnEvents):
             result["full_ref"] = outcome.full_ref
         if outcome.policy is not None:
             result["policy"] = outcome.policy.to_json()
+        if outcome.images:
+            result["images"] = [image.to_json() for image in outcome.images]
+        if outcome.structured is not None:
+            result["structured"] = outcome.structured
         result["elapsed_ms"] = int((time.monotonic() - started) * 1000)
         self._emit("tool_result", result)
         self._unanswered.pop(call["call_id"], None)
@@ -482,6 +490,8 @@ class TurnRunner(TurnEvents):
             outcome.cached,
             outcome.full_ref or "",
             decision,
+            outcome.images if status == "ok" else (),
+            outcome.structured,
         )
 
     async def _approval(

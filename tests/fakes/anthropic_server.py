@@ -30,6 +30,7 @@ real API's rules, because that is what tests of a caching strategy need:
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from collections.abc import Callable
@@ -120,6 +121,10 @@ class FakeAnthropic(FakeServer):
         if missing:
             _send_error(exchange, 400, f"{missing[0]}: Field required")
             return
+        problem = _content_problem(exchange.body["messages"])
+        if problem:
+            _send_error(exchange, 400, problem)
+            return
         prompt = _prompt(exchange.body)
         if exchange.path == COUNT_TOKENS_PATH:
             exchange.send_json(200, {"input_tokens": prompt.total_tokens})
@@ -177,6 +182,61 @@ class FakeAnthropic(FakeServer):
                 if prompt.keys[position] in self.cached_prefixes:
                     return position
         return None
+
+
+_IMAGE_SIGNATURES = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "image/webp": (b"RIFF",),
+}
+_RESULT_BLOCKS = {"text", "image", "tool_reference", "search_result", "document"}
+
+
+def _content_problem(messages: Any) -> str:
+    """What the API refuses in message content, as it words it: empty text blocks, blocks
+    a tool_result cannot hold, and images whose bytes are not their media type."""
+    if not isinstance(messages, list):
+        return "messages: Input should be a valid list"
+    for m, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        for b, block in enumerate(content if isinstance(content, list) else ()):
+            where = f"messages.{m}.content.{b}"
+            problem = _block_problem(block, where)
+            if problem:
+                return problem
+            inner = block.get("content") if block.get("type") == "tool_result" else None
+            for i, item in enumerate(inner if isinstance(inner, list) else ()):
+                kind = item.get("type") if isinstance(item, dict) else None
+                if kind not in _RESULT_BLOCKS:
+                    return f"{where}.tool_result.content.{i}: Input tag '{kind}' does not match"
+                problem = _block_problem(item, f"{where}.tool_result.content.{i}")
+                if problem:
+                    return problem
+    return ""
+
+
+def _block_problem(block: Any, where: str) -> str:
+    if not isinstance(block, dict):
+        return f"{where}: Input should be an object"
+    if block.get("type") == "text" and not block.get("text"):
+        return f"{where}: text content blocks must be non-empty"
+    if block.get("type") != "image":
+        return ""
+    source = block.get("source") or {}
+    media_type = source.get("media_type")
+    if source.get("type") != "base64" or media_type not in _IMAGE_SIGNATURES:
+        return f"{where}.image.source: a base64 PNG, JPEG, GIF or WebP image is required"
+    try:
+        raw = base64.b64decode(str(source.get("data", "")), validate=True)
+    except ValueError:
+        return f"{where}.image.source.base64.data: invalid base64 data"
+    if not raw.startswith(_IMAGE_SIGNATURES[media_type]):
+        return (
+            f"{where}.image.source.base64.media_type: Image does not match the provided "
+            f"media type {media_type}"
+        )
+    return ""
 
 
 def _has_credential(headers: dict[str, str]) -> bool:

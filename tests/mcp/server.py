@@ -10,8 +10,9 @@ random order and ``--page-size`` splits the listing into pages behind cursors, s
 client's ordering and pagination are exercised against a real server. ``--counter FILE``
 appends a line per executed call, so a test can prove a call never reached the server;
 ``--refuse-if FILE`` exits at start while FILE exists, so a restart can be made to fail.
-``--lively`` adds ``grow`` (adds a tool and sends list_changed) and ``shout`` (sends a log
-message); ``--instructions TEXT`` is what the server tells a client about its tools.
+``--lively`` adds ``grow`` (adds a tool and sends list_changed), ``shout`` (sends a log
+message), two resources (a text with CRLF and joiners, a PNG) and ``linked`` (a result
+that links to the text); ``--instructions TEXT`` is what the server tells a client about its tools.
 ``--annotated`` adds tools carrying MCP annotations (read-only, destructive, additive, and
 hints left to their defaults); the fixed tools have none. (A server whose hints are not
 booleans on the wire is ``raw_server.py``: this SDK's server corrects them before they
@@ -27,13 +28,14 @@ import os
 import random
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypedDict
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import (
     ImageContent,
     ListToolsResult,
     PaginatedRequestParams,
+    ResourceLink,
     TextContent,
     ToolAnnotations,
 )
@@ -52,6 +54,11 @@ def big(chars: int) -> str:
     """``chars`` characters: HEAD first, numbered lines between, TAIL-END last."""
     body = "".join(f"line {n:08d}\n" for n in range(chars // 14 + 1))
     return "HEAD\n" + body[: chars - len("HEAD\n") - len("TAIL-END")] + "TAIL-END"
+
+
+class Weather(TypedDict):
+    city: str
+    degrees: int
 
 
 PIXEL = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
@@ -199,6 +206,32 @@ def _lively_tools(server: PagedServer) -> None:
         server.add_tool(grown, name=f"grown_{name}", description=f"A tool grown as {name}.")
         await ctx.notify_tools_changed()
         return f"grew grown_{name}"
+
+    @server.resource(
+        "note://greeting", name="greeting", description="A friendly note.", mime_type="text/plain"
+    )
+    def greeting() -> str:
+        return EXACT_TEXT
+
+    @server.resource("blob://pixel", name="pixel", mime_type="image/png")
+    def pixel() -> bytes:
+        return base64.b64decode(PIXEL)
+
+    @server.tool(description="Return a PNG that says it is a JPEG.")
+    def mislabelled() -> list:
+        return [ImageContent(type="image", data=PIXEL, mime_type="image/jpeg")]
+
+    @server.tool(description="The weather, as structured content.")
+    def weather() -> Weather:
+        return Weather(city="Oslo", degrees=-3)
+
+    @server.tool(description="Point at the greeting rather than return it.")
+    def linked() -> list:
+        return [
+            ResourceLink(
+                type="resource_link", uri="note://greeting", name="greeting", mime_type="text/plain"
+            )
+        ]
 
     @server.tool(description="Send a log message at a level.")
     async def shout(text: str, level: str, ctx: Context) -> str:

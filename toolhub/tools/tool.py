@@ -24,6 +24,7 @@ from typing import Any, Literal, TypedDict, Unpack, overload
 
 from toolhub.tools import presets
 from toolhub.tools.context import ToolContext
+from toolhub.tools.images import ToolImage
 from toolhub.tools.schema import (
     INJECTED_PARAMETERS,
     ArgumentError,
@@ -56,6 +57,10 @@ class ToolResult:
     truncated: bool = False
     full_ref: str | None = None
     cached: bool = False
+    # Images beside the text, for the model and the card (toolhub/tools/images.py).
+    images: tuple[ToolImage, ...] = ()
+    # A JSON value the tool returned beside its text (an MCP tool's structuredContent).
+    structured: Any = None
 
     @classmethod
     def error(cls, message: str) -> ToolResult:
@@ -347,6 +352,8 @@ class Tool:
             truncated=True,
             full_ref=ref,
             cached=result.cached,
+            images=result.images,
+            structured=result.structured,
         )
 
 

@@ -3,13 +3,16 @@ OpenAI-compatible provider over real HTTP."""
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import threading
 import time
 
 import pytest
 
 from tests.fakes import FakeOpenAI, Reply
-from toolhub.tools import function
+from toolhub.tools import ToolResult, function
+from toolhub.tools.images import ToolImage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -147,3 +150,73 @@ def test_full_results_are_bounded_per_session_and_in_size(owner, settings):
     assert kept[-1].text.startswith("page 2 pag")
     assert "cut at 10 characters" in kept[-1].text
     assert kept[-1].chars == len("page 2 " * 5)
+
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_an_image_a_tool_returns_reaches_the_model_as_an_image_and_shows_in_its_card(
+    api, owner, model, registry_state, settings, client, provider
+):
+    def chart() -> ToolResult:
+        """Draw the chart."""
+        return ToolResult(
+            content="the chart", images=(ToolImage("image/png", PNG),), structured={"bars": 3}
+        )
+
+    def forged() -> ToolResult:
+        """Claim a PNG is a JPEG, past the check a tool's author should have used."""
+        return ToolResult(content="forged", images=(ToolImage("image/jpeg", PNG),))
+
+    for fn in (chart, forged):
+        registry_state.register(function(fn, register_globally=False))
+    session_id = _session(api(owner))
+    replies = [
+        Reply(tool_calls=[("call_1", "chart", {}), ("call_2", "forged", {})]),
+        Reply(text="A chart."),
+    ]
+    with contextlib.ExitStack() as stack:
+        server = model
+        if provider == "openai":
+            server = stack.enter_context(FakeOpenAI(api_key="sk-local"))
+            settings.TOOLHUB_PROVIDER = "openai"
+            settings.OPENAI_BASE_URL = f"{server.url}/v1"
+            settings.OPENAI_API_KEY = "sk-local"
+        server.replies.extend(replies)
+        api(owner).post(f"/api/sessions/{session_id}/messages/", {"text": "chart"}, format="json")
+        events = _events_until_done(api(owner), session_id)
+
+    assert [e["kind"] for e in events][-1] == "turn_finished"
+    kept = next(e for e in events if e["kind"] == "tool_result")["data"]
+    assert kept["structured"] == {"bars": 3}
+    second = server.requests[1].body["messages"]
+    if provider == "anthropic":
+        chart_result, forged_result = second[-1]["content"]
+        assert chart_result["content"][0] == {"type": "text", "text": "the chart"}
+        assert chart_result["content"][1]["source"] == {
+            "type": "base64",
+            "media_type": "image/png",
+            "data": PNG,
+        }
+        # Checked again as it is read: the forged image never reaches the provider.
+        assert forged_result["content"] == "forged"
+    else:
+        assert second[-3:-1] == [
+            {"role": "tool", "tool_call_id": "call_1", "content": "the chart"},
+            {"role": "tool", "tool_call_id": "call_2", "content": "forged"},
+        ]
+        pictures = second[-1]
+        assert pictures["role"] == "user"
+        assert pictures["content"][1] == {
+            "type": "image_url",
+            "image_url": {"url": f"data:image/png;base64,{PNG}"},
+        }
+        assert len(pictures["content"]) == 2
+    client.force_login(owner)
+    page = client.get(f"/chat/{session_id}/").content.decode()
+    assert page.count(f'src="data:image/png;base64,{PNG}"') == 1
+    assert 'alt="Image 1 that chart returned"' in page
+    assert "data:image/jpeg" not in page
+    assert "Structured content" in page
+    assert "&quot;bars&quot;: 3" in page

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
@@ -16,12 +17,14 @@ from typing import TextIO, cast
 import pytest
 
 from tests.mcp import free_port, http_config, http_server, stdio_config, wait_for
+from tests.mcp.server import EXACT_TEXT, PIXEL
 from toolhub.tools import ToolContext, ToolRegistry, TurnTools, function, resolve, token_cost
 from toolhub.tools.mcp import (
     MAX_DESCRIPTION_CHARS,
     McpManager,
     McpServerConfig,
     build_tools,
+    result_text,
     tool_name,
 )
 from toolhub.tools.tokens import count_cached
@@ -39,7 +42,7 @@ def make_manager(reg: ToolRegistry, tmp_path: Path, **knobs) -> McpManager:
     options = {
         "health_interval": 0.2,
         "probe_interval": 0.2,
-        "probe_timeout": 0.5,
+        "probe_timeout": 3.0,
         "backoff_initial": 0.1,
         "backoff_max": 0.5,
         **knobs,
@@ -182,18 +185,26 @@ def test_progress_notifications_stream_to_on_update(manager, reg):
     assert updates[-1].tail.endswith("step 3 of 3 (3/3)\n")
 
 
-def test_the_servers_error_results_become_error_tool_results_and_images_are_summarised(
-    manager, reg
-):
-    connect(manager, stdio_config("demo"))
+def test_the_servers_error_results_become_error_results_and_images_come_as_images(manager, reg):
+    connect(manager, stdio_config("demo", "--lively"))
 
     failed = run(reg.get("demo__explode").execute({}, ToolContext(env={})))
-    picture = run(reg.get("demo__picture").execute({}, ToolContext(env={})))
+    picture = succeeded(reg, "demo__picture")
+    mislabelled = succeeded(reg, "demo__mislabelled")
+    structured = succeeded(reg, "demo__weather")
 
     assert failed.is_error
     assert "Error executing tool explode" in failed.content
-    assert not picture.is_error
-    assert picture.content == "a caption\n[image: image/png, about 24 bytes]"
+    assert picture.content == "a caption\n[image 1: image/png, about 24 bytes]"
+    assert [(image.media_type, image.data) for image in picture.images] == [("image/png", PIXEL)]
+    # A PNG that says it is a JPEG would be refused by the provider: a line says why.
+    assert mislabelled.images == ()
+    assert mislabelled.content == (
+        "[image: image/jpeg, about 24 bytes; not sent as an image: its bytes are not a JPEG image]"
+    )
+    # The SDK's server sends structuredContent and its JSON as text: both are kept.
+    assert json.loads(structured.content) == {"city": "Oslo", "degrees": -3}
+    assert structured.structured == {"city": "Oslo", "degrees": -3}
 
 
 class _Store:
@@ -209,8 +220,6 @@ class _Store:
 
 
 def test_result_text_comes_back_exactly_as_the_server_sent_it(manager, reg):
-    from tests.mcp.server import EXACT_TEXT
-
     connect(manager, stdio_config("demo"))
 
     result = run(reg.get("demo__exact_text").execute({}, ToolContext(env={})))
@@ -470,7 +479,7 @@ def test_a_hung_server_is_found_by_a_ping_and_the_call_waiting_on_it_ends_with_t
             os.kill(pid, signal.SIGCONT)
 
     assert result.is_error
-    assert "did not answer a ping within 0.5 s" in result.content
+    assert "did not answer a ping within 3 s" in result.content
     assert "timed out" not in result.content
     assert status.state == "reconnecting"
     wait_for(lambda: manager.statuses()[config.name].state == "connected", what="the restart")
@@ -925,3 +934,51 @@ def test_a_servers_instructions_join_the_catalog_only_while_its_tools_are_offere
     wait_for(lambda: reg.note("mcp:demo") == "", what="the plain server")
     plain = resolve(reg, ctx=ToolContext(env={}))
     assert token_cost(offered).catalog - token_cost(plain).catalog == count_cached(note)
+
+
+def test_a_server_with_resources_gets_two_readers_that_list_and_read_them_exactly(manager, reg):
+    connect(manager, stdio_config("demo", "--lively"))
+
+    listing = succeeded(reg, "demo__list_resources")
+    text = succeeded(reg, "demo__read_resource", {"uri": "note://greeting"})
+    binary = succeeded(reg, "demo__read_resource", {"uri": "blob://pixel"})
+    link = succeeded(reg, "demo__linked")
+    unknown = run(
+        reg.get("demo__read_resource").execute({"uri": "note://nothing"}, ToolContext(env={}))
+    )
+
+    assert listing.content.splitlines() == [
+        "Resources of MCP server demo (read one with demo__read_resource):",
+        "- note://greeting — greeting (text/plain): A friendly note.",
+        "- blob://pixel — pixel (image/png)",
+    ]
+    assert text.content == EXACT_TEXT  # as sent, CR and joiners included
+    assert binary.content == "[binary resource blob://pixel: image/png, about 24 bytes]"
+    assert link.content == (
+        "[resource greeting, text/plain at note://greeting; read it with demo__read_resource]"
+    )
+    assert unknown.is_error
+    assert "demo__read_resource: the MCP server answered with an error" in unknown.content
+    # Read-only by construction: plan mode offers both readers.
+    assert {"demo__list_resources", "demo__read_resource"} <= set(plan(reg).names)
+
+
+def test_a_server_declaring_resources_with_none_behind_them_gets_no_readers(manager, reg):
+    connect(manager, stdio_config("demo"))
+
+    assert reg.get("demo__list_resources") is None
+    assert reg.get("demo__read_resource") is None
+
+
+def test_structured_content_is_kept_beside_the_text_and_is_the_text_when_there_is_none():
+    from mcp_types import CallToolResult, TextContent
+
+    beside = CallToolResult(
+        content=[TextContent(type="text", text="It is cold.")], structured_content={"c": -3}
+    )
+    alone = CallToolResult(content=[], structured_content={"c": -3})
+
+    assert result_text(beside).content == "It is cold."
+    assert result_text(beside).structured == {"c": -3}
+    assert result_text(alone).content == '{"c": -3}'
+    assert result_text(alone).structured == {"c": -3}

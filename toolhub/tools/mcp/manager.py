@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from typing import IO, Any, TextIO, cast
 
 from toolhub.tools.context import ToolContext
@@ -30,7 +30,16 @@ from toolhub.tools.mcp.config import (
     tool_name,
     untrusted_text,
 )
-from toolhub.tools.mcp.tools import build_tools, result_text, same_safety
+from toolhub.tools.mcp.tools import (
+    LIST_RESOURCES,
+    READ_RESOURCE,
+    build_tools,
+    resource_listing,
+    resource_text,
+    resource_tools,
+    result_text,
+    same_safety,
+)
 from toolhub.tools.registry import Skipped, ToolRegistry
 from toolhub.tools.registry import registry as default_registry
 from toolhub.tools.tool import ToolResult, ToolUnavailable
@@ -232,7 +241,9 @@ class _Connection:
         """2026-07-28 delivers list_changed on a ``subscriptions/listen`` stream; a server
         without one is relisted on the interval only."""
         try:
-            async with client.listen(tools_list_changed=True) as events:
+            async with client.listen(
+                tools_list_changed=True, resources_list_changed=True
+            ) as events:
                 async for _event in events:
                     self.changed.set()
         except asyncio.CancelledError:
@@ -242,7 +253,7 @@ class _Connection:
 
     async def _notified(self, message: Any) -> None:
         # Handshake-era servers send list_changed as a plain notification.
-        if getattr(message, "method", None) == "notifications/tools/list_changed":
+        if getattr(message, "method", None) in _CHANGES:
             self.changed.set()
 
     async def _logged(self, params: Any) -> None:
@@ -311,6 +322,12 @@ class _Connection:
             check=check,
             wire=dict(self.wire_annotations),
         )
+        if await self._has_resources(client):
+            # The server's own tools keep their names; the readers take what is left.
+            extra, passed = resource_tools(
+                self.config, self.manager, check=check, taken={tool.name for tool in tools}
+            )
+            tools, skipped = sorted([*tools, *extra], key=lambda tool: tool.name), skipped + passed
         registry = self.manager.registry
         for tool in tools:
             existing = registry.get(tool.name)
@@ -336,6 +353,20 @@ class _Connection:
         if self.hold is not None:
             self.hold.cancel()
             self.hold = None
+
+    async def _has_resources(self, client: Any) -> bool:
+        """Whether the server lists any resource: many servers declare the capability
+        with nothing behind it, and two tools that can only say "(none)" cost tokens."""
+        from mcp.shared.exceptions import MCPError
+
+        if client.server_capabilities.resources is None:
+            return False
+        try:
+            page = await client.list_resources(cache_mode="refresh")
+        except MCPError as exc:
+            logger.info("MCP server %s: listing resources failed: %s", self.config.name, exc)
+            return False
+        return bool(page.resources)
 
     def _lose(self, error: str) -> None:
         """The connection is gone: a server that was connected holds its tools in place
@@ -392,19 +423,11 @@ class _Connection:
         return streamable_http_client(config.url, http_client=http)
 
     async def call(self, remote: str, arguments: dict[str, Any], progress: Any) -> Any:
-        import anyio
-        from mcp.shared.exceptions import MCPError
-        from mcp_types import CONNECTION_CLOSED
-
-        client = self.client
-        if client is None or self.status.state != "connected":
-            raise McpUnavailableError(self.reason)
-        if remote not in self.offered:
-            raise McpUnavailableError(f"MCP server {self.config.name} no longer offers this tool")
-        task = asyncio.current_task()
-        assert task is not None
-        self.calls.add(task)
-        try:
+        async def send(client: Any) -> Any:
+            if remote not in self.offered:
+                raise McpUnavailableError(
+                    f"MCP server {self.config.name} no longer offers this tool"
+                )
             return await client.call_tool(
                 remote,
                 arguments,
@@ -412,6 +435,25 @@ class _Connection:
                 read_timeout_seconds=max(self.config.timeout, self.config.timeout_ceiling) + 5,
                 progress_callback=progress,
             )
+
+        return await self.request(send)
+
+    async def request(self, send: Callable[[Any], Awaitable[Any]]) -> Any:
+        """``send(client)`` on the connection of now: refused at once unless connected,
+        ended with the reason if the server is lost meanwhile, and a transport failure
+        marks the server lost for every other call too."""
+        import anyio
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        client = self.client
+        if client is None or self.status.state != "connected":
+            raise McpUnavailableError(self.reason)
+        task = asyncio.current_task()
+        assert task is not None
+        self.calls.add(task)
+        try:
+            return await send(client)
         except asyncio.CancelledError:
             if task not in self.dropped:
                 raise
@@ -458,6 +500,10 @@ class _Connection:
                 await self.task
         except Exception:
             logger.debug("MCP server %s ended with an error while closing", self.config.name)
+
+
+# What a handshake-era server sends when the listings toolhub keeps change.
+_CHANGES = frozenset({"notifications/tools/list_changed", "notifications/resources/list_changed"})
 
 
 def _modern() -> tuple[str, ...]:
@@ -586,11 +632,6 @@ class McpManager:
         self, server: str, remote: str, arguments: dict[str, Any], *, ctx: ToolContext
     ) -> ToolResult:
         """Call ``server``'s tool from any loop; progress streams to ``ctx.update``."""
-        from mcp.shared.exceptions import MCPError
-
-        connection = self._connections.get(server)
-        if connection is None or self._loop is None:
-            return ToolResult.error(f"MCP server {server} is not connected in this process")
         caller = asyncio.get_running_loop()
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
@@ -600,12 +641,51 @@ class McpManager:
             with contextlib.suppress(RuntimeError):
                 caller.call_soon_threadsafe(ctx.update, _progress_line(done, total, message))
 
-        future = asyncio.run_coroutine_threadsafe(
-            connection.call(remote, arguments, progress), self._loop
-        )
         label = tool_name(server, remote)
+        answer = await self._on_loop(
+            server, label, lambda connection: connection.call(remote, arguments, progress)
+        )
+        if isinstance(answer, ToolResult):
+            return answer
+        return result_text(answer, reader=tool_name(server, READ_RESOURCE))
+
+    async def list_resources(self, server: str, cursor: str | None) -> ToolResult:
+        """One page of ``server``'s resources, as text for the model."""
+
+        async def send(client: Any) -> Any:
+            return await client.list_resources(cursor=cursor, cache_mode="refresh")
+
+        label = tool_name(server, LIST_RESOURCES)
+        answer = await self._on_loop(server, label, lambda connection: connection.request(send))
+        if isinstance(answer, ToolResult):
+            return answer
+        return resource_listing(server, answer)
+
+    async def read_resource(self, server: str, uri: str) -> ToolResult:
+        """The contents of ``server``'s resource ``uri``, as text for the model."""
+
+        async def send(client: Any) -> Any:
+            return await client.read_resource(uri, cache_mode="refresh")
+
+        label = tool_name(server, READ_RESOURCE)
+        answer = await self._on_loop(server, label, lambda connection: connection.request(send))
+        if isinstance(answer, ToolResult):
+            return answer
+        return resource_text(answer)
+
+    async def _on_loop(
+        self, server: str, label: str, make: Callable[[_Connection], Coroutine[Any, Any, Any]]
+    ) -> Any:
+        """Run ``make(connection)`` on the manager's loop from any other; what fails
+        comes back as an error ``ToolResult`` that says why."""
+        from mcp.shared.exceptions import MCPError
+
+        connection = self._connections.get(server)
+        if connection is None or self._loop is None:
+            return ToolResult.error(f"MCP server {server} is not connected in this process")
+        future = asyncio.run_coroutine_threadsafe(make(connection), self._loop)
         try:
-            result = await asyncio.wrap_future(future)
+            return await asyncio.wrap_future(future)
         except McpUnavailableError as exc:
             return ToolResult.error(f"{label}: {exc}")
         except MCPError as exc:
@@ -614,7 +694,6 @@ class McpManager:
             )
         except TimeoutError:
             return ToolResult.error(f"{label}: the MCP server did not answer in time")
-        return result_text(result)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Close every connection (stdio servers are stopped) and end the thread."""

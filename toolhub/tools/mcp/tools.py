@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolhub.tools.context import ToolContext
+from toolhub.tools.images import MAX_IMAGES, ToolImage, sendable_image
 from toolhub.tools.mcp.config import (
     CONFLICTING_HINT,
+    CONTROL_CHARS,
     DEFER_META_KEY,
     HINTS,
     MAX_DESCRIPTION_CHARS,
@@ -219,34 +221,174 @@ def _remote_call(call: Callable[..., Any], server: str, remote: str) -> Callable
     return call_mcp_tool
 
 
-def result_text(result: Any) -> ToolResult:
-    """An MCP ``CallToolResult`` as a ``ToolResult``: text kept, images, audio and
-    resources summarized in a line each, structured content as JSON when nothing else."""
+# Structured content larger than this is not kept beside the text (the text still is).
+MAX_STRUCTURED_CHARS = 100_000
+LIST_RESOURCES = "list_resources"
+READ_RESOURCE = "read_resource"
+MAX_URI_CHARS = 2_048
+_LIST_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "cursor": {
+            "type": "string",
+            "description": "The cursor an earlier page ended with, for the page after it.",
+        }
+    },
+    "additionalProperties": False,
+}
+_READ_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "uri": {
+            "type": "string",
+            "description": "The resource's URI, exactly as listed.",
+            "minLength": 1,
+            "maxLength": MAX_URI_CHARS,
+        }
+    },
+    "required": ["uri"],
+    "additionalProperties": False,
+}
+
+
+def resource_tools(
+    config: McpServerConfig, manager: Any, *, check: Callable[[], bool], taken: set[str]
+) -> tuple[list[Tool], list[Skipped]]:
+    """The two readers of a server that offers resources: ``<server>__list_resources``
+    and ``<server>__read_resource``, read-only, deferred like the server's tools, and
+    subject to its allowlist. A name the server's own tools hold stays theirs."""
+    origin = f"mcp:{config.name}"
+    allowed = frozenset(config.allowlist) if config.allowlist is not None else None
+    server = config.name
+
+    async def list_resources(cursor: str | None = None) -> ToolResult:
+        result: ToolResult = await manager.list_resources(server, cursor)
+        return result
+
+    async def read_resource(uri: str) -> ToolResult:
+        result: ToolResult = await manager.read_resource(server, uri)
+        return result
+
+    readers: list[tuple[str, Callable[..., Any], dict[str, Any], str]] = [
+        (
+            LIST_RESOURCES,
+            list_resources,
+            _LIST_SCHEMA,
+            f"List the resources (documents, files, records) MCP server {server} offers, "
+            f"a page at a time; read one with {tool_name(server, READ_RESOURCE)}.",
+        ),
+        (
+            READ_RESOURCE,
+            read_resource,
+            _READ_SCHEMA,
+            f"Read one of MCP server {server}'s resources by its URI.",
+        ),
+    ]
+    tools: list[Tool] = []
+    skipped: list[Skipped] = []
+    for remote, fn, schema, description in readers:
+        if allowed is not None and remote not in allowed:
+            continue
+        name = tool_name(server, remote)
+        if name in taken:
+            skipped.append(Skipped(name, f"the server's own tool {remote} holds the name", origin))
+            continue
+        fn.__qualname__ = f"mcp:{server}:{remote}"
+        tools.append(
+            McpTool(
+                name=name,
+                description=description,
+                parameters=schema,
+                fn=fn,
+                label=remote.replace("_", " ").capitalize(),
+                origin=origin,
+                timeout=config.timeout,
+                check_fn=check,
+                defer=config.defer,
+                source="mcp",
+                persist_full=True,
+                effect=READ_ONLY,
+            )
+        )
+    return tools, skipped
+
+
+def resource_listing(server: str, result: Any) -> ToolResult:
+    """A ``ListResourcesResult`` as lines the model can act on: each URI (exactly, or
+    left out when it holds characters no prompt should carry), name, type and summary."""
+    reader = tool_name(server, READ_RESOURCE)
+    lines = [f"Resources of MCP server {server} (read one with {reader}):"]
+    left_out = 0
+    for resource in result.resources or ():
+        uri = resource.uri
+        if CONTROL_CHARS.search(uri) or len(uri) > MAX_URI_CHARS:
+            left_out += 1
+            continue
+        name = untrusted_text(resource.title or resource.name, MAX_LABEL_CHARS)
+        mime = f" ({untrusted_text(resource.mime_type, 80)})" if resource.mime_type else ""
+        about = untrusted_text(resource.description, 200)
+        lines.append(f"- {uri} — {name}{mime}" + (f": {about}" if about else ""))
+    if len(lines) == 1:
+        lines.append("(none)")
+    if left_out:
+        lines.append(f"({left_out} left out: their URIs hold control characters or are too long)")
+    if result.next_cursor:
+        lines.append(f"More: call again with cursor {json.dumps(result.next_cursor)}.")
+    return ToolResult(content="\n".join(lines))
+
+
+def resource_text(result: Any) -> ToolResult:
+    """A ``ReadResourceResult``: text exactly as sent, binary contents in a line each."""
+    parts = [_contents(item) for item in result.contents or ()]
+    return ToolResult(content="\n".join(parts) if parts else "(the resource is empty)")
+
+
+def _contents(item: Any) -> str:
+    text = getattr(item, "text", None)
+    if isinstance(text, str):
+        return text
+    mime = untrusted_text(getattr(item, "mime_type", None), 80) or "unknown type"
+    blob = getattr(item, "blob", "") or ""
+    return f"[binary resource {item.uri}: {mime}, about {len(blob) * 3 // 4:,} bytes]"
+
+
+def result_text(result: Any, *, reader: str = "") -> ToolResult:
+    """An MCP ``CallToolResult`` as a ``ToolResult``: text exactly as sent; images the
+    models take as images (a line each says so), audio and binary resources as a line;
+    a resource link names the ``reader`` tool that reads it. ``structuredContent`` is kept
+    beside the text (``ToolResult.structured``); the model reads it as JSON only when the
+    result has no text, since the spec asks servers to send it as text too."""
     parts: list[str] = []
+    texts: list[str] = []
+    images: list[ToolImage] = []
     for item in result.content or ():
         kind = getattr(item, "type", "")
         if kind == "text":
             parts.append(item.text)
-        elif kind in ("image", "audio"):
-            size = len(item.data) * 3 // 4
-            parts.append(f"[{kind}: {item.mime_type}, about {size:,} bytes]")
+            texts.append(item.text)
+        elif kind == "image":
+            parts.append(_image_line(item, images))
+        elif kind == "audio":
+            parts.append(f"[audio: {_mime(item.mime_type)}, about {_size(item.data):,} bytes]")
         elif kind == "resource":
             resource = item.resource
             text = getattr(resource, "text", None)
-            mime = getattr(resource, "mime_type", None) or "unknown type"
+            mime = _mime(getattr(resource, "mime_type", None))
             if isinstance(text, str):
                 parts.append(f"[resource {resource.uri} ({mime})]\n{text}")
             else:
                 parts.append(f"[resource {resource.uri}: {mime}, binary]")
         elif kind == "resource_link":
-            parts.append(
-                f"[resource link: {item.uri} {untrusted_text(item.name, MAX_LABEL_CHARS)}]"
-            )
+            name = untrusted_text(item.title or item.name, MAX_LABEL_CHARS)
+            mime = f", {_mime(item.mime_type)}" if item.mime_type else ""
+            how = f"; read it with {reader}" if reader else ""
+            parts.append(f"[resource {name}{mime} at {item.uri}{how}]")
         else:
             parts.append(f"[{untrusted_text(kind, 40) or 'unknown'} content]")
-    if not parts and result.structured_content is not None:
+    structured = result.structured_content
+    if structured is not None and not texts:
         # Text for the model, not part of a schema: NaN is shown as such, not refused.
-        parts.append(json.dumps(result.structured_content, sort_keys=True, ensure_ascii=False))
+        parts.append(json.dumps(structured, sort_keys=True, ensure_ascii=False))
     # Exactly as sent: a file read with CR, ZWJ or bidi marks must come back as it is for an
     # edit to match it. The tool's own cap makes the one cut, with the true count.
     text = "\n".join(parts)
@@ -254,4 +396,34 @@ def result_text(result: Any) -> ToolResult:
         return ToolResult(
             content=text or "the MCP server reported an error", is_error=True, status="error"
         )
-    return ToolResult(content=text)
+    return ToolResult(content=text, images=tuple(images), structured=_kept(structured))
+
+
+def _kept(structured: Any) -> Any:
+    """``structured`` if it is JSON small enough to store beside the text, else None."""
+    if structured is None:
+        return None
+    try:
+        size = len(json.dumps(structured, allow_nan=False))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return structured if size <= MAX_STRUCTURED_CHARS else None
+
+
+def _image_line(item: Any, images: list[ToolImage]) -> str:
+    image = sendable_image(item.mime_type, item.data)
+    size = f"{_mime(item.mime_type)}, about {_size(item.data):,} bytes"
+    if isinstance(image, str):
+        return f"[image: {size}; not sent as an image: {image}]"
+    if len(images) >= MAX_IMAGES:
+        return f"[image: {size}; not sent as an image: a result carries at most {MAX_IMAGES}]"
+    images.append(image)
+    return f"[image {len(images)}: {size}]"
+
+
+def _mime(value: str | None) -> str:
+    return untrusted_text(value, 80) or "unknown type"
+
+
+def _size(data: str | None) -> int:
+    return len(data or "") * 3 // 4
