@@ -122,6 +122,12 @@ ToolListSerializer = inline_serializer(
         "deferred": serializers.BooleanField(),
         "runs_on": serializers.CharField(),
         "source": serializers.CharField(),
+        "effect": serializers.ChoiceField(
+            ["read-only", "additive", "destructive", "unknown"],
+            allow_null=True,
+            help_text="What an MCP tool's annotations say it does (null for other tools): "
+            "additive changes things but never destroys; unknown: its server gave no hints",
+        ),
         "available": serializers.BooleanField(),
         "layer": serializers.CharField(allow_null=True),
         "reason": serializers.CharField(allow_null=True),

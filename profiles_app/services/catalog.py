@@ -20,11 +20,13 @@ from toolhub.lib.chat_services import chat_services
 from toolhub.tools import (
     TOOLSETS,
     TokenCost,
+    Tool,
     ToolContext,
     agent_tools,
     registry,
 )
 from toolhub.tools.layers import META_TOOLS
+from toolhub.tools.mcp import Effect
 from toolhub.tools.presets import toolset_members
 from toolhub.tools.resolve import TOOL_SEARCH
 
@@ -56,6 +58,8 @@ def tool_catalog(*, ctx: ToolContext) -> list[dict[str, Any]]:
             "deferred": tool.defer,
             "runs_on": tool.runs_on,
             "source": tool.source,
+            # What an MCP server's annotations say the tool does (None: not an MCP tool).
+            "effect": _effect(tool),
             "available": tool.name not in hidden,
             "layer": hidden[tool.name].layer if tool.name in hidden else None,
             "reason": hidden[tool.name].reason if tool.name in hidden else None,
@@ -78,6 +82,7 @@ def tool_catalog(*, ctx: ToolContext) -> list[dict[str, Any]]:
             "deferred": False,
             "runs_on": "inline",
             "source": "plugin",
+            "effect": None,
             "available": False,
             "layer": "L1",
             "reason": reason,
@@ -87,6 +92,11 @@ def tool_catalog(*, ctx: ToolContext) -> list[dict[str, Any]]:
         for name, reason in missing
     ]
     return catalog
+
+
+def _effect(tool: Tool) -> str | None:
+    effect = getattr(tool, "effect", None)
+    return effect.kind if isinstance(effect, Effect) else None
 
 
 def catalog_context(*, user: Any) -> ToolContext:

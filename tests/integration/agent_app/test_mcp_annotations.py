@@ -9,6 +9,7 @@ through the session socket against the fake Messages API, as in test_mcp_servers
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from channels.db import database_sync_to_async
@@ -263,3 +264,30 @@ def test_the_admin_turns_a_servers_approval_off_and_on(admin_client):
     server.refresh_from_db()
     assert on.status_code == 302
     assert server.approve_destructive is True
+
+
+def test_the_catalog_shows_what_each_tools_annotations_say_it_does(owner, api, annotated_server):
+    from django.test import Client
+
+    catalog = {tool["name"]: tool for tool in api(owner).get("/api/tools/").json()}
+    browser = Client()
+    browser.force_login(owner)
+    page = browser.get("/programs/").content.decode()
+
+    assert {name: catalog[f"demo__{name}"]["effect"] for name in ("look", "wipe", "append")} == {
+        "look": "read-only",
+        "wipe": "destructive",
+        "append": "additive",
+    }
+    assert catalog["demo__tidy"]["effect"] == "destructive"  # the spec's defaults
+    assert catalog["demo__tidy"]["label"] == "Tidy"  # the annotations' title
+    assert catalog["demo__echo"]["effect"] == "unknown"  # no annotations at all
+    assert catalog["web_fetch"]["effect"] is None  # not an MCP tool
+    rows = {
+        name: re.search(rf'<tr id="[a-z]+-demo__{name}">(.*?)</tr>', page, re.S).group(1)
+        for name in ("look", "wipe", "append", "echo")
+    }
+    assert ">read-only</span>" in rows["look"]
+    assert ">destructive</span>" in rows["wipe"]
+    assert ">changes, never destroys</span>" in rows["append"]
+    assert ">no hints</span>" in rows["echo"]
