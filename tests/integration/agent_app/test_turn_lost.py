@@ -127,6 +127,10 @@ async def _kill_mid_command(base: str, process: subprocess.Popen, token: str, mo
         await _frames_until(socket, _is_event("approval_request"))
         await socket.send(json.dumps({"type": "approve", "call_id": "toolu_long", "allow": True}))
         await _frames_until(socket, lambda f: f["type"] == "tail" and "started" in f["tail"])
+        # "started" is echoed before the shell starts sleep: under load, wait for it.
+        deadline = time.monotonic() + 10
+        while not _command_pids() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
         assert _command_pids(), "the command should be running in the server"
         process.send_signal(signal.SIGKILL)
     return session
