@@ -8,7 +8,12 @@ The server is tests/mcp/server.py (the SDK's MCPServer) with ``--tools 200``. Pr
   default) and resident, exactly as a turn would count them;
 - per-call time of ``noop_000`` through ``Tool.execute`` (validation, the manager's
   loop hop, the SDK, the server and back), p50 and p99 over 300 calls, next to the same
-  call made directly on an SDK client in one loop: the difference is ours.
+  call made directly on an SDK client in one loop: the difference is ours;
+- the time of one relisting of a connected server (listing, checks, the registry's sync
+  of an unchanged listing), the median of 20, and how soon a tool the server adds reaches
+  the registry through its list_changed notification (the relist interval is 10 minutes);
+- this process's resident memory per connected stdio server (20 servers of 12 tools: the
+  client side, which a web process pays; the servers are processes of their own).
 """
 
 from __future__ import annotations
@@ -30,13 +35,14 @@ from toolhub.tools.mcp import McpManager  # noqa: E402
 
 TOOLS = 200
 CALLS = 300
+SERVERS = 20
 ERRLOG = open("/dev/null", "w")  # noqa: SIM115  (the server's own logging)
 
 
-def connect(config) -> tuple[McpManager, ToolRegistry, float]:
+def connect(config, **knobs: float) -> tuple[McpManager, ToolRegistry, float]:
     reg = ToolRegistry()
     reg.register(registry.get("tool_search"))
-    manager = McpManager(reg, errlog=ERRLOG)
+    manager = McpManager(reg, errlog=ERRLOG, **knobs)
     started = time.perf_counter()
     manager.reconcile([config], wait=30)
     while manager.statuses()[config.name].state != "connected":
@@ -109,6 +115,59 @@ def direct_times(target) -> list[float]:
     return asyncio.run(run())
 
 
+def relist_times() -> tuple[float, float, int]:
+    # Relisting every ten minutes: the grown tool can only come by the notification.
+    config = stdio_config("bench", "--tools", str(TOOLS), "--lively")
+    manager, reg, _ = connect(config, health_interval=600.0)
+    connection = manager._connections["bench"]
+    loop = manager._loop
+    assert loop is not None
+    try:
+        spent = []
+        for _ in range(20):
+            started = time.perf_counter()
+            future = asyncio.run_coroutine_threadsafe(connection._relist(connection.client), loop)
+            future.result(30)
+            spent.append(time.perf_counter() - started)
+        grow = reg.get("bench__grow")
+        started = time.perf_counter()
+        asyncio.run(grow.execute({"name": "late"}, ToolContext(env={})))
+        while reg.get("bench__grown_late") is None:
+            if time.perf_counter() - started > 30:
+                raise RuntimeError("the grown tool never arrived")
+            time.sleep(0.001)
+        return statistics.median(spent), time.perf_counter() - started, len(reg) - 2
+    finally:
+        manager.stop()
+
+
+def rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def rss_per_server(servers: int) -> tuple[int, int]:
+    reg = ToolRegistry()
+    manager = McpManager(reg, errlog=ERRLOG)
+    # One connection first: the SDK's imports and the loop thread are paid once.
+    manager.reconcile([stdio_config("warm")], wait=30)
+    while manager.statuses()["warm"].state != "connected":
+        time.sleep(0.01)
+    before = rss_kib()
+    configs = [stdio_config("warm"), *(stdio_config(f"s{n}") for n in range(servers))]
+    manager.reconcile(configs, wait=30)
+    deadline = time.perf_counter() + 120
+    while any(status.state != "connected" for status in manager.statuses().values()):
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"not all connected: {manager.statuses()}")
+        time.sleep(0.05)
+    grown, registered = rss_kib() - before, len(reg)
+    manager.stop()
+    return grown // servers, registered
+
+
 def main() -> None:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -141,6 +200,13 @@ def main() -> None:
         f"p99={percentile(http, 0.99):.2f}ms sdk_only_p50={statistics.median(bare):.2f}ms "
         f"ours_p50={statistics.median(http) - statistics.median(bare):.2f}ms"
     )
+    relist, changed, listed = relist_times()
+    print(
+        f"mcp relist stdio tools={listed} p50={relist * 1000:.1f}ms "
+        f"list_changed_to_registered={changed * 1000:.0f}ms"
+    )
+    per_server, registered = rss_per_server(SERVERS)
+    print(f"mcp rss stdio servers={SERVERS} tools={registered} per_server={per_server}KiB")
 
 
 if __name__ == "__main__":
