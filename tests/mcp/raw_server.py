@@ -5,7 +5,9 @@ will not send: tool annotations whose hints are not JSON booleans. Run as a prog
 It answers ``server/discover`` with "method not found", so a client falls back to the
 ``initialize`` handshake, then lists ``TOOLS`` exactly as written here and answers a
 call with the tool's name. ``--unparseable`` adds a hint no parser can read as a boolean
-(``"maybe"``). ``--counter FILE`` appends a line per executed call.
+(``"maybe"``). ``--counter FILE`` appends a line per executed call. ``--grows`` adds a
+tool ``grow`` whose every call adds a tool ``grown_<n>`` and sends
+``notifications/tools/list_changed`` before its answer, as handshake-era servers do.
 """
 
 from __future__ import annotations
@@ -31,9 +33,14 @@ TOOLS: list[tuple[str, object]] = [
 UNPARSEABLE = ("maybe_reader", {"readOnlyHint": "maybe"})
 
 
-def listing(unparseable: bool) -> list[dict]:
+GROWN: list[tuple[str, object]] = []
+GROW = ("grow", {"readOnlyHint": False, "destructiveHint": False})
+
+
+def listing(unparseable: bool, grows: bool = False) -> list[dict]:
     tools = []
-    for name, hints in [*TOOLS, *([UNPARSEABLE] if unparseable else [])]:
+    extra = [*([UNPARSEABLE] if unparseable else []), *([GROW, *GROWN] if grows else [])]
+    for name, hints in [*TOOLS, *extra]:
         description = f"Annotated as {json.dumps(hints)}."
         tools.append(
             {"name": name, "description": description, "inputSchema": SCHEMA, "annotations": hints}
@@ -41,44 +48,56 @@ def listing(unparseable: bool) -> list[dict]:
     return tools
 
 
-def answer(request: dict, *, unparseable: bool, counter: Path | None) -> dict | None:
+def answer(
+    request: dict, *, unparseable: bool, counter: Path | None, grows: bool = False
+) -> list[dict]:
     method, ident = request.get("method"), request.get("id")
     if ident is None:
-        return None  # a notification
+        return []  # a notification
+    before: list[dict] = []
     if method == "initialize":
         result = {
             "protocolVersion": request["params"]["protocolVersion"],
-            "capabilities": {"tools": {}},
+            "capabilities": {"tools": {"listChanged": True} if grows else {}},
             "serverInfo": {"name": "raw", "version": "1"},
         }
     elif method == "tools/list":
-        result = {"tools": listing(unparseable)}
+        result = {"tools": listing(unparseable, grows)}
     elif method == "tools/call":
         name = request["params"]["name"]
         if counter is not None:
             with counter.open("a") as handle:
                 handle.write(name + "\n")
+        if grows and name == "grow":
+            GROWN.append((f"grown_{len(GROWN)}", {"readOnlyHint": True}))
+            before.append({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         result = {"content": [{"type": "text", "text": name}], "isError": False}
     elif method == "ping":
         result = {}
     else:
         error = {"code": -32601, "message": f"method not found: {method}"}
-        return {"jsonrpc": "2.0", "id": ident, "error": error}
-    return {"jsonrpc": "2.0", "id": ident, "result": result}
+        return [{"jsonrpc": "2.0", "id": ident, "error": error}]
+    return [*before, {"jsonrpc": "2.0", "id": ident, "result": result}]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--counter", type=Path)
     parser.add_argument("--unparseable", action="store_true")
+    parser.add_argument("--grows", action="store_true")
     options = parser.parse_args()
     for line in sys.stdin:
         if not line.strip():
             continue
-        reply = answer(json.loads(line), unparseable=options.unparseable, counter=options.counter)
-        if reply is not None:
+        replies = answer(
+            json.loads(line),
+            unparseable=options.unparseable,
+            counter=options.counter,
+            grows=options.grows,
+        )
+        for reply in replies:
             sys.stdout.write(json.dumps(reply) + "\n")
-            sys.stdout.flush()
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -881,20 +881,28 @@ def test_turning_approval_off_replaces_the_registered_tools_that_asked(manager, 
     assert "plan" in reg.get("demo__wipe").unsafe_in
 
 
-def test_a_list_changed_notification_relists_at_once_not_at_the_interval(reg, tmp_path):
+@pytest.mark.parametrize("which", ["sdk", "raw"])
+def test_a_list_changed_notification_relists_at_once_not_at_the_interval(reg, tmp_path, which):
     # Relisting every ten minutes: only the notification can bring the new tool in time.
+    # The SDK's server speaks 2026-07-28 (a subscriptions/listen stream); the hand-written
+    # one the handshake era (a plain notification).
     manager = make_manager(reg, tmp_path, health_interval=600)
+    if which == "sdk":
+        config, grow, grown_name = stdio_config("demo", "--lively"), {"name": "late"}, "grown_late"
+    else:
+        config, grow, grown_name = raw_config("--grows"), {}, "grown_0"
     try:
-        connect(manager, stdio_config("demo", "--lively"))
+        connect(manager, config)
         frozen = TurnTools(resolve(reg, ctx=ToolContext(env={})))
 
-        assert succeeded(reg, "demo__grow", {"name": "late"}).content == "grew grown_late"
+        assert succeeded(reg, f"{config.name}__grow", grow)
 
-        grown = wait_for(lambda: reg.get("demo__grown_late"), what="the new tool")
-        assert succeeded(reg, "demo__grown_late").content == "grown late"
-        assert "demo__grown_late" in resolve(reg, ctx=ToolContext(env={})).names
-        assert "demo__grown_late" not in frozen.resolved.names
-        assert grown.origin == "mcp:demo"
+        name = f"{config.name}__{grown_name}"
+        grown = wait_for(lambda: reg.get(name), what="the new tool")
+        assert succeeded(reg, name)
+        assert name in resolve(reg, ctx=ToolContext(env={})).names
+        assert name not in frozen.resolved.names
+        assert grown.origin == f"mcp:{config.name}"
     finally:
         manager.stop()
 
