@@ -20,6 +20,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.db import close_old_connections, transaction
@@ -29,7 +30,7 @@ from django.dispatch import receiver
 from agent_app.models import McpServer
 from toolhub.lib.catalog_news import catalog_changed, catalog_changed_now
 from toolhub.lib.errors import Conflict, Forbidden, Invalid, NotFound
-from toolhub.tools.mcp import McpLogLine, McpManager, McpServerConfig, McpStatus
+from toolhub.tools.mcp import McpLogLine, McpManager, McpServerConfig, McpStatus, prompt_problem
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +146,32 @@ def mcp_status(server: McpServer) -> McpStatus | None:
 
 
 OPS_LOG_LINES = 20
+
+
+def mcp_prompts() -> list[dict[str, Any]]:
+    """The prompts of every server connected in this process, as the composer lists them."""
+    return [prompt.to_json() for prompt in manager.prompts()]
+
+
+def mcp_prompt_fill(*, server: str, name: str, arguments: Any) -> str:
+    """``server``'s prompt ``name`` filled in with ``arguments`` (text by name): the text
+    the person's message will be. Raises ``Invalid`` for arguments the prompt does not
+    take, ``Conflict`` when the server cannot answer now."""
+    if not isinstance(arguments, dict) or not all(
+        isinstance(value, str) for value in arguments.values()
+    ):
+        raise Invalid("a prompt's arguments are an object of texts")
+    prompt = next((p for p in manager.prompts() if (p.server, p.name) == (server, name)), None)
+    if prompt is None:
+        raise Conflict(f"MCP server {server[:24]} offers no prompt {name[:128]!r} now")
+    problem = prompt_problem(prompt, arguments)
+    if problem:
+        raise Invalid(problem)
+    # Checked again there; what fails now is the server's state (gone, an error).
+    result = async_to_sync(manager.get_prompt)(server, name, arguments)
+    if result.is_error:
+        raise Conflict(result.content)
+    return result.content
 
 
 def mcp_logs(server: McpServer) -> list[McpLogLine]:

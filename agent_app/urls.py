@@ -14,6 +14,8 @@ urlpatterns = [
     path("agents/<int:agent_id>/delete/", agents_page.agent_remove, name="agent_remove"),
     path("agents/<int:agent_id>/tools/<str:action>/", agents_page.agent_tool, name="agent_tool"),
     path("chat/<uuid:session_id>/inspector/", views.chat_inspector, name="chat_inspector"),
+    path("chat/<uuid:session_id>/prompts/", views.chat_prompts, name="chat_prompts"),
+    path("chat/<uuid:session_id>/prompts/fill/", views.chat_prompt_fill, name="chat_prompt_fill"),
     path("chat/<uuid:session_id>/inspector/reset/", views.chat_plan_reset, name="chat_plan_reset"),
     path(
         "chat/<uuid:session_id>/inspector/allowed/revoke/",

@@ -12,11 +12,19 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from agent_app.mcp import mcp_logs, mcp_server_get, mcp_server_save, mcp_servers, server_json
+from agent_app.mcp import (
+    mcp_logs,
+    mcp_prompt_fill,
+    mcp_prompts,
+    mcp_server_get,
+    mcp_server_save,
+    mcp_servers,
+    server_json,
+)
 from agent_app.turns.preview import session_plan_reset, session_toolset
 from profiles_app.services import (
     global_disable_audit,
@@ -35,10 +43,48 @@ from sessions_app.services import (
     session_with_draft,
 )
 from toolhub.lib.errors import Invalid, ServiceError, found_or_404
-from toolhub.lib.storable import TooDeep, json_loads_bounded
+from toolhub.lib.storable import TooDeep, json_loads_bounded, storable_text
 
 # A composer's intent is a few names; anything longer is not one.
 MAX_DRAFT_CHARS = 4_096
+
+# A filled-in prompt's arguments (code to review, say) may be long; not unbounded.
+MAX_PROMPT_FORM_CHARS = 200_000
+
+# --- a chat's slash commands (MCP prompts) -------------------------------------------------
+
+
+@require_safe
+@login_required
+def chat_prompts(request: HttpRequest, session_id: Any) -> JsonResponse:
+    """The MCP servers' prompts the composer offers after "/"."""
+    found_or_404(session_get_for_user, user=request.user, session_id=session_id)
+    return JsonResponse({"prompts": mcp_prompts()})
+
+
+@require_POST
+@login_required
+def chat_prompt_fill(request: HttpRequest, session_id: Any) -> JsonResponse:
+    """A prompt filled in: ``{"text"}`` for the composer to send as the person's message,
+    or ``{"error"}`` with 400 (its arguments) or 409 (the server cannot answer now)."""
+    found_or_404(session_get_for_user, user=request.user, session_id=session_id)
+    raw = request.POST.get("arguments") or "{}"
+    try:
+        if len(raw) > MAX_PROMPT_FORM_CHARS:
+            raise Invalid(f"the arguments are longer than {MAX_PROMPT_FORM_CHARS:,} characters")
+        try:
+            arguments = json_loads_bounded(raw)
+        except (ValueError, TooDeep):
+            raise Invalid("the arguments are not JSON") from None
+        text = mcp_prompt_fill(
+            server=request.POST.get("server", ""),
+            name=request.POST.get("name", ""),
+            arguments=arguments,
+        )
+    except ServiceError as exc:
+        return JsonResponse({"error": exc.message}, status=exc.status)
+    return JsonResponse({"text": storable_text(text)})
+
 
 # --- the chat's inspector ----------------------------------------------------------------
 

@@ -520,7 +520,196 @@ form.addEventListener("submit", (submitted) => {
   input.focus();
 });
 
+// "/" at the start of an empty composer lists the MCP servers' prompts (slash commands):
+// typing narrows the list, arrows move, Enter picks; a prompt with arguments asks for them
+// in a small form; what the server fills in is sent as the person's message.
+const slashMenu = form.querySelector("[data-slash-menu]");
+const slashList = slashMenu.querySelector("[role=listbox]");
+const slashArgs = slashMenu.querySelector("[data-slash-args]");
+const csrfToken = document.querySelector("input[name=csrfmiddlewaretoken]")?.value || "";
+let prompts = null; // loaded on the first "/", then kept for the page
+let shownPrompts = [];
+let pickedPrompt = 0;
+let fillingPrompt = null;
+
+async function loadPrompts() {
+  if (prompts !== null) return prompts;
+  try {
+    const response = await fetch(root.dataset.promptsUrl, { headers: { Accept: "application/json" } });
+    prompts = response.ok ? (await response.json()).prompts : [];
+  } catch {
+    prompts = [];
+  }
+  return prompts;
+}
+
+function slashQuery() {
+  return /^\/\S*$/.test(input.value) ? input.value.slice(1).toLowerCase() : null;
+}
+
+async function updateSlash() {
+  if (fillingPrompt) return;
+  const query = slashQuery();
+  if (query === null) {
+    closeSlash();
+    return;
+  }
+  const all = await loadPrompts();
+  if (slashQuery() !== query || fillingPrompt) return; // typed on meanwhile
+  shownPrompts = all
+    .filter((p) => `${p.server}:${p.name} ${p.title}`.toLowerCase().includes(query))
+    .slice(0, 20);
+  pickedPrompt = 0;
+  drawSlash();
+}
+
+function drawSlash() {
+  const items = shownPrompts.map((prompt, index) => {
+    const item = element("li", index === pickedPrompt ? "picked" : "");
+    item.id = `slash-${index}`;
+    item.setAttribute("role", "option");
+    item.setAttribute("aria-selected", String(index === pickedPrompt));
+    item.append(element("code", "", `/${prompt.server}:${prompt.name}`), " ");
+    item.append(element("span", "", prompt.title));
+    if (prompt.description) item.append(element("span", "muted small", ` ${prompt.description}`));
+    item.addEventListener("mousedown", (press) => {
+      press.preventDefault(); // keep the focus in the composer
+      pickPrompt(prompt);
+    });
+    return item;
+  });
+  if (!items.length) {
+    items.push(element("li", "muted small", prompts.length ? "No prompt matches." : "No MCP server offers prompts."));
+  }
+  slashList.replaceChildren(...items);
+  slashList.hidden = false;
+  slashMenu.hidden = false;
+  input.setAttribute("aria-expanded", "true");
+  if (shownPrompts.length) input.setAttribute("aria-activedescendant", `slash-${pickedPrompt}`);
+  else input.removeAttribute("aria-activedescendant");
+}
+
+function closeSlash() {
+  fillingPrompt = null;
+  slashMenu.hidden = true;
+  slashArgs.hidden = true;
+  slashArgs.replaceChildren();
+  input.setAttribute("aria-expanded", "false");
+  input.removeAttribute("aria-activedescendant");
+}
+
+function pickPrompt(prompt) {
+  if (!prompt.arguments.length) {
+    fillPrompt(prompt, {});
+    return;
+  }
+  fillingPrompt = prompt;
+  slashList.hidden = true;
+  input.setAttribute("aria-expanded", "false");
+  input.removeAttribute("aria-activedescendant");
+  const heading = element("p", "small");
+  heading.append(element("code", "", `/${prompt.server}:${prompt.name}`), ` ${prompt.title}`);
+  slashArgs.setAttribute("aria-label", `Arguments of ${prompt.title}`);
+  const fields = prompt.arguments.map((argument, index) => {
+    const label = element("label", "", argument.required ? argument.name : `${argument.name} (optional)`);
+    const box = element("textarea");
+    box.rows = 2;
+    box.id = `slash-arg-${index}`;
+    box.dataset.argument = argument.name;
+    box.required = argument.required;
+    box.placeholder = argument.description;
+    label.htmlFor = box.id;
+    box.addEventListener("keydown", (key) => {
+      if (key.key === "Enter" && !key.shiftKey && !key.isComposing) {
+        key.preventDefault();
+        usePrompt();
+      } else if (key.key === "Escape") {
+        closeSlash();
+        input.focus();
+      }
+    });
+    return [label, box];
+  });
+  const use = element("button", "small", "Use prompt");
+  use.type = "button";
+  use.addEventListener("click", usePrompt);
+  const cancel = element("button", "secondary small", "Cancel");
+  cancel.type = "button";
+  cancel.addEventListener("click", () => {
+    closeSlash();
+    input.focus();
+  });
+  slashArgs.replaceChildren(heading, ...fields.flat(), use, cancel);
+  slashArgs.hidden = false;
+  slashMenu.hidden = false;
+  fields[0][1].focus();
+}
+
+function usePrompt() {
+  const values = {};
+  for (const box of slashArgs.querySelectorAll("textarea")) {
+    if (box.required && !box.value.trim()) {
+      box.focus();
+      box.reportValidity();
+      return;
+    }
+    values[box.dataset.argument] = box.value;
+  }
+  fillPrompt(fillingPrompt, values);
+}
+
+async function fillPrompt(prompt, values) {
+  const body = new FormData();
+  body.set("server", prompt.server);
+  body.set("name", prompt.name);
+  body.set("arguments", JSON.stringify(values));
+  let data;
+  let ok = false;
+  try {
+    const response = await fetch(root.dataset.promptFillUrl, {
+      method: "POST",
+      body,
+      headers: { "X-CSRFToken": csrfToken, Accept: "application/json" },
+    });
+    data = await response.json();
+    ok = response.ok;
+  } catch {
+    data = { error: "The prompt could not be filled in: the server did not answer." };
+  }
+  if (!ok || !data.text) {
+    composerError.textContent = data.error || "The prompt came back empty.";
+    composerError.hidden = false;
+    return;
+  }
+  composerError.hidden = true;
+  closeSlash();
+  input.value = data.text;
+  form.requestSubmit();
+}
+
+input.addEventListener("input", updateSlash);
+
 input.addEventListener("keydown", (key) => {
+  if (!slashMenu.hidden && !slashList.hidden && !key.isComposing) {
+    if (key.key === "ArrowDown" || key.key === "ArrowUp") {
+      key.preventDefault();
+      if (!shownPrompts.length) return;
+      const step = key.key === "ArrowDown" ? 1 : -1;
+      pickedPrompt = (pickedPrompt + step + shownPrompts.length) % shownPrompts.length;
+      drawSlash();
+      return;
+    }
+    if (key.key === "Escape") {
+      key.preventDefault();
+      closeSlash();
+      return;
+    }
+    if ((key.key === "Enter" || key.key === "Tab") && !key.shiftKey && shownPrompts.length) {
+      key.preventDefault();
+      pickPrompt(shownPrompts[pickedPrompt]);
+      return;
+    }
+  }
   if (key.key === "Enter" && !key.shiftKey && !key.isComposing) {
     key.preventDefault();
     form.requestSubmit();

@@ -11,8 +11,9 @@ client's ordering and pagination are exercised against a real server. ``--counte
 appends a line per executed call, so a test can prove a call never reached the server;
 ``--refuse-if FILE`` exits at start while FILE exists, so a restart can be made to fail.
 ``--lively`` adds ``grow`` (adds a tool and sends list_changed), ``shout`` (sends a log
-message), two resources (a text with CRLF and joiners, a PNG) and ``linked`` (a result
-that links to the text); ``--instructions TEXT`` is what the server tells a client about its tools.
+message), two resources (a text with CRLF and joiners, a PNG), ``linked`` (a result
+that links to the text) and two prompts, ``review`` (code, focus) and ``hello``;
+``--instructions TEXT`` is what the server tells a client about its tools.
 ``--annotated`` adds tools carrying MCP annotations (read-only, destructive, additive, and
 hints left to their defaults); the fixed tools have none. (A server whose hints are not
 booleans on the wire is ``raw_server.py``: this SDK's server corrects them before they
@@ -216,6 +217,14 @@ def _lively_tools(server: PagedServer) -> None:
     @server.resource("blob://pixel", name="pixel", mime_type="image/png")
     def pixel() -> bytes:
         return base64.b64decode(PIXEL)
+
+    @server.prompt(title="Review code", description="Ask for a review of some code.")
+    def review(code: str, focus: str = "bugs") -> str:
+        return f"Please review this code for {focus}:\n\n{code}"
+
+    @server.prompt(description="Say hello.")
+    def hello() -> str:
+        return "Hello from the lively server."
 
     @server.tool(description="Return a PNG that says it is a JPEG.")
     def mislabelled() -> list:

@@ -533,3 +533,58 @@ def _add_stdio(staff, *args: str) -> None:
         created_by=staff,
     )
     mcp.mcp_sync(wait=10)
+
+
+def test_a_chats_prompts_are_listed_and_filled_for_its_owner_only_and_bad_input_is_told(
+    owner, other_user, staff, registry_state
+):
+    from django.test import Client
+
+    from sessions_app.services import session_create
+
+    paces = _pace(health_interval=0.2, backoff_initial=0.1, probe_interval=0.2)
+    try:
+        _add_stdio(staff, "--lively")
+        wait_for(lambda: connected("lively"), what="the lively server")
+        session = session_create(user=owner)
+        mine, theirs = Client(), Client()
+        mine.force_login(owner)
+        theirs.force_login(other_user)
+        base = f"/chat/{session.pk}/prompts/"
+
+        def fill(client, name, arguments="{}", server="lively"):
+            data = {"server": server, "name": name, "arguments": arguments}
+            return client.post(f"{base}fill/", data)
+
+        listed = mine.get(base).json()["prompts"]
+        filled = fill(mine, "review", '{"code": "x = 1"}')
+        missing = fill(mine, "review", '{"focus": "style"}')
+        not_text = fill(mine, "review", '{"code": 1}')
+        not_json = fill(mine, "review", "{nope")
+        too_long = fill(mine, "review", '{"code": "' + "x" * 200_001 + '"}')
+        unknown = fill(mine, "nothing")
+        elsewhere = fill(mine, "review", '{"code": "x"}', server="gone")
+        their_list, their_fill = theirs.get(base), fill(theirs, "hello")
+
+        assert [(p["server"], p["name"]) for p in listed] == [
+            ("lively", "hello"),
+            ("lively", "review"),
+        ]
+        assert filled.json() == {"text": "Please review this code for bugs:\n\nx = 1"}
+        assert (missing.status_code, missing.json()) == (400, {"error": "review needs code"})
+        assert (not_text.status_code, not_text.json()["error"]) == (
+            400,
+            "a prompt's arguments are an object of texts",
+        )
+        assert (not_json.status_code, not_json.json()["error"]) == (
+            400,
+            "the arguments are not JSON",
+        )
+        assert too_long.status_code == 400
+        assert "longer than 200,000 characters" in too_long.json()["error"]
+        assert unknown.status_code == 409
+        assert elsewhere.json() == {"error": "MCP server gone offers no prompt 'review' now"}
+        assert (their_list.status_code, their_fill.status_code) == (404, 404)
+    finally:
+        _remove_all()
+        _pace(**paces)

@@ -990,3 +990,25 @@ def test_structured_content_is_kept_beside_the_text_and_is_the_text_when_there_i
     assert result_text(beside).structured == {"c": -3}
     assert result_text(alone).content == '{"c": -3}'
     assert result_text(alone).structured == {"c": -3}
+
+
+def test_a_servers_prompts_are_listed_and_filled_in_as_a_persons_message(manager, reg):
+    connect(manager, stdio_config("demo", "--lively"))
+
+    prompts = {prompt.name: prompt for prompt in manager.prompts()}
+    review = prompts["review"]
+    filled = run(manager.get_prompt("demo", "review", {"code": "x = 1\r\n", "focus": "style"}))
+    default = run(manager.get_prompt("demo", "review", {"code": "y", "focus": ""}))
+    missing = run(manager.get_prompt("demo", "review", {"focus": "style"}))
+    unknown_argument = run(manager.get_prompt("demo", "hello", {"name": "x"}))
+    unknown_prompt = run(manager.get_prompt("demo", "nothing", {}))
+
+    assert sorted(prompts) == ["hello", "review"]
+    assert (review.title, review.description) == ("Review code", "Ask for a review of some code.")
+    assert [(a.name, a.required) for a in review.arguments] == [("code", True), ("focus", False)]
+    assert filled.content == "Please review this code for style:\n\nx = 1\r\n"
+    assert default.content == "Please review this code for bugs:\n\ny"
+    assert (missing.is_error, missing.content) == (True, "review needs code")
+    assert unknown_argument.content == "hello takes no argument 'name'"
+    assert unknown_prompt.content == "MCP server demo offers no prompt 'nothing' now"
+    assert manager.prompts() == [prompts["hello"], review]

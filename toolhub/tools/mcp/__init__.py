@@ -54,13 +54,21 @@ from toolhub.tools.mcp.config import (
     MAX_DESCRIPTION_CHARS,
     SERVER_NAME,
     McpLogLine,
+    McpPrompt,
     McpServerConfig,
     McpStatus,
     McpUnavailableError,
     tool_name,
 )
 from toolhub.tools.mcp.manager import McpManager
-from toolhub.tools.mcp.tools import Effect, McpTool, build_tools, result_text, tool_effect
+from toolhub.tools.mcp.tools import (
+    Effect,
+    McpTool,
+    build_tools,
+    prompt_problem,
+    result_text,
+    tool_effect,
+)
 
 __all__ = [
     "CONTROL_CHARS",
@@ -71,11 +79,13 @@ __all__ = [
     "Effect",
     "McpLogLine",
     "McpManager",
+    "McpPrompt",
     "McpServerConfig",
     "McpStatus",
     "McpTool",
     "McpUnavailableError",
     "build_tools",
+    "prompt_problem",
     "result_text",
     "tool_effect",
     "tool_name",

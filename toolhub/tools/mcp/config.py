@@ -137,6 +137,36 @@ class McpLogLine:
     text: str
 
 
+@dataclass(frozen=True, slots=True)
+class McpPromptArgument:
+    name: str
+    description: str = ""
+    required: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class McpPrompt:
+    """A server's prompt as the composer offers it (a slash command), text cleaned."""
+
+    server: str
+    name: str
+    title: str
+    description: str
+    arguments: tuple[McpPromptArgument, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "server": self.server,
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "arguments": [
+                {"name": a.name, "description": a.description, "required": a.required}
+                for a in self.arguments
+            ],
+        }
+
+
 def instructions_note(server: str, text: str | None) -> str:
     """A server's instructions as the system prompt carries them ("" when it gave none)."""
     cleaned = untrusted_text(text, MAX_INSTRUCTIONS_CHARS)

@@ -23,6 +23,7 @@ from toolhub.tools.mcp.config import (
     MAX_LABEL_CHARS,
     MAX_LOG_CHARS,
     McpLogLine,
+    McpPrompt,
     McpServerConfig,
     McpStatus,
     McpUnavailableError,
@@ -34,6 +35,9 @@ from toolhub.tools.mcp.tools import (
     LIST_RESOURCES,
     READ_RESOURCE,
     build_tools,
+    prompt_entries,
+    prompt_problem,
+    prompt_text,
     resource_listing,
     resource_text,
     resource_tools,
@@ -148,6 +152,7 @@ class _Connection:
         # Set by a list_changed notification: relist now, not at the next interval.
         self.changed = asyncio.Event()
         self.logs: deque[McpLogLine] = deque(maxlen=LOG_LINES)
+        self.prompts: tuple[McpPrompt, ...] = ()
         self.task = asyncio.get_running_loop().create_task(self._supervise())
 
     @property
@@ -242,7 +247,7 @@ class _Connection:
         without one is relisted on the interval only."""
         try:
             async with client.listen(
-                tools_list_changed=True, resources_list_changed=True
+                tools_list_changed=True, resources_list_changed=True, prompts_list_changed=True
             ) as events:
                 async for _event in events:
                     self.changed.set()
@@ -328,6 +333,7 @@ class _Connection:
                 self.config, self.manager, check=check, taken={tool.name for tool in tools}
             )
             tools, skipped = sorted([*tools, *extra], key=lambda tool: tool.name), skipped + passed
+        self.prompts = await self._listed_prompts(client)
         registry = self.manager.registry
         for tool in tools:
             existing = registry.get(tool.name)
@@ -353,6 +359,25 @@ class _Connection:
         if self.hold is not None:
             self.hold.cancel()
             self.hold = None
+
+    async def _listed_prompts(self, client: Any) -> tuple[McpPrompt, ...]:
+        from mcp.shared.exceptions import MCPError
+
+        if client.server_capabilities.prompts is None:
+            return ()
+        listed: list[Any] = []
+        cursor = None
+        try:
+            for _ in range(self.manager.max_pages):
+                page = await client.list_prompts(cursor=cursor, cache_mode="refresh")
+                listed.extend(page.prompts)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        except MCPError as exc:
+            logger.info("MCP server %s: listing prompts failed: %s", self.config.name, exc)
+            return ()
+        return prompt_entries(self.config.name, listed)
 
     async def _has_resources(self, client: Any) -> bool:
         """Whether the server lists any resource: many servers declare the capability
@@ -503,7 +528,13 @@ class _Connection:
 
 
 # What a handshake-era server sends when the listings toolhub keeps change.
-_CHANGES = frozenset({"notifications/tools/list_changed", "notifications/resources/list_changed"})
+_CHANGES = frozenset(
+    {
+        "notifications/tools/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/prompts/list_changed",
+    }
+)
 
 
 def _modern() -> tuple[str, ...]:
@@ -672,6 +703,37 @@ class McpManager:
         if isinstance(answer, ToolResult):
             return answer
         return resource_text(answer)
+
+    def prompts(self) -> list[McpPrompt]:
+        """Every connected server's prompts, by server then name (any thread)."""
+        connections = dict(self._connections)
+        return [
+            prompt
+            for name in sorted(connections)
+            if connections[name].status.state == "connected"
+            for prompt in connections[name].prompts
+        ]
+
+    async def get_prompt(self, server: str, name: str, arguments: dict[str, str]) -> ToolResult:
+        """``server``'s prompt ``name`` filled in, as the text of a person's message; an
+        error result says why not (an unknown prompt, a missing argument, the server)."""
+        prompt = next((p for p in self.prompts() if (p.server, p.name) == (server, name)), None)
+        if prompt is None:
+            return ToolResult.error(f"MCP server {server} offers no prompt {name[:128]!r} now")
+        problem = prompt_problem(prompt, arguments)
+        if problem:
+            return ToolResult.error(problem)
+        given = {key: value for key, value in arguments.items() if value}
+
+        async def send(client: Any) -> Any:
+            return await client.get_prompt(name, given)
+
+        label = f"/{server}:{name}"
+        answer = await self._on_loop(server, label, lambda connection: connection.request(send))
+        if isinstance(answer, ToolResult):
+            return answer
+        text = prompt_text(answer)
+        return ToolResult(content=text) if text else ToolResult.error(f"{label} came back empty")
 
     async def _on_loop(
         self, server: str, label: str, make: Callable[[_Connection], Coroutine[Any, Any, Any]]

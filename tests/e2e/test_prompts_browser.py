@@ -1,0 +1,106 @@
+"""An MCP server's prompts as slash commands in the composer, in a real browser, against a
+product that connects a real stdio MCP server (tests/mcp/server.py --lively)."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.conftest import app_env, daphne, manage
+from tests.e2e.conftest import sign_in
+from tests.mcp import SERVER
+
+ADD_SERVER = f"""
+from agent_app.models import McpServer
+McpServer.objects.create(
+    name="lively", transport="stdio", command={sys.executable!r},
+    args=[{str(SERVER)!r}, "--lively"],
+)
+"""
+
+
+@pytest.fixture(scope="module")
+def product_with_prompts(tmp_path_factory):
+    env = app_env(tmp_path_factory.mktemp("product"), TOOLHUB_MCP_CONNECT="1")
+    for args in (("migrate", "--noinput"), ("toolhub_demo",)):
+        result = manage(*args, env=env)
+        assert result.returncode == 0, result.stderr
+    password = re.search(r"with password '([^']+)'", result.stdout).group(1)
+    added = manage("shell", "-c", ADD_SERVER, env=env)
+    assert added.returncode == 0, added.stderr
+    with daphne(env) as base:
+        yield base, password
+
+
+def open_chat_with_prompts(page, base, password) -> None:
+    sign_in(page, base, password)
+    # The server connects as the product starts: the ops page says when it has.
+    page.goto(f"{base}/ops/tools/")
+    for _ in range(50):
+        if "Connected" in page.locator("#mcp-lively").inner_text():
+            break
+        page.wait_for_timeout(200)
+        page.reload()
+    page.goto(f"{base}/chat/")
+    page.get_by_role("button", name="New chat").first.click()
+    page.wait_for_url(f"{base}/chat/*/")
+
+
+def test_slash_lists_the_prompts_narrows_as_typed_and_sends_a_filled_in_prompt(
+    product_with_prompts, page
+):
+    open_chat_with_prompts(page, *product_with_prompts)
+    message = page.get_by_label("Message")
+
+    message.press_sequentially("/")
+    options = page.get_by_role("listbox", name="Prompts of MCP servers").get_by_role("option")
+    expect(options).to_have_count(2)
+    expect(options.first).to_contain_text("/lively:hello")
+    message.press_sequentially("rev")
+    expect(options).to_have_count(1)
+    expect(options.first).to_contain_text("Review code")
+    expect(message).to_have_attribute("aria-activedescendant", "slash-0")
+    message.press("Enter")
+
+    arguments = page.get_by_role("group", name="Arguments of Review code")
+    expect(arguments.get_by_label("code")).to_be_focused()
+    # code is required: Use prompt without it asks for it and sends nothing.
+    arguments.get_by_role("button", name="Use prompt").click()
+    expect(arguments.get_by_label("code")).to_be_focused()
+    arguments.get_by_label("code").fill("print(1)")
+    arguments.get_by_label("focus (optional)").fill("style")
+    arguments.get_by_label("focus (optional)").press("Enter")
+
+    expect(page.locator(".bubble.user")).to_have_text(
+        ["Please review this code for style:\n\nprint(1)"], timeout=20_000
+    )
+    expect(page.locator(".bubble.assistant").last).to_contain_text("Please review this code")
+    expect(arguments).to_be_hidden()
+    expect(message).to_have_value("")
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden(timeout=20_000)
+
+    message.press_sequentially("/hello")
+    message.press("Enter")
+    expect(page.locator(".bubble.user").last).to_have_text("Hello from the lively server.")
+    assert page.console_errors == []
+
+
+def test_escape_closes_the_list_and_a_slash_later_in_a_message_is_only_text(
+    product_with_prompts, page
+):
+    open_chat_with_prompts(page, *product_with_prompts)
+    message = page.get_by_label("Message")
+    listbox = page.get_by_role("listbox", name="Prompts of MCP servers")
+
+    message.press_sequentially("/")
+    expect(listbox).to_be_visible()
+    message.press("Escape")
+    expect(listbox).to_be_hidden()
+    message.fill("")
+    message.press_sequentially("either a/b or c")
+    expect(listbox).to_be_hidden()
+    message.press("Enter")
+    expect(page.locator(".bubble.user")).to_have_text(["either a/b or c"], timeout=20_000)
