@@ -62,7 +62,10 @@ class Weather(TypedDict):
     degrees: int
 
 
-PIXEL = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
+# A real 1x1 PNG, a blue pixel: what a browser can draw and a provider can read.
+PIXEL = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGOwjr4NAAJGAXI6KKUbAAAAAElFTkSuQmCC"
+)
 
 
 class PagedServer(MCPServer):

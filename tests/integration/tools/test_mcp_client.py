@@ -195,12 +195,12 @@ def test_the_servers_error_results_become_error_results_and_images_come_as_image
 
     assert failed.is_error
     assert "Error executing tool explode" in failed.content
-    assert picture.content == "a caption\n[image 1: image/png, about 24 bytes]"
+    assert picture.content == "a caption\n[image 1: image/png, about 69 bytes]"
     assert [(image.media_type, image.data) for image in picture.images] == [("image/png", PIXEL)]
     # A PNG that says it is a JPEG would be refused by the provider: a line says why.
     assert mislabelled.images == ()
     assert mislabelled.content == (
-        "[image: image/jpeg, about 24 bytes; not sent as an image: its bytes are not a JPEG image]"
+        "[image: image/jpeg, about 69 bytes; not sent as an image: its bytes are not a JPEG image]"
     )
     # The SDK's server sends structuredContent and its JSON as text: both are kept.
     assert json.loads(structured.content) == {"city": "Oslo", "degrees": -3}
@@ -961,7 +961,7 @@ def test_a_server_with_resources_gets_two_readers_that_list_and_read_them_exactl
         "- blob://pixel — pixel (image/png)",
     ]
     assert text.content == EXACT_TEXT  # as sent, CR and joiners included
-    assert binary.content == "[binary resource blob://pixel: image/png, about 24 bytes]"
+    assert binary.content == "[binary resource blob://pixel: image/png, about 69 bytes]"
     assert link.content == (
         "[resource greeting, text/plain at note://greeting; read it with demo__read_resource]"
     )
