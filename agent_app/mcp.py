@@ -28,9 +28,18 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from agent_app.models import McpServer
+from profiles_app.services import global_disables
 from toolhub.lib.catalog_news import catalog_changed, catalog_changed_now
 from toolhub.lib.errors import Conflict, Forbidden, Invalid, NotFound
-from toolhub.tools.mcp import McpLogLine, McpManager, McpServerConfig, McpStatus, prompt_problem
+from toolhub.tools.mcp import (
+    McpLogLine,
+    McpManager,
+    McpServerConfig,
+    McpStatus,
+    prompt_problem,
+    tool_name,
+)
+from toolhub.tools.mcp.tools import READ_RESOURCE
 
 logger = logging.getLogger(__name__)
 
@@ -146,6 +155,34 @@ def mcp_status(server: McpServer) -> McpStatus | None:
 
 
 OPS_LOG_LINES = 20
+
+
+def mcp_resources() -> list[dict[str, Any]]:
+    """The resources a person can attach to a message ("@" in the composer): those of
+    every connected server whose reader no operator has disabled."""
+    disabled = global_disables()
+    return [
+        resource.to_json()
+        for resource in manager.resources()
+        if tool_name(resource.server, READ_RESOURCE) not in disabled
+    ]
+
+
+def mcp_resource_attach(*, server: str, uri: str) -> str:
+    """A listed resource's contents as the composer attaches them: a line naming it, then
+    its text exactly as the server sent it. Raises ``Invalid`` for a URI the server does
+    not list, ``Conflict`` when it cannot be read now (its reader disabled included)."""
+    resource = next((r for r in manager.resources() if (r.server, r.uri) == (server, uri)), None)
+    if resource is None:
+        raise Invalid(f"MCP server {server[:24]} lists no resource {uri[:200]!r}")
+    reader = tool_name(server, READ_RESOURCE)
+    reason = global_disables().get(reader)
+    if reason is not None:
+        raise Conflict(f"{reader} is {reason}")
+    result = async_to_sync(manager.read_resource)(server, uri)
+    if result.is_error:
+        raise Conflict(result.content)
+    return f"[Resource {resource.name} ({uri}) from MCP server {server}]\n{result.content}"
 
 
 def mcp_prompts() -> list[dict[str, Any]]:

@@ -15,6 +15,12 @@ urlpatterns = [
     path("agents/<int:agent_id>/tools/<str:action>/", agents_page.agent_tool, name="agent_tool"),
     path("chat/<uuid:session_id>/inspector/", views.chat_inspector, name="chat_inspector"),
     path("chat/<uuid:session_id>/prompts/", views.chat_prompts, name="chat_prompts"),
+    path("chat/<uuid:session_id>/resources/", views.chat_resources, name="chat_resources"),
+    path(
+        "chat/<uuid:session_id>/resources/attach/",
+        views.chat_resource_attach,
+        name="chat_resource_attach",
+    ),
     path("chat/<uuid:session_id>/prompts/fill/", views.chat_prompt_fill, name="chat_prompt_fill"),
     path("chat/<uuid:session_id>/inspector/reset/", views.chat_plan_reset, name="chat_plan_reset"),
     path(

@@ -20,6 +20,8 @@ from agent_app.mcp import (
     mcp_logs,
     mcp_prompt_fill,
     mcp_prompts,
+    mcp_resource_attach,
+    mcp_resources,
     mcp_server_get,
     mcp_server_save,
     mcp_servers,
@@ -52,6 +54,29 @@ MAX_DRAFT_CHARS = 4_096
 MAX_PROMPT_FORM_CHARS = 200_000
 
 # --- a chat's slash commands (MCP prompts) -------------------------------------------------
+
+
+@require_safe
+@login_required
+def chat_resources(request: HttpRequest, session_id: Any) -> JsonResponse:
+    """The MCP servers' resources the composer offers after "@"."""
+    found_or_404(session_get_for_user, user=request.user, session_id=session_id)
+    return JsonResponse({"resources": mcp_resources()})
+
+
+@require_POST
+@login_required
+def chat_resource_attach(request: HttpRequest, session_id: Any) -> JsonResponse:
+    """A resource's contents for the composer to add to the message: ``{"text"}``, or
+    ``{"error"}`` with 400 (not listed) or 409 (it cannot be read now)."""
+    found_or_404(session_get_for_user, user=request.user, session_id=session_id)
+    try:
+        text = mcp_resource_attach(
+            server=request.POST.get("server", ""), uri=request.POST.get("uri", "")
+        )
+    except ServiceError as exc:
+        return JsonResponse({"error": exc.message}, status=exc.status)
+    return JsonResponse({"text": storable_text(text)})
 
 
 @require_safe

@@ -520,82 +520,156 @@ form.addEventListener("submit", (submitted) => {
   input.focus();
 });
 
-// "/" at the start of an empty composer lists the MCP servers' prompts (slash commands):
-// typing narrows the list, arrows move, Enter picks; a prompt with arguments asks for them
-// in a small form; what the server fills in is sent as the person's message.
-const slashMenu = form.querySelector("[data-slash-menu]");
-const slashList = slashMenu.querySelector("[role=listbox]");
-const slashArgs = slashMenu.querySelector("[data-slash-args]");
+// The composer's completions from MCP servers, in one list under the message box:
+// - "/" at the start lists the servers' prompts (slash commands); a prompt with arguments
+//   asks for them in a small form, and what the server fills in is sent as the message;
+// - "@" at the start of a word lists their resources; the one picked is read and added to
+//   the message, as text the person sees and can edit before sending.
+// Typing narrows the list, arrows move, Enter or Tab picks, Escape closes.
+const menu = form.querySelector("[data-slash-menu]");
+const menuList = menu.querySelector("[role=listbox]");
+const slashArgs = menu.querySelector("[data-slash-args]");
 const csrfToken = document.querySelector("input[name=csrfmiddlewaretoken]")?.value || "";
-let prompts = null; // loaded on the first "/", then kept for the page
-let shownPrompts = [];
-let pickedPrompt = 0;
+const sources = {
+  prompt: { url: root.dataset.promptsUrl, key: "prompts", items: null, label: "Prompts of MCP servers", none: "No MCP server offers prompts." },
+  resource: { url: root.dataset.resourcesUrl, key: "resources", items: null, label: "Resources of MCP servers", none: "No MCP server offers resources." },
+};
+let shown = []; // {entry, kind}
+let picked = 0;
 let fillingPrompt = null;
+let trigger = null; // {kind, start, query}: what the caret is completing
 
-async function loadPrompts() {
-  if (prompts !== null) return prompts;
+async function load(kind) {
+  const source = sources[kind];
+  if (source.items !== null) return source.items;
   try {
-    const response = await fetch(root.dataset.promptsUrl, { headers: { Accept: "application/json" } });
-    prompts = response.ok ? (await response.json()).prompts : [];
+    const response = await fetch(source.url, { headers: { Accept: "application/json" } });
+    source.items = response.ok ? (await response.json())[source.key] : [];
   } catch {
-    prompts = [];
+    source.items = [];
   }
-  return prompts;
+  return source.items;
 }
 
-function slashQuery() {
-  return /^\/\S*$/.test(input.value) ? input.value.slice(1).toLowerCase() : null;
+function currentTrigger() {
+  const before = input.value.slice(0, input.selectionStart);
+  if (/^\/\S*$/.test(input.value) && before === input.value) {
+    return { kind: "prompt", start: 0, query: input.value.slice(1).toLowerCase() };
+  }
+  const mention = /(^|\s)@(\S*)$/.exec(before);
+  if (mention) {
+    return { kind: "resource", start: before.length - mention[2].length - 1, query: mention[2].toLowerCase() };
+  }
+  return null;
 }
 
-async function updateSlash() {
+function haystack(kind, entry) {
+  return kind === "prompt"
+    ? `${entry.server}:${entry.name} ${entry.title}`.toLowerCase()
+    : `${entry.server}:${entry.uri} ${entry.name}`.toLowerCase();
+}
+
+async function updateMenu() {
   if (fillingPrompt) return;
-  const query = slashQuery();
-  if (query === null) {
-    closeSlash();
+  const wanted = currentTrigger();
+  if (wanted === null) {
+    closeMenu();
     return;
   }
-  const all = await loadPrompts();
-  if (slashQuery() !== query || fillingPrompt) return; // typed on meanwhile
-  shownPrompts = all
-    .filter((p) => `${p.server}:${p.name} ${p.title}`.toLowerCase().includes(query))
-    .slice(0, 20);
-  pickedPrompt = 0;
-  drawSlash();
+  const all = await load(wanted.kind);
+  const now = currentTrigger();
+  if (fillingPrompt || !now || now.kind !== wanted.kind || now.query !== wanted.query) return;
+  trigger = now;
+  shown = all.filter((entry) => haystack(now.kind, entry).includes(now.query)).slice(0, 20);
+  picked = 0;
+  drawMenu();
 }
 
-function drawSlash() {
-  const items = shownPrompts.map((prompt, index) => {
-    const item = element("li", index === pickedPrompt ? "picked" : "");
+function drawMenu() {
+  const kind = trigger.kind;
+  const items = shown.map((entry, index) => {
+    const item = element("li", index === picked ? "picked" : "");
     item.id = `slash-${index}`;
     item.setAttribute("role", "option");
-    item.setAttribute("aria-selected", String(index === pickedPrompt));
-    item.append(element("code", "", `/${prompt.server}:${prompt.name}`), " ");
-    item.append(element("span", "", prompt.title));
-    if (prompt.description) item.append(element("span", "muted small", ` ${prompt.description}`));
+    item.setAttribute("aria-selected", String(index === picked));
+    if (kind === "prompt") {
+      item.append(element("code", "", `/${entry.server}:${entry.name}`), " ", element("span", "", entry.title));
+      if (entry.description) item.append(element("span", "muted small", ` ${entry.description}`));
+    } else {
+      item.append(element("span", "", entry.name), " ", element("code", "", `${entry.server}: ${entry.uri}`));
+      if (entry.description) item.append(element("span", "muted small", ` ${entry.description}`));
+    }
     item.addEventListener("mousedown", (press) => {
-      press.preventDefault(); // keep the focus in the composer
-      pickPrompt(prompt);
+      press.preventDefault(); // the focus stays in the composer
+      choose(index);
     });
     return item;
   });
-  if (!items.length) {
-    items.push(element("li", "muted small", prompts.length ? "No prompt matches." : "No MCP server offers prompts."));
-  }
-  slashList.replaceChildren(...items);
-  slashList.hidden = false;
-  slashMenu.hidden = false;
+  const source = sources[kind];
+  if (!items.length) items.push(element("li", "muted small", source.items.length ? "Nothing matches." : source.none));
+  menuList.setAttribute("aria-label", source.label);
+  menuList.replaceChildren(...items);
+  menuList.hidden = false;
+  menu.hidden = false;
   input.setAttribute("aria-expanded", "true");
-  if (shownPrompts.length) input.setAttribute("aria-activedescendant", `slash-${pickedPrompt}`);
+  if (shown.length) input.setAttribute("aria-activedescendant", `slash-${picked}`);
   else input.removeAttribute("aria-activedescendant");
 }
 
-function closeSlash() {
+function closeMenu() {
   fillingPrompt = null;
-  slashMenu.hidden = true;
+  trigger = null;
+  menu.hidden = true;
   slashArgs.hidden = true;
   slashArgs.replaceChildren();
   input.setAttribute("aria-expanded", "false");
   input.removeAttribute("aria-activedescendant");
+}
+
+function choose(index) {
+  const entry = shown[index];
+  if (trigger.kind === "resource") attachResource(entry, trigger);
+  else pickPrompt(entry);
+}
+
+async function postJson(url, fields) {
+  const body = new FormData();
+  for (const [name, value] of Object.entries(fields)) body.set(name, value);
+  try {
+    const response = await fetch(url, {
+      method: "POST",
+      body,
+      headers: { "X-CSRFToken": csrfToken, Accept: "application/json" },
+    });
+    const data = await response.json();
+    return response.ok && data.text ? data : { error: data.error || "It came back empty." };
+  } catch {
+    return { error: "The server did not answer." };
+  }
+}
+
+function showProblem(text) {
+  composerError.textContent = text;
+  composerError.hidden = !text;
+}
+
+async function attachResource(resource, at) {
+  closeMenu();
+  const data = await postJson(root.dataset.resourceAttachUrl, { server: resource.server, uri: resource.uri });
+  if (data.error) {
+    showProblem(data.error);
+    return;
+  }
+  showProblem("");
+  // The "@query" typed becomes the resource's text, between what was before and after.
+  const end = at.start + 1 + at.query.length;
+  const before = input.value.slice(0, at.start);
+  const after = input.value.slice(end);
+  const joint = before && !before.endsWith("\n") ? "\n" : "";
+  input.value = `${before}${joint}${data.text}\n${after}`;
+  const caret = input.value.length - after.length;
+  input.setSelectionRange(caret, caret);
+  input.focus();
 }
 
 function pickPrompt(prompt) {
@@ -604,7 +678,7 @@ function pickPrompt(prompt) {
     return;
   }
   fillingPrompt = prompt;
-  slashList.hidden = true;
+  menuList.hidden = true;
   input.setAttribute("aria-expanded", "false");
   input.removeAttribute("aria-activedescendant");
   const heading = element("p", "small");
@@ -624,7 +698,7 @@ function pickPrompt(prompt) {
         key.preventDefault();
         usePrompt();
       } else if (key.key === "Escape") {
-        closeSlash();
+        closeMenu();
         input.focus();
       }
     });
@@ -636,12 +710,12 @@ function pickPrompt(prompt) {
   const cancel = element("button", "secondary small", "Cancel");
   cancel.type = "button";
   cancel.addEventListener("click", () => {
-    closeSlash();
+    closeMenu();
     input.focus();
   });
   slashArgs.replaceChildren(heading, ...fields.flat(), use, cancel);
   slashArgs.hidden = false;
-  slashMenu.hidden = false;
+  menu.hidden = false;
   fields[0][1].focus();
 }
 
@@ -659,54 +733,41 @@ function usePrompt() {
 }
 
 async function fillPrompt(prompt, values) {
-  const body = new FormData();
-  body.set("server", prompt.server);
-  body.set("name", prompt.name);
-  body.set("arguments", JSON.stringify(values));
-  let data;
-  let ok = false;
-  try {
-    const response = await fetch(root.dataset.promptFillUrl, {
-      method: "POST",
-      body,
-      headers: { "X-CSRFToken": csrfToken, Accept: "application/json" },
-    });
-    data = await response.json();
-    ok = response.ok;
-  } catch {
-    data = { error: "The prompt could not be filled in: the server did not answer." };
-  }
-  if (!ok || !data.text) {
-    composerError.textContent = data.error || "The prompt came back empty.";
-    composerError.hidden = false;
+  const data = await postJson(root.dataset.promptFillUrl, {
+    server: prompt.server,
+    name: prompt.name,
+    arguments: JSON.stringify(values),
+  });
+  if (data.error) {
+    showProblem(data.error); // the form stays open, to put it right
     return;
   }
-  composerError.hidden = true;
-  closeSlash();
+  showProblem("");
+  closeMenu();
   input.value = data.text;
   form.requestSubmit();
 }
 
-input.addEventListener("input", updateSlash);
+input.addEventListener("input", updateMenu);
 
 input.addEventListener("keydown", (key) => {
-  if (!slashMenu.hidden && !slashList.hidden && !key.isComposing) {
+  if (!menu.hidden && !menuList.hidden && !key.isComposing) {
     if (key.key === "ArrowDown" || key.key === "ArrowUp") {
       key.preventDefault();
-      if (!shownPrompts.length) return;
+      if (!shown.length) return;
       const step = key.key === "ArrowDown" ? 1 : -1;
-      pickedPrompt = (pickedPrompt + step + shownPrompts.length) % shownPrompts.length;
-      drawSlash();
+      picked = (picked + step + shown.length) % shown.length;
+      drawMenu();
       return;
     }
     if (key.key === "Escape") {
       key.preventDefault();
-      closeSlash();
+      closeMenu();
       return;
     }
-    if ((key.key === "Enter" || key.key === "Tab") && !key.shiftKey && shownPrompts.length) {
+    if ((key.key === "Enter" || key.key === "Tab") && !key.shiftKey && shown.length) {
       key.preventDefault();
-      pickPrompt(shownPrompts[pickedPrompt]);
+      choose(picked);
       return;
     }
   }

@@ -104,3 +104,30 @@ def test_escape_closes_the_list_and_a_slash_later_in_a_message_is_only_text(
     expect(listbox).to_be_hidden()
     message.press("Enter")
     expect(page.locator(".bubble.user")).to_have_text(["either a/b or c"], timeout=20_000)
+
+
+def test_at_lists_the_resources_and_the_one_picked_is_added_to_the_message(
+    product_with_prompts, page
+):
+    open_chat_with_prompts(page, *product_with_prompts)
+    message = page.get_by_label("Message")
+    listbox = page.get_by_role("listbox", name="Resources of MCP servers")
+
+    message.press_sequentially("Summarise @gree")
+    expect(listbox.get_by_role("option")).to_have_count(1)
+    expect(listbox.get_by_role("option")).to_contain_text("note://greeting")
+    message.press("Enter")
+
+    expect(listbox).to_be_hidden()
+    expect(message).to_have_value(
+        re.compile(
+            r"^Summarise \n\[Resource greeting \(note://greeting\) from MCP server lively\]"
+            r"\nfirst line\n"
+        )
+    )
+    message.press_sequentially("in one line")
+    message.press("Enter")
+    bubble = page.locator(".bubble.user").last
+    expect(bubble).to_contain_text("from MCP server lively", timeout=20_000)
+    expect(bubble).to_contain_text("in one line")
+    assert page.console_errors == []

@@ -588,3 +588,53 @@ def test_a_chats_prompts_are_listed_and_filled_for_its_owner_only_and_bad_input_
     finally:
         _remove_all()
         _pace(**paces)
+
+
+def test_a_chats_resources_are_attached_for_its_owner_only_and_never_past_a_disable(
+    owner, other_user, staff, api, registry_state
+):
+    from django.test import Client
+
+    from sessions_app.services import session_create
+    from tests.mcp.server import EXACT_TEXT
+
+    paces = _pace(health_interval=0.2, backoff_initial=0.1, probe_interval=0.2)
+    try:
+        _add_stdio(staff, "--lively")
+        wait_for(lambda: connected("lively"), what="the lively server")
+        session = session_create(user=owner)
+        mine, theirs = Client(), Client()
+        mine.force_login(owner)
+        theirs.force_login(other_user)
+        base = f"/chat/{session.pk}/resources/"
+
+        def attach(client, uri, server="lively"):
+            return client.post(f"{base}attach/", {"server": server, "uri": uri})
+
+        listed = mine.get(base).json()["resources"]
+        attached = attach(mine, "note://greeting")
+        unlisted = attach(mine, "file:///etc/passwd")
+        their_list, their_attach = theirs.get(base), attach(theirs, "note://greeting")
+        api(staff).post(
+            "/api/global-disables/",
+            {"tool": "lively__read_resource", "reason": "reads too much"},
+            format="json",
+        )
+        after_disable, listed_after = attach(mine, "note://greeting"), mine.get(base).json()
+
+        assert [(r["server"], r["uri"]) for r in listed] == [
+            ("lively", "note://greeting"),
+            ("lively", "blob://pixel"),
+        ]
+        assert attached.json() == {
+            "text": "[Resource greeting (note://greeting) from MCP server lively]\n" + EXACT_TEXT
+        }
+        assert unlisted.status_code == 400
+        assert "lists no resource 'file:///etc/passwd'" in unlisted.json()["error"]
+        assert (their_list.status_code, their_attach.status_code) == (404, 404)
+        assert after_disable.status_code == 409
+        assert after_disable.json()["error"].endswith("disabled globally by ops: reads too much")
+        assert listed_after == {"resources": []}
+    finally:
+        _remove_all()
+        _pace(**paces)

@@ -167,6 +167,26 @@ class McpPrompt:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class McpResource:
+    """A resource a server lists, as the composer offers it after "@"."""
+
+    server: str
+    uri: str
+    name: str
+    mime_type: str = ""
+    description: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "server": self.server,
+            "uri": self.uri,
+            "name": self.name,
+            "mime_type": self.mime_type,
+            "description": self.description,
+        }
+
+
 def instructions_note(server: str, text: str | None) -> str:
     """A server's instructions as the system prompt carries them ("" when it gave none)."""
     cleaned = untrusted_text(text, MAX_INSTRUCTIONS_CHARS)

@@ -24,6 +24,7 @@ from toolhub.tools.mcp.config import (
     MAX_LOG_CHARS,
     McpLogLine,
     McpPrompt,
+    McpResource,
     McpServerConfig,
     McpStatus,
     McpUnavailableError,
@@ -38,6 +39,7 @@ from toolhub.tools.mcp.tools import (
     prompt_entries,
     prompt_problem,
     prompt_text,
+    resource_entries,
     resource_listing,
     resource_text,
     resource_tools,
@@ -153,6 +155,7 @@ class _Connection:
         self.changed = asyncio.Event()
         self.logs: deque[McpLogLine] = deque(maxlen=LOG_LINES)
         self.prompts: tuple[McpPrompt, ...] = ()
+        self.resources: tuple[McpResource, ...] = ()
         self.task = asyncio.get_running_loop().create_task(self._supervise())
 
     @property
@@ -381,9 +384,11 @@ class _Connection:
 
     async def _has_resources(self, client: Any) -> bool:
         """Whether the server lists any resource: many servers declare the capability
-        with nothing behind it, and two tools that can only say "(none)" cost tokens."""
+        with nothing behind it, and two tools that can only say "(none)" cost tokens.
+        The first page is kept for the composer's "@"."""
         from mcp.shared.exceptions import MCPError
 
+        self.resources = ()
         if client.server_capabilities.resources is None:
             return False
         try:
@@ -391,6 +396,10 @@ class _Connection:
         except MCPError as exc:
             logger.info("MCP server %s: listing resources failed: %s", self.config.name, exc)
             return False
+        allowed = self.config.allowlist
+        # An allowlist without the reader keeps the server's resources from people too.
+        if allowed is None or READ_RESOURCE in allowed:
+            self.resources = resource_entries(self.config.name, page.resources or ())
         return bool(page.resources)
 
     def _lose(self, error: str) -> None:
@@ -712,6 +721,17 @@ class McpManager:
             for name in sorted(connections)
             if connections[name].status.state == "connected"
             for prompt in connections[name].prompts
+        ]
+
+    def resources(self) -> list[McpResource]:
+        """Every connected server's listed resources (the first page of each), by server
+        then as listed (any thread)."""
+        connections = dict(self._connections)
+        return [
+            resource
+            for name in sorted(connections)
+            if connections[name].status.state == "connected"
+            for resource in connections[name].resources
         ]
 
     async def get_prompt(self, server: str, name: str, arguments: dict[str, str]) -> ToolResult:

@@ -25,6 +25,7 @@ from toolhub.tools.mcp.config import (
     PLAN,
     McpPrompt,
     McpPromptArgument,
+    McpResource,
     McpServerConfig,
     tool_name,
     untrusted_text,
@@ -499,3 +500,30 @@ def prompt_text(result: Any) -> str:
         else:
             parts.append(f"[{untrusted_text(kind, 40) or 'unknown'} content]")
     return "\n\n".join(part for part in parts if part)
+
+
+MAX_RESOURCES = 500
+
+
+def resource_entries(server: str, listed: Iterable[Any]) -> tuple[McpResource, ...]:
+    """A server's listed resources as composer entries, in its order; a URI no prompt
+    should carry is left out, as in ``resource_listing``."""
+    entries: list[McpResource] = []
+    seen: set[str] = set()
+    for resource in listed:
+        uri = resource.uri
+        if CONTROL_CHARS.search(uri) or len(uri) > MAX_URI_CHARS or uri in seen:
+            continue
+        seen.add(uri)
+        entries.append(
+            McpResource(
+                server=server,
+                uri=uri,
+                name=untrusted_text(resource.title or resource.name, MAX_LABEL_CHARS),
+                mime_type=untrusted_text(resource.mime_type, 80),
+                description=untrusted_text(resource.description, 200),
+            )
+        )
+        if len(entries) == MAX_RESOURCES:
+            break
+    return tuple(entries)
