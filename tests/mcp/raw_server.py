@@ -8,6 +8,8 @@ call with the tool's name. ``--unparseable`` adds a hint no parser can read as a
 (``"maybe"``). ``--counter FILE`` appends a line per executed call. ``--grows`` adds a
 tool ``grow`` whose every call adds a tool ``grown_<n>`` and sends
 ``notifications/tools/list_changed`` before its answer, as handshake-era servers do.
+``--bad-listings`` says it has prompts and resources and answers both listings with
+what no client can parse.
 """
 
 from __future__ import annotations
@@ -49,7 +51,12 @@ def listing(unparseable: bool, grows: bool = False) -> list[dict]:
 
 
 def answer(
-    request: dict, *, unparseable: bool, counter: Path | None, grows: bool = False
+    request: dict,
+    *,
+    unparseable: bool,
+    counter: Path | None,
+    grows: bool = False,
+    bad_listings: bool = False,
 ) -> list[dict]:
     method, ident = request.get("method"), request.get("id")
     if ident is None:
@@ -58,11 +65,16 @@ def answer(
     if method == "initialize":
         result = {
             "protocolVersion": request["params"]["protocolVersion"],
-            "capabilities": {"tools": {"listChanged": True} if grows else {}},
+            "capabilities": {
+                "tools": {"listChanged": True} if grows else {},
+                **({"prompts": {}, "resources": {}} if bad_listings else {}),
+            },
             "serverInfo": {"name": "raw", "version": "1"},
         }
     elif method == "tools/list":
         result = {"tools": listing(unparseable, grows)}
+    elif method in ("prompts/list", "resources/list") and bad_listings:
+        result = {"prompts": "not a list", "resources": [{"uri": 7}]}
     elif method == "tools/call":
         name = request["params"]["name"]
         if counter is not None:
@@ -85,6 +97,7 @@ def main() -> None:
     parser.add_argument("--counter", type=Path)
     parser.add_argument("--unparseable", action="store_true")
     parser.add_argument("--grows", action="store_true")
+    parser.add_argument("--bad-listings", action="store_true")
     options = parser.parse_args()
     for line in sys.stdin:
         if not line.strip():
@@ -94,6 +107,7 @@ def main() -> None:
             unparseable=options.unparseable,
             counter=options.counter,
             grows=options.grows,
+            bad_listings=options.bad_listings,
         )
         for reply in replies:
             sys.stdout.write(json.dumps(reply) + "\n")

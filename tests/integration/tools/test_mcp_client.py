@@ -1012,3 +1012,12 @@ def test_a_servers_prompts_are_listed_and_filled_in_as_a_persons_message(manager
     assert unknown_argument.content == "hello takes no argument 'name'"
     assert unknown_prompt.content == "MCP server demo offers no prompt 'nothing' now"
     assert manager.prompts() == [prompts["hello"], review]
+
+
+def test_prompts_and_resources_no_client_can_parse_cost_the_server_nothing_but_them(manager, reg):
+    connect(manager, raw_config("--bad-listings"))
+
+    assert succeeded(reg, "raw__honest_reader").content == "honest_reader"
+    assert [prompt for prompt in manager.prompts() if prompt.server == "raw"] == []
+    assert manager.resources() == []
+    assert reg.get("raw__read_resource") is None

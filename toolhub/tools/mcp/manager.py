@@ -364,36 +364,37 @@ class _Connection:
             self.hold = None
 
     async def _listed_prompts(self, client: Any) -> tuple[McpPrompt, ...]:
-        from mcp.shared.exceptions import MCPError
-
+        """The server's prompts; none when it has none or lists them badly (its tools
+        must not depend on its prompts)."""
         if client.server_capabilities.prompts is None:
             return ()
         listed: list[Any] = []
         cursor = None
         try:
-            for _ in range(self.manager.max_pages):
-                page = await client.list_prompts(cursor=cursor, cache_mode="refresh")
-                listed.extend(page.prompts)
-                cursor = page.next_cursor
-                if not cursor:
-                    break
-        except MCPError as exc:
+            async with asyncio.timeout(self.manager.list_timeout):
+                for _ in range(self.manager.max_pages):
+                    page = await client.list_prompts(cursor=cursor, cache_mode="refresh")
+                    listed.extend(page.prompts)
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+            return prompt_entries(self.config.name, listed)
+        except Exception as exc:
             logger.info("MCP server %s: listing prompts failed: %s", self.config.name, exc)
             return ()
-        return prompt_entries(self.config.name, listed)
 
     async def _has_resources(self, client: Any) -> bool:
         """Whether the server lists any resource: many servers declare the capability
         with nothing behind it, and two tools that can only say "(none)" cost tokens.
         The first page is kept for the composer's "@"."""
-        from mcp.shared.exceptions import MCPError
-
         self.resources = ()
         if client.server_capabilities.resources is None:
             return False
         try:
-            page = await client.list_resources(cache_mode="refresh")
-        except MCPError as exc:
+            async with asyncio.timeout(self.manager.list_timeout):
+                page = await client.list_resources(cache_mode="refresh")
+        except Exception as exc:
+            # Like prompts: a bad resource listing costs the readers, never the tools.
             logger.info("MCP server %s: listing resources failed: %s", self.config.name, exc)
             return False
         allowed = self.config.allowlist

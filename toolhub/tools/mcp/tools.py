@@ -324,7 +324,7 @@ def resource_listing(server: str, result: Any) -> ToolResult:
     lines = [f"Resources of MCP server {server} (read one with {reader}):"]
     left_out = 0
     for resource in result.resources or ():
-        uri = resource.uri
+        uri = str(resource.uri)
         if CONTROL_CHARS.search(uri) or len(uri) > MAX_URI_CHARS:
             left_out += 1
             continue
@@ -511,7 +511,7 @@ def resource_entries(server: str, listed: Iterable[Any]) -> tuple[McpResource, .
     entries: list[McpResource] = []
     seen: set[str] = set()
     for resource in listed:
-        uri = resource.uri
+        uri = str(resource.uri)
         if CONTROL_CHARS.search(uri) or len(uri) > MAX_URI_CHARS or uri in seen:
             continue
         seen.add(uri)
