@@ -21,10 +21,19 @@ $(STAMP): uv.lock pyproject.toml
 	$(BIN)/uv sync --frozen --extra semantic --python $(BIN)/python
 	@rm -f $(VENV)/.synced-* && touch $@
 
+# Published MCP servers the tests connect to, pinned by their lock file (Node from the
+# machine); without npm the test that needs them skips, or fails under CI.
+NPM_SERVERS := tests/mcp/npm/node_modules/.package-lock.json
+
+$(NPM_SERVERS): tests/mcp/npm/package-lock.json
+	@if command -v npm >/dev/null; then \
+	  npm ci --prefix tests/mcp/npm --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: tests of published MCP servers will skip"; fi
+
 run: $(STAMP)
 	@PATH="$(CURDIR)/$(BIN):$$PATH" ./bin/run
 
-test: $(STAMP)
+test: $(STAMP) $(NPM_SERVERS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache

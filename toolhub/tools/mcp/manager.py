@@ -156,6 +156,7 @@ class _Connection:
         self.logs: deque[McpLogLine] = deque(maxlen=LOG_LINES)
         self.prompts: tuple[McpPrompt, ...] = ()
         self.resources: tuple[McpResource, ...] = ()
+        self.warned: frozenset[str] = frozenset()
         self.task = asyncio.get_running_loop().create_task(self._supervise())
 
     @property
@@ -352,8 +353,11 @@ class _Connection:
             for remote in listing
             if tool_name(self.config.name, remote.name) in registered
         )
+        # Said once, not at every relisting: the ops page keeps showing them.
         for item in skipped:
-            logger.warning("MCP server %s: %s", self.config.name, item.reason)
+            if item.reason not in self.warned:
+                logger.warning("MCP server %s: %s", self.config.name, item.reason)
+        self.warned = frozenset(item.reason for item in skipped)
         if self.status.state != "connected":
             logger.info(
                 "MCP server %s connected: %d tools", self.config.name, len(tools) - len(skipped)
