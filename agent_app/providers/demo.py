@@ -120,8 +120,12 @@ def _reply(messages: list[dict[str, Any]]) -> str:
     # turn's results: what they said comes last, and it is what gets the answer.
     if results and last[-1]["type"] == "tool_result":
         content = results[-1]["content"]
-        said = [block["text"] for block in content if block.get("type") == "text"]
-        text = content if isinstance(content, str) else "\n".join(said) or "tool schemas loaded"
+        if isinstance(content, str):
+            text = content
+        else:
+            # Text and images (the text is what is quoted), or tool_search's references.
+            said = [block["text"] for block in content if block.get("type") == "text"]
+            text = "\n".join(said) or "tool schemas loaded"
         verdict = "reported an error" if results[-1].get("is_error") else "returned"
         # The card above shows the result: a short one is quoted, a long one (a command's
         # output) is not shown a second time.

@@ -220,3 +220,24 @@ def test_an_image_a_tool_returns_reaches_the_model_as_an_image_and_shows_in_its_
     assert "data:image/jpeg" not in page
     assert "Structured content" in page
     assert "&quot;bars&quot;: 3" in page
+
+
+@pytest.mark.parametrize("images", [(), (ToolImage("image/png", PNG),)], ids=["text", "image"])
+def test_the_demo_model_quotes_a_tools_text_with_or_without_images(
+    api, owner, registry_state, settings, images
+):
+    def chart() -> ToolResult:
+        """Draw the chart."""
+        return ToolResult(content="the chart", images=images)
+
+    registry_state.register(function(chart, register_globally=False))
+    settings.TOOLHUB_PROVIDER = "demo"
+    client = api(owner)
+    session_id = _session(client)
+
+    client.post(f"/api/sessions/{session_id}/messages/", {"text": "use chart"}, format="json")
+    events = _events_until_done(client, session_id)
+
+    assert [e["kind"] for e in events][-1] == "turn_finished"
+    said = [e["data"]["text"] for e in events if e["kind"] == "assistant_message"]
+    assert said[-1] == "The tool returned: ` the chart `\n"
