@@ -70,10 +70,17 @@ def chat_resource_attach(request: HttpRequest, session_id: Any) -> JsonResponse:
     """A resource's contents for the composer to add to the message: ``{"text"}``, or
     ``{"error"}`` with 400 (not listed) or 409 (it cannot be read now)."""
     found_or_404(session_get_for_user, user=request.user, session_id=session_id)
-    try:
-        text = mcp_resource_attach(
+    return _text_answer(
+        lambda: mcp_resource_attach(
             server=request.POST.get("server", ""), uri=request.POST.get("uri", "")
         )
+    )
+
+
+def _text_answer(make: Callable[[], str]) -> JsonResponse:
+    """``{"text"}`` from ``make()``, or ``{"error"}`` with its status when it refuses."""
+    try:
+        text = make()
     except ServiceError as exc:
         return JsonResponse({"error": exc.message}, status=exc.status)
     return JsonResponse({"text": storable_text(text)})
@@ -93,22 +100,22 @@ def chat_prompt_fill(request: HttpRequest, session_id: Any) -> JsonResponse:
     """A prompt filled in: ``{"text"}`` for the composer to send as the person's message,
     or ``{"error"}`` with 400 (its arguments) or 409 (the server cannot answer now)."""
     found_or_404(session_get_for_user, user=request.user, session_id=session_id)
-    raw = request.POST.get("arguments") or "{}"
-    try:
-        if len(raw) > MAX_PROMPT_FORM_CHARS:
-            raise Invalid(f"the arguments are longer than {MAX_PROMPT_FORM_CHARS:,} characters")
-        try:
-            arguments = json_loads_bounded(raw)
-        except (ValueError, TooDeep):
-            raise Invalid("the arguments are not JSON") from None
-        text = mcp_prompt_fill(
+    return _text_answer(
+        lambda: mcp_prompt_fill(
             server=request.POST.get("server", ""),
             name=request.POST.get("name", ""),
-            arguments=arguments,
+            arguments=_prompt_arguments(request.POST.get("arguments") or "{}"),
         )
-    except ServiceError as exc:
-        return JsonResponse({"error": exc.message}, status=exc.status)
-    return JsonResponse({"text": storable_text(text)})
+    )
+
+
+def _prompt_arguments(raw: str) -> Any:
+    if len(raw) > MAX_PROMPT_FORM_CHARS:
+        raise Invalid(f"the arguments are longer than {MAX_PROMPT_FORM_CHARS:,} characters")
+    try:
+        return json_loads_bounded(raw)
+    except (ValueError, TooDeep):
+        raise Invalid("the arguments are not JSON") from None
 
 
 # --- the chat's inspector ----------------------------------------------------------------

@@ -63,6 +63,21 @@ def page(chromium_path, request):
             browser.close()
 
 
+@contextlib.contextmanager
+def product_with_server(var_dir: Path, add_server: str):
+    """A product that connects MCP servers as it starts, with the one ``add_server`` (code
+    for ``manage.py shell``) creates; yields its base URL and the demo password."""
+    env = app_env(var_dir, TOOLHUB_MCP_CONNECT="1")
+    for args in (("migrate", "--noinput"), ("toolhub_demo",)):
+        result = manage(*args, env=env)
+        assert result.returncode == 0, result.stderr
+    password = re.search(r"with password '([^']+)'", result.stdout).group(1)
+    added = manage("shell", "-c", add_server, env=env)
+    assert added.returncode == 0, added.stderr
+    with daphne(env) as base:
+        yield base, password
+
+
 def sign_in(page, base: str, password: str) -> None:
     page.goto(f"{base}/accounts/login/")
     page.get_by_label("Username").fill("demo")

@@ -3,14 +3,12 @@ that connects a real stdio MCP server (tests/mcp/server.py) as it starts."""
 
 from __future__ import annotations
 
-import re
 import sys
 
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import app_env, daphne, manage
-from tests.e2e.conftest import sign_in
+from tests.e2e.conftest import product_with_server, sign_in
 from tests.mcp import SERVER
 
 SECRET = "sk-browser-secret-42"
@@ -25,15 +23,8 @@ McpServer.objects.create(
 
 @pytest.fixture(scope="module")
 def product_with_mcp(tmp_path_factory):
-    env = app_env(tmp_path_factory.mktemp("product"), TOOLHUB_MCP_CONNECT="1")
-    for args in (("migrate", "--noinput"), ("toolhub_demo",)):
-        result = manage(*args, env=env)
-        assert result.returncode == 0, result.stderr
-    password = re.search(r"with password '([^']+)'", result.stdout).group(1)
-    added = manage("shell", "-c", ADD_SERVER, env=env)
-    assert added.returncode == 0, added.stderr
-    with daphne(env) as base:
-        yield base, password
+    with product_with_server(tmp_path_factory.mktemp("product"), ADD_SERVER) as product:
+        yield product
 
 
 def reload_until_connected(page, server) -> None:
