@@ -524,6 +524,27 @@ async def test_server_instructions_reach_the_model_as_the_inspector_shows_and_it
         _pace(**paces)
 
 
+@pytest.fixture
+def lively_chat(owner, other_user, staff, registry_state):
+    """``tests/mcp/server.py --lively`` connected here, a chat of ``owner``, and a browser
+    signed in as its owner and one as somebody else."""
+    from django.test import Client
+
+    from sessions_app.services import session_create
+
+    paces = _pace(health_interval=0.2, backoff_initial=0.1, probe_interval=0.2)
+    try:
+        _add_stdio(staff, "--lively")
+        wait_for(lambda: connected("lively"), what="the lively server")
+        mine, theirs = Client(), Client()
+        mine.force_login(owner)
+        theirs.force_login(other_user)
+        yield session_create(user=owner), mine, theirs
+    finally:
+        _remove_all()
+        _pace(**paces)
+
+
 def _add_stdio(staff, *args: str) -> None:
     McpServer.objects.create(
         name="lively",
@@ -536,105 +557,78 @@ def _add_stdio(staff, *args: str) -> None:
 
 
 def test_a_chats_prompts_are_listed_and_filled_for_its_owner_only_and_bad_input_is_told(
-    owner, other_user, staff, registry_state
+    lively_chat,
 ):
-    from django.test import Client
+    session, mine, theirs = lively_chat
+    base = f"/chat/{session.pk}/prompts/"
 
-    from sessions_app.services import session_create
+    def fill(client, name, arguments="{}", server="lively"):
+        data = {"server": server, "name": name, "arguments": arguments}
+        return client.post(f"{base}fill/", data)
 
-    paces = _pace(health_interval=0.2, backoff_initial=0.1, probe_interval=0.2)
-    try:
-        _add_stdio(staff, "--lively")
-        wait_for(lambda: connected("lively"), what="the lively server")
-        session = session_create(user=owner)
-        mine, theirs = Client(), Client()
-        mine.force_login(owner)
-        theirs.force_login(other_user)
-        base = f"/chat/{session.pk}/prompts/"
+    listed = mine.get(base).json()["prompts"]
+    filled = fill(mine, "review", '{"code": "x = 1"}')
+    missing = fill(mine, "review", '{"focus": "style"}')
+    not_text = fill(mine, "review", '{"code": 1}')
+    not_json = fill(mine, "review", "{nope")
+    too_long = fill(mine, "review", '{"code": "' + "x" * 200_001 + '"}')
+    unknown = fill(mine, "nothing")
+    elsewhere = fill(mine, "review", '{"code": "x"}', server="gone")
+    their_list, their_fill = theirs.get(base), fill(theirs, "hello")
 
-        def fill(client, name, arguments="{}", server="lively"):
-            data = {"server": server, "name": name, "arguments": arguments}
-            return client.post(f"{base}fill/", data)
-
-        listed = mine.get(base).json()["prompts"]
-        filled = fill(mine, "review", '{"code": "x = 1"}')
-        missing = fill(mine, "review", '{"focus": "style"}')
-        not_text = fill(mine, "review", '{"code": 1}')
-        not_json = fill(mine, "review", "{nope")
-        too_long = fill(mine, "review", '{"code": "' + "x" * 200_001 + '"}')
-        unknown = fill(mine, "nothing")
-        elsewhere = fill(mine, "review", '{"code": "x"}', server="gone")
-        their_list, their_fill = theirs.get(base), fill(theirs, "hello")
-
-        assert [(p["server"], p["name"]) for p in listed] == [
-            ("lively", "hello"),
-            ("lively", "review"),
-        ]
-        assert filled.json() == {"text": "Please review this code for bugs:\n\nx = 1"}
-        assert (missing.status_code, missing.json()) == (400, {"error": "review needs code"})
-        assert (not_text.status_code, not_text.json()["error"]) == (
-            400,
-            "a prompt's arguments are an object of texts",
-        )
-        assert (not_json.status_code, not_json.json()["error"]) == (
-            400,
-            "the arguments are not JSON",
-        )
-        assert too_long.status_code == 400
-        assert "longer than 200,000 characters" in too_long.json()["error"]
-        assert unknown.status_code == 409
-        assert elsewhere.json() == {"error": "MCP server gone offers no prompt 'review' now"}
-        assert (their_list.status_code, their_fill.status_code) == (404, 404)
-    finally:
-        _remove_all()
-        _pace(**paces)
+    assert [(p["server"], p["name"]) for p in listed] == [
+        ("lively", "hello"),
+        ("lively", "review"),
+    ]
+    assert filled.json() == {"text": "Please review this code for bugs:\n\nx = 1"}
+    assert (missing.status_code, missing.json()) == (400, {"error": "review needs code"})
+    assert (not_text.status_code, not_text.json()["error"]) == (
+        400,
+        "a prompt's arguments are an object of texts",
+    )
+    assert (not_json.status_code, not_json.json()["error"]) == (
+        400,
+        "the arguments are not JSON",
+    )
+    assert too_long.status_code == 400
+    assert "longer than 200,000 characters" in too_long.json()["error"]
+    assert unknown.status_code == 409
+    assert elsewhere.json() == {"error": "MCP server gone offers no prompt 'review' now"}
+    assert (their_list.status_code, their_fill.status_code) == (404, 404)
 
 
 def test_a_chats_resources_are_attached_for_its_owner_only_and_never_past_a_disable(
-    owner, other_user, staff, api, registry_state
+    lively_chat, staff, api
 ):
-    from django.test import Client
-
-    from sessions_app.services import session_create
     from tests.mcp.server import EXACT_TEXT
 
-    paces = _pace(health_interval=0.2, backoff_initial=0.1, probe_interval=0.2)
-    try:
-        _add_stdio(staff, "--lively")
-        wait_for(lambda: connected("lively"), what="the lively server")
-        session = session_create(user=owner)
-        mine, theirs = Client(), Client()
-        mine.force_login(owner)
-        theirs.force_login(other_user)
-        base = f"/chat/{session.pk}/resources/"
+    session, mine, theirs = lively_chat
+    base = f"/chat/{session.pk}/resources/"
 
-        def attach(client, uri, server="lively"):
-            return client.post(f"{base}attach/", {"server": server, "uri": uri})
+    def attach(client, uri, server="lively"):
+        return client.post(f"{base}attach/", {"server": server, "uri": uri})
 
-        listed = mine.get(base).json()["resources"]
-        attached = attach(mine, "note://greeting")
-        unlisted = attach(mine, "file:///etc/passwd")
-        their_list, their_attach = theirs.get(base), attach(theirs, "note://greeting")
-        api(staff).post(
-            "/api/global-disables/",
-            {"tool": "lively__read_resource", "reason": "reads too much"},
-            format="json",
-        )
-        after_disable, listed_after = attach(mine, "note://greeting"), mine.get(base).json()
+    listed = mine.get(base).json()["resources"]
+    attached = attach(mine, "note://greeting")
+    unlisted = attach(mine, "file:///etc/passwd")
+    their_list, their_attach = theirs.get(base), attach(theirs, "note://greeting")
+    api(staff).post(
+        "/api/global-disables/",
+        {"tool": "lively__read_resource", "reason": "reads too much"},
+        format="json",
+    )
+    after_disable, listed_after = attach(mine, "note://greeting"), mine.get(base).json()
 
-        assert [(r["server"], r["uri"]) for r in listed] == [
-            ("lively", "note://greeting"),
-            ("lively", "blob://pixel"),
-        ]
-        assert attached.json() == {
-            "text": "[Resource greeting (note://greeting) from MCP server lively]\n" + EXACT_TEXT
-        }
-        assert unlisted.status_code == 400
-        assert "lists no resource 'file:///etc/passwd'" in unlisted.json()["error"]
-        assert (their_list.status_code, their_attach.status_code) == (404, 404)
-        assert after_disable.status_code == 409
-        assert after_disable.json()["error"].endswith("disabled globally by ops: reads too much")
-        assert listed_after == {"resources": []}
-    finally:
-        _remove_all()
-        _pace(**paces)
+    assert [(r["server"], r["uri"]) for r in listed] == [
+        ("lively", "note://greeting"),
+        ("lively", "blob://pixel"),
+    ]
+    assert attached.json() == {
+        "text": "[Resource greeting (note://greeting) from MCP server lively]\n" + EXACT_TEXT
+    }
+    assert unlisted.status_code == 400
+    assert "lists no resource 'file:///etc/passwd'" in unlisted.json()["error"]
+    assert (their_list.status_code, their_attach.status_code) == (404, 404)
+    assert after_disable.status_code == 409
+    assert after_disable.json()["error"].endswith("disabled globally by ops: reads too much")
+    assert listed_after == {"resources": []}
