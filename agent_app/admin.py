@@ -68,6 +68,8 @@ class McpServerForm(forms.ModelForm):
             "timeout_ceiling",
             "allowlist",
             "approve_destructive",
+            "sampling",
+            "workspace_roots",
         ]
 
     def clean(self) -> dict:

@@ -102,6 +102,8 @@ class McpServerSerializer(serializers.Serializer):
         max_length=1_000,
     )
     approve_destructive = serializers.BooleanField(required=False)
+    sampling = serializers.BooleanField(required=False)
+    workspace_roots = serializers.BooleanField(required=False)
     state = serializers.CharField(read_only=True)
     error = serializers.CharField(read_only=True)
     tools = serializers.IntegerField(read_only=True)

@@ -86,6 +86,8 @@ def mcp_config(server: McpServer) -> McpServerConfig:
         # An empty list means "no allowlist" (the admin's empty box), not "no tools".
         allowlist=tuple(allowlist) if allowlist else None,
         approve_destructive=server.approve_destructive,
+        sampling=server.sampling,
+        workspace_roots=server.workspace_roots,
     )
 
 
@@ -238,6 +240,8 @@ def server_json(server: McpServer) -> dict[str, Any]:
         "timeout_ceiling": server.timeout_ceiling,
         "allowlist": server.allowlist,
         "approve_destructive": server.approve_destructive,
+        "sampling": server.sampling,
+        "workspace_roots": server.workspace_roots,
         "state": state,
         "error": status.error if status is not None else "",
         "tools": status.tools if status is not None else 0,
@@ -260,6 +264,8 @@ FIELDS = (
     "timeout_ceiling",
     "allowlist",
     "approve_destructive",
+    "sampling",
+    "workspace_roots",
 )
 
 

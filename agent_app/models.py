@@ -134,6 +134,20 @@ class McpServer(models.Model):
             "annotations). Off: such tools run without asking."
         ),
     )
+    sampling = models.BooleanField(
+        default=False,
+        help_text=(
+            "Let its tools ask the chat's model for a completion (MCP sampling), each time "
+            "with the person's approval. Off: every such request is refused."
+        ),
+    )
+    workspace_roots = models.BooleanField(
+        default=False,
+        help_text=(
+            "Tell it the chat's workspace as its only root (MCP roots, for servers like "
+            "filesystem). Each chat then gets a connection of its own."
+        ),
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )

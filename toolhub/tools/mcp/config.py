@@ -80,6 +80,10 @@ class McpServerConfig:
     allowlist: tuple[str, ...] | None = None
     # Ask the person before a tool this server marks destructive runs.
     approve_destructive: bool = True
+    # MCP sampling: the server may ask the chat's model, each time with the person's yes.
+    sampling: bool = False
+    # MCP roots: one connection per chat, whose only root is the chat's workspace.
+    workspace_roots: bool = False
 
     def __post_init__(self) -> None:
         if not SERVER_NAME.fullmatch(self.name):
