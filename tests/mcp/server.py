@@ -13,7 +13,10 @@ appends a line per executed call, so a test can prove a call never reached the s
 ``--lively`` adds ``grow`` (adds a tool and sends list_changed), ``shout`` (sends a log
 message), two resources (a text with CRLF and joiners, a PNG), ``linked`` (a result
 that links to the text) and two prompts, ``review`` (code, focus) and ``hello``;
-``--instructions TEXT`` is what the server tells a client about its tools.
+``--instructions TEXT`` is what the server tells a client about its tools. ``--asking``
+adds tools that ask the client mid-call: ``sign_in_visitor`` (a form for the person),
+``sum_up`` (a completion from the client's model) and ``show_roots`` (the client's roots),
+through the SDK's resolvers, which ask in whichever way the protocol version has.
 ``--annotated`` adds tools carrying MCP annotations (read-only, destructive, additive, and
 hints left to their defaults); the fixed tools have none. (A server whose hints are not
 booleans on the wire is ``raw_server.py``: this SDK's server corrects them before they
@@ -29,18 +32,30 @@ import os
 import random
 import sys
 from pathlib import Path
-from typing import Annotated, TypedDict
+from typing import Annotated, Literal, TypedDict
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    Context,
+    Elicit,
+    ElicitationResult,
+    ListRoots,
+    MCPServer,
+    Resolve,
+    Sample,
+)
 from mcp_types import (
+    CreateMessageResult,
     ImageContent,
+    ListRootsResult,
     ListToolsResult,
     PaginatedRequestParams,
     ResourceLink,
+    SamplingMessage,
     TextContent,
     ToolAnnotations,
 )
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 LONG_DESCRIPTION = "Summarise a document. " + "This sentence pads the description. " * 200
 # What a file of a person's can hold that a filter for names would strip: CR, an emoji
@@ -102,6 +117,7 @@ def build(
     annotated: bool = False,
     lively: bool = False,
     instructions: str | None = None,
+    asking: bool = False,
 ) -> MCPServer:
     server = PagedServer(
         "toolhub-test",
@@ -198,6 +214,8 @@ def build(
         _annotated_tools(server, count)
     if lively:
         _lively_tools(server)
+    if asking:
+        _asking_tools(server)
     return server
 
 
@@ -251,6 +269,53 @@ def _lively_tools(server: PagedServer) -> None:
         return "shouted"
 
 
+class Visitor(BaseModel):
+    """The form ``sign_in_visitor`` asks a person to fill in."""
+
+    name: str = Field(description="Your name", min_length=1, max_length=40)
+    age: int = Field(description="Your age in years", ge=0, le=150)
+    colour: Literal["red", "green", "blue"] = Field(description="A colour you like")
+    newsletter: bool = Field(default=False, description="Send me the newsletter")
+
+
+async def _visitor(ctx: Context) -> Elicit[Visitor]:
+    return Elicit("Who is visiting? (asked by toolhub-test)", Visitor)
+
+
+async def _summary(text: str) -> Sample:
+    return Sample(
+        [SamplingMessage(role="user", content=TextContent(type="text", text=f"Sum up: {text}"))],
+        max_tokens=200,
+        system_prompt="Answer in one short sentence.",
+    )
+
+
+async def _roots() -> ListRoots:
+    return ListRoots()
+
+
+def _asking_tools(server: PagedServer) -> None:
+    @server.tool(description="Ask the person who is visiting, with a form.")
+    async def sign_in_visitor(
+        visitor: Annotated[ElicitationResult[Visitor], Resolve(_visitor)],
+    ) -> str:
+        if not isinstance(visitor, AcceptedElicitation):
+            return f"no visitor: the person chose {visitor.action}"
+        data = visitor.data
+        news = "with" if data.newsletter else "without"
+        return f"welcome {data.name}, {data.age}, who likes {data.colour}, {news} newsletter"
+
+    @server.tool(description="Sum a text up by asking the client's model.")
+    async def sum_up(text: str, answer: Annotated[CreateMessageResult, Resolve(_summary)]) -> str:
+        content = answer.content
+        said = content.text if isinstance(content, TextContent) else "(no text)"
+        return f"the model ({answer.model}) said: {said}"
+
+    @server.tool(description="The roots the client gave this server.")
+    async def show_roots(listed: Annotated[ListRootsResult, Resolve(_roots)]) -> str:
+        return "\n".join(str(root.uri) for root in listed.roots) or "(no roots)"
+
+
 def _annotated_tools(server: PagedServer, count) -> None:
     @server.tool(
         description="Look up a stored value.",
@@ -295,6 +360,7 @@ def main() -> int:
     parser.add_argument("--refuse-if", type=Path)
     parser.add_argument("--lively", action="store_true")
     parser.add_argument("--instructions")
+    parser.add_argument("--asking", action="store_true")
     options = parser.parse_args()
     if options.refuse_if is not None and options.refuse_if.exists():
         # A test keeps a stdio server down this way: every restart fails until it is gone.
@@ -307,6 +373,7 @@ def main() -> int:
         annotated=options.annotated,
         lively=options.lively,
         instructions=options.instructions,
+        asking=options.asking,
     )
     if options.transport == "stdio":
         server.run("stdio")

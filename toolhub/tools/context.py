@@ -10,17 +10,19 @@ is missing is unavailable (layer 4) rather than failing at run time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from toolhub.tools.mcp.asks import Elicitor, Sampler
     from toolhub.tools.search import ToolIndex
 
 
@@ -101,6 +103,9 @@ class TailAccumulator:
         self._joined: str | None = ""
         # When text last arrived (monotonic): a call's progress, read by an idle timeout.
         self.updated = time.monotonic()
+        # Waits for a person (an MCP server's form or sampling request) under way: the
+        # call is not idle while somebody is deciding (``ToolContext.waiting_for_person``).
+        self._held = 0
 
     def append(self, text: str) -> None:
         if not text:
@@ -125,6 +130,21 @@ class TailAccumulator:
                 else:
                     self._chunks[0] = oldest[overflow:]
                     self._size -= overflow
+
+    @property
+    def idle_since(self) -> float:
+        """When the call last showed life: now while a person is being waited for."""
+        with self._lock:
+            return time.monotonic() if self._held else self.updated
+
+    def hold(self) -> None:
+        with self._lock:
+            self._held += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._held -= 1
+            self.updated = time.monotonic()
 
     @property
     def text(self) -> str:
@@ -197,6 +217,10 @@ class ToolServices:
     asker: QuestionAsker | None = None
     plan_mode: PlanModeSwitch | None = None
     tool_index: ToolIndex | None = None
+    # What an MCP server may ask mid-call: a form for the person, a completion from the
+    # chat's model (toolhub/tools/mcp/asks.py). None where nobody can answer.
+    elicitor: Elicitor | None = None
+    sampler: Sampler | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +262,19 @@ class ToolContext:
             started=time.monotonic(),
             cancel=self.cancel.child(),
         )
+
+    @contextlib.contextmanager
+    def waiting_for_person(self) -> Iterator[None]:
+        """While a person decides, the call's idle timeout does not run (its ceiling
+        still does)."""
+        if self.tail is None:
+            yield
+            return
+        self.tail.hold()
+        try:
+            yield
+        finally:
+            self.tail.release()
 
     def update(self, chunk: str) -> None:
         """Stream progress: feed the bounded tail and tell ``on_update`` (if any)."""

@@ -318,7 +318,7 @@ class Tool:
         stop_at = ctx.started + ceiling
         while True:
             # Progress moves the idle deadline on; the ceiling never moves.
-            idle_at = ctx.tail.updated + budget
+            idle_at = ctx.tail.idle_since + budget
             left = min(idle_at, stop_at) - time.monotonic()
             if left <= 0:
                 break

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import dataclasses
 import functools
 import json
 import logging
@@ -13,9 +15,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+from pathlib import Path
 from typing import IO, Any, TextIO, cast
 
 from toolhub.tools.context import ToolContext
+from toolhub.tools.mcp.asks import AskRefused, elicit_form, sampling_ask
 from toolhub.tools.mcp.config import (
     CLOSE_SECONDS,
     CONFLICTING_HINT,
@@ -149,6 +153,9 @@ class _Connection:
         # Calls waiting on the server now; ended with the reason when it is lost, so none
         # waits its whole timeout on a server known to be gone.
         self.calls: set[asyncio.Task[Any]] = set()
+        # Which chat's call each waiting request is: a form or a sampling request the
+        # server sends mid-call goes to that person, never to another (``_caller``).
+        self.callers: dict[asyncio.Task[Any], _Caller] = {}
         self.dropped: set[asyncio.Task[Any]] = set()
         self.hold: asyncio.TimerHandle | None = None
         # Set by a list_changed notification: relist now, not at the next interval.
@@ -191,26 +198,41 @@ class _Connection:
                 await asyncio.wait_for(self.stopping.wait(), self.delay)
             self.delay = min(self.delay * 2, self.manager.backoff_max)
 
-    async def _connected_session(self) -> None:
+    async def _open(self, stack: contextlib.AsyncExitStack) -> Any:
+        """A client on a new connection, entered on ``stack``; within the listing's time
+        limit, so a command that never speaks MCP does not stay "connecting" forever."""
         from mcp import Client
 
+        async with asyncio.timeout(self.manager.list_timeout):
+            transport = _watched(self._transport(), self.wire_annotations)
+            return await stack.enter_async_context(
+                Client(
+                    transport,
+                    mode="auto",
+                    client_info=_client_info(),
+                    logging_callback=self._logged,
+                    # 2026-07-28 sends log messages only to requests that opt in.
+                    log_level="info",
+                    message_handler=self._notified,
+                    elicitation_callback=self._elicit,
+                    # Declared only where the operator allows them (docs/mcp.md).
+                    sampling_callback=self._sample if self.config.sampling else None,
+                    list_roots_callback=self._roots if self.config.workspace_roots else None,
+                )
+            )
+
+    async def _roots(self, context: Any) -> Any:
+        """The server-wide connection only lists and reads: it has no workspace, so no
+        roots. Each chat's calls go through a connection of its own that has one
+        (``_ChatConnection``)."""
+        from mcp_types import ListRootsResult
+
+        return ListRootsResult(roots=[])
+
+    async def _connected_session(self) -> None:
         self.lost = asyncio.Event()
         async with contextlib.AsyncExitStack() as stack:
-            # A command that never speaks MCP must not leave the server "connecting"
-            # forever: the handshake has the listing's time limit.
-            async with asyncio.timeout(self.manager.list_timeout):
-                transport = _watched(self._transport(), self.wire_annotations)
-                client = await stack.enter_async_context(
-                    Client(
-                        transport,
-                        mode="auto",
-                        client_info=_client_info(),
-                        logging_callback=self._logged,
-                        # 2026-07-28 sends log messages only to requests that opt in.
-                        log_level="info",
-                        message_handler=self._notified,
-                    )
-                )
+            client = await self._open(stack)
             self.changed.clear()
             await self._relist(client)
             self.manager.registry.set_note(
@@ -461,7 +483,9 @@ class _Connection:
         http = create_mcp_http_client(headers=dict(config.headers))
         return streamable_http_client(config.url, http_client=http)
 
-    async def call(self, remote: str, arguments: dict[str, Any], progress: Any) -> Any:
+    async def call(
+        self, remote: str, arguments: dict[str, Any], progress: Any, caller: _Caller
+    ) -> Any:
         async def send(client: Any) -> Any:
             if remote not in self.offered:
                 raise McpUnavailableError(
@@ -475,12 +499,15 @@ class _Connection:
                 progress_callback=progress,
             )
 
-        return await self.request(send)
+        return await self.request(send, caller)
 
-    async def request(self, send: Callable[[Any], Awaitable[Any]]) -> Any:
+    async def request(
+        self, send: Callable[[Any], Awaitable[Any]], caller: _Caller | None = None
+    ) -> Any:
         """``send(client)`` on the connection of now: refused at once unless connected,
         ended with the reason if the server is lost meanwhile, and a transport failure
-        marks the server lost for every other call too."""
+        marks the server lost for every other call too. ``caller`` is the chat's call it
+        serves, which a form or sampling request the server sends meanwhile goes to."""
         import anyio
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED
@@ -491,6 +518,11 @@ class _Connection:
         task = asyncio.current_task()
         assert task is not None
         self.calls.add(task)
+        if caller is not None:
+            self.callers[task] = caller
+            # 2026-07-28 answers a call with the questions it needs answered, and the SDK
+            # asks them from within this task: the question knows its call for certain.
+            _CALLER.set(caller)
         try:
             return await send(client)
         except asyncio.CancelledError:
@@ -509,7 +541,59 @@ class _Connection:
             raise McpUnavailableError(self.reason) from exc
         finally:
             self.calls.discard(task)
+            self.callers.pop(task, None)
             self.dropped.discard(task)
+
+    def _caller(self) -> _Caller:
+        """The call a server's request belongs to. On 2026-07-28 it is the task's own; a
+        handshake-era server asks on its own, with nothing on the wire naming the call, so
+        it is the one call waiting on this server, and with several it is nobody's:
+        guessing could show one person's form to another (``AskRefused``)."""
+        caller = _CALLER.get()
+        if caller is not None:
+            return caller
+        waiting = list(self.callers.values())
+        if len(waiting) == 1:
+            return waiting[0]
+        if not waiting:
+            raise AskRefused("no call of a chat is waiting on this server now")
+        raise AskRefused(
+            "several calls are waiting on this server, and its request does not say which "
+            "one it belongs to"
+        )
+
+    async def _elicit(self, context: Any, params: Any) -> Any:
+        from mcp_types import INVALID_REQUEST, ElicitResult, ErrorData
+
+        try:
+            caller = self._caller()
+            elicitor = caller.ctx.services.elicitor
+            if elicitor is None or not caller.ctx.attended:
+                raise AskRefused("nobody is watching this chat to answer a form")
+            form = elicit_form(self.config.name, params)
+            answer = await caller.run(elicitor.elicit(form))
+        except AskRefused as exc:
+            return ErrorData(code=INVALID_REQUEST, message=f"toolhub refused: {exc}")
+        content = dict(answer.content) if answer.action == "accept" and not form.url else None
+        return ElicitResult(action=answer.action, content=content)
+
+    async def _sample(self, context: Any, params: Any) -> Any:
+        from mcp_types import INVALID_REQUEST, CreateMessageResult, ErrorData, TextContent
+
+        try:
+            caller = self._caller()
+            sampler = caller.ctx.services.sampler
+            if sampler is None or not caller.ctx.attended:
+                raise AskRefused("nobody is watching this chat to approve a sampling request")
+            sampled = await caller.run(sampler.sample(sampling_ask(self.config.name, params)))
+        except AskRefused as exc:
+            return ErrorData(code=INVALID_REQUEST, message=f"toolhub refused: {exc}")
+        return CreateMessageResult(
+            role="assistant",
+            content=TextContent(type="text", text=sampled.text),
+            model=sampled.model,
+            stop_reason="maxTokens" if sampled.stopped_at_limit else "endTurn",
+        )
 
     def _went_away(self, client: Any, error: str) -> None:
         # Said at once, not at the next health check, and every call still waiting on the
@@ -539,6 +623,138 @@ class _Connection:
                 await self.task
         except Exception:
             logger.debug("MCP server %s ended with an error while closing", self.config.name)
+
+
+# How long a chat's new connection to a handshake-era server waits for the server to ask
+# for its roots before the first call goes (a server that never asks costs this once per
+# connection), and then for it to take them in.
+ROOTS_GRACE_SECONDS = 1.0
+ROOTS_SETTLE_SECONDS = 0.2
+
+
+class _ChatConnection(_Connection):
+    """One chat's own connection to a server with workspace roots: its only root is the
+    chat's workspace, so a server that keeps what it is told (filesystem keeps its allowed
+    folders) never works in one chat's folder for another. The chat's first call opens
+    it, ``chat_idle`` seconds without a call close it. It registers nothing (the
+    server-wide connection keeps the listing, and what it offers decides what may be
+    called) and is not reconnected: a lost one ends, and the chat's next call opens
+    another."""
+
+    def __init__(
+        self, manager: McpManager, primary: _Connection, chat: str, workspace: Path
+    ) -> None:
+        self.primary = primary
+        self.chat = chat
+        self.workspace = workspace
+        self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.idle: asyncio.TimerHandle | None = None
+        self.used = time.monotonic()
+        self.rooted = asyncio.Event()
+        super().__init__(manager, primary.config)
+        # What the server logs on a chat's connection shows with the server's own.
+        self.logs = primary.logs
+
+    async def _supervise(self) -> None:
+        error = "the connection closed"
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                client = await self._open(stack)
+                if client.protocol_version not in _modern():
+                    await self._until_rooted()
+                self.client = client
+                self._set("connected")
+                self.ready.set_result(None)
+                probe = asyncio.get_running_loop().create_task(self._probe_forever(client))
+                try:
+                    await self.lost.wait()
+                finally:
+                    probe.cancel()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # the SDK raises exception groups too
+            error = self.config.redact(_describe(exc))
+        finally:
+            self.client = None
+            if not self.ready.done():
+                self.ready.set_exception(
+                    McpUnavailableError(
+                        f"MCP server {self.config.name} could not open this chat's "
+                        f"connection: {error}"
+                    )
+                )
+            if self.status.state == "connected":
+                self._set("disconnected", error=error)
+            self.manager._forget_chat(self)
+
+    async def _until_rooted(self) -> None:
+        """A handshake-era server asks for its roots on its own once connected (filesystem
+        does), then takes them in as it likes; a call sent before it has would be refused.
+        Nothing on the wire says when it has, so: until it asked, and a moment more."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.rooted.wait(), ROOTS_GRACE_SECONDS)
+            await asyncio.sleep(ROOTS_SETTLE_SECONDS)
+
+    async def _roots(self, context: Any) -> Any:
+        from mcp_types import ListRootsResult, Root
+
+        self.rooted.set()
+        root = Root.model_validate({"uri": self.workspace.as_uri(), "name": "workspace"})
+        return ListRootsResult(roots=[root])
+
+    def _lose(self, error: str) -> None:
+        self._set("disconnected", error=error)
+
+    def _set(self, state: str, *, error: str = "", **_: Any) -> None:
+        # A chat's connection is no layer-4 gate: nothing to tell the registry.
+        self.status = McpStatus(self.config.name, state, error=error)
+
+    async def call(
+        self, remote: str, arguments: dict[str, Any], progress: Any, caller: _Caller
+    ) -> Any:
+        self.offered = self.primary.offered
+        if self.idle is not None:
+            self.idle.cancel()
+        try:
+            return await super().call(remote, arguments, progress, caller)
+        finally:
+            self.used = time.monotonic()
+            self.idle = asyncio.get_running_loop().call_later(self.manager.chat_idle, self._if_idle)
+
+    def _if_idle(self) -> None:
+        if not self.calls and not self.closing:
+            self.manager._forget_chat(self)
+            asyncio.get_running_loop().create_task(self.close())
+
+    async def close(self) -> None:
+        if self.idle is not None:
+            self.idle.cancel()
+        await super().close()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Caller:
+    """A chat's call on a server: its context (who, which chat, who can answer) and the
+    loop it runs on, where what the server asks of the person is asked."""
+
+    ctx: ToolContext
+    loop: asyncio.AbstractEventLoop
+
+    async def run(self, asking: Coroutine[Any, Any, Any]) -> Any:
+        """``asking`` on the caller's loop; while it waits on a person the call is not
+        idle, and the call ending (or the server withdrawing) ends it."""
+        with self.ctx.waiting_for_person():
+            future = asyncio.run_coroutine_threadsafe(asking, self.loop)
+            try:
+                return await asyncio.wrap_future(future)
+            except asyncio.CancelledError:
+                future.cancel()
+                raise
+
+
+_CALLER: contextvars.ContextVar[_Caller | None] = contextvars.ContextVar(
+    "toolhub_mcp_caller", default=None
+)
 
 
 # What a handshake-era server sends when the listings toolhub keeps change.
@@ -589,6 +805,8 @@ class McpManager:
         backoff_max: float = 30.0,
         list_timeout: float = 30.0,
         max_pages: int = 100,
+        chat_idle: float = 300.0,
+        max_chats: int = 20,
         errlog: IO[str] | None = None,
     ) -> None:
         self.registry = default_registry if registry is None else registry
@@ -600,8 +818,13 @@ class McpManager:
         self.backoff_max = backoff_max
         self.list_timeout = list_timeout
         self.max_pages = max_pages
+        # Servers with workspace roots: a chat's connection closes after this long without
+        # a call, and a server has at most this many open at once.
+        self.chat_idle = chat_idle
+        self.max_chats = max_chats
         self.errlog = errlog
         self._connections: dict[str, _Connection] = {}
+        self._chats: dict[tuple[str, str], _ChatConnection] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -644,7 +867,8 @@ class McpManager:
                 for name, connection in sorted(self._connections.items())
                 if wanted.get(name) != connection.config
             ]
-            closing = [self._connections.pop(name) for name in gone]
+            closing: list[_Connection] = [self._connections.pop(name) for name in gone]
+            closing += [self._chats.pop(key) for key in sorted(self._chats) if key[0] in gone]
             await asyncio.gather(*(connection.close() for connection in closing))
             for name in gone:
                 if name not in wanted:
@@ -677,22 +901,70 @@ class McpManager:
         self, server: str, remote: str, arguments: dict[str, Any], *, ctx: ToolContext
     ) -> ToolResult:
         """Call ``server``'s tool from any loop; progress streams to ``ctx.update``."""
-        caller = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
             if ctx.cancel.cancelled:
                 return
             # A late notification after the caller's loop closed is dropped.
             with contextlib.suppress(RuntimeError):
-                caller.call_soon_threadsafe(ctx.update, _progress_line(done, total, message))
+                loop.call_soon_threadsafe(ctx.update, _progress_line(done, total, message))
 
         label = tool_name(server, remote)
-        answer = await self._on_loop(
-            server, label, lambda connection: connection.call(remote, arguments, progress)
-        )
+        caller = _Caller(ctx=ctx, loop=loop)
+
+        async def send(connection: _Connection) -> Any:
+            target = await self._connection_for(connection, ctx)
+            return await target.call(remote, arguments, progress, caller)
+
+        answer = await self._on_loop(server, label, send)
         if isinstance(answer, ToolResult):
             return answer
         return result_text(answer, reader=tool_name(server, READ_RESOURCE))
+
+    async def _connection_for(self, primary: _Connection, ctx: ToolContext) -> _Connection:
+        """The connection a call of ``ctx``'s chat goes through: the server's own, or for
+        a server with workspace roots the chat's (opened now if need be)."""
+        config = primary.config
+        if not config.workspace_roots:
+            return primary
+        if ctx.session_id is None or ctx.workspace is None:
+            raise McpUnavailableError(
+                f"MCP server {config.name} works in a chat's workspace, and this call has none"
+            )
+        if primary.status.state != "connected":
+            raise McpUnavailableError(primary.reason)
+        key = (config.name, str(ctx.session_id))
+        chat = self._chats.get(key)
+        if chat is None or chat.closing or chat.lost.is_set() or chat.primary is not primary:
+            self._make_room(config.name)
+            # The folder a root names must be there for the server to accept it.
+            ctx.workspace.mkdir(parents=True, exist_ok=True)
+            chat = self._chats[key] = _ChatConnection(self, primary, key[1], ctx.workspace)
+        # Shielded: one caller giving up must not end the opening the others wait for.
+        await asyncio.shield(chat.ready)
+        return chat
+
+    def _make_room(self, server: str) -> None:
+        """Close the longest-idle chat connection of ``server`` when it has its maximum;
+        with every one busy the call is refused, never queued behind another chat."""
+        mine = [chat for key, chat in self._chats.items() if key[0] == server]
+        if len(mine) < self.max_chats:
+            return
+        # One still opening has a caller waiting on it: busy too.
+        idle = [chat for chat in mine if not chat.calls and chat.ready.done()]
+        if not idle:
+            raise McpUnavailableError(
+                f"MCP server {server} is busy with {len(mine)} other chats; try again shortly"
+            )
+        oldest = min(idle, key=lambda chat: chat.used)
+        self._forget_chat(oldest)
+        asyncio.get_running_loop().create_task(oldest.close())
+
+    def _forget_chat(self, chat: _ChatConnection) -> None:
+        key = (chat.config.name, chat.chat)
+        if self._chats.get(key) is chat:
+            del self._chats[key]
 
     async def list_resources(self, server: str, cursor: str | None) -> ToolResult:
         """One page of ``server``'s resources, as text for the model."""

@@ -1,0 +1,258 @@
+"""What an MCP server asks mid-call (a form, a completion, its roots), through a real SDK
+server (``tests/mcp/server.py --asking``) over stdio and streamable HTTP, and through
+``McpManager``: each question reaches the person whose call caused it, or is refused with
+the reason. The person here is a scripted ``Elicitor``/``Sampler``; the chat's own, which
+draws the form and asks the model, is tested through turns in
+tests/integration/agent_app/test_mcp_asks_chat.py."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.integration.tools.test_mcp_client import connect, make_manager
+from tests.mcp import free_port, http_config, http_server, stdio_config, wait_for
+from toolhub.tools import ToolContext, ToolRegistry
+from toolhub.tools.context import ToolServices
+from toolhub.tools.mcp import McpServerConfig
+from toolhub.tools.mcp.asks import AskRefused, ElicitAnswer, ElicitForm, Sampled, SamplingAsk
+
+
+class Person:
+    """Answers forms as scripted, and notes every form and sampling request it saw."""
+
+    def __init__(self, answer: ElicitAnswer, *, delay: float = 0.0) -> None:
+        self.answer = answer
+        self.delay = delay
+        self.forms: list[ElicitForm] = []
+        self.asks: list[SamplingAsk] = []
+        self.loops: set[int] = set()
+
+    async def elicit(self, form: ElicitForm) -> ElicitAnswer:
+        self.forms.append(form)
+        self.loops.add(threading.get_ident())
+        await asyncio.sleep(self.delay)
+        return self.answer
+
+    async def sample(self, ask: SamplingAsk) -> Sampled:
+        self.asks.append(ask)
+        return Sampled(text="A short summary.", model="test-model")
+
+
+class Refuser:
+    async def sample(self, ask: SamplingAsk) -> Sampled:
+        raise AskRefused("the person denied it")
+
+
+@pytest.fixture
+def reg() -> ToolRegistry:
+    return ToolRegistry()
+
+
+@pytest.fixture
+def manager(reg: ToolRegistry, tmp_path: Path):
+    manager = make_manager(reg, tmp_path)
+    yield manager
+    manager.stop()
+
+
+@pytest.fixture(params=["stdio", "http"])
+def asking(request, manager, reg, tmp_path):
+    """A connected ``--asking`` server whose config a test may change (``reconnect``)."""
+
+    def make(**fields) -> McpServerConfig:
+        if request.param == "stdio":
+            return stdio_config("ask", "--asking", **fields)
+        return http_config("ask", port, **fields)
+
+    def reconnect(**fields) -> None:
+        connect(manager, make(**fields))
+
+    if request.param == "stdio":
+        reconnect()
+        yield reconnect
+        return
+    port = free_port()
+    with http_server(port, "--asking", log=tmp_path / "server.log"):
+        reconnect()
+        yield reconnect
+
+
+def call(reg: ToolRegistry, name: str, arguments: dict, **services):
+    ctx = ToolContext(env={}, services=ToolServices(**services))
+    return asyncio.run(reg.get(name).execute(arguments, ctx))
+
+
+VISITOR = {"name": "Ada", "age": 36, "colour": "green", "newsletter": True}
+
+
+def test_a_servers_form_reaches_the_person_checked_and_their_answer_goes_back(asking, reg):
+    person = Person(ElicitAnswer("accept", VISITOR))
+
+    result = call(reg, "ask__sign_in_visitor", {}, elicitor=person)
+
+    assert result.content == "welcome Ada, 36, who likes green, with newsletter"
+    [form] = person.forms
+    assert form.server == "ask"
+    assert form.message == "Who is visiting? (asked by toolhub-test)"
+    fields = {field.name: field for field in form.fields}
+    assert fields["age"].kind == "integer"
+    assert (fields["age"].minimum, fields["age"].maximum) == (0, 150)
+    assert fields["colour"].kind == "choice"
+    assert [value for value, _ in fields["colour"].choices] == ["red", "green", "blue"]
+    assert fields["newsletter"].kind == "boolean"
+    assert fields["name"].required
+    assert not fields["newsletter"].required
+
+
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+def test_a_person_who_declines_or_dismisses_a_form_is_told_to_the_server(asking, reg, action):
+    result = call(reg, "ask__sign_in_visitor", {}, elicitor=Person(ElicitAnswer(action)))
+
+    assert result.content == f"no visitor: the person chose {action}"
+
+
+def test_a_form_in_a_turn_nobody_watches_is_refused_and_the_call_says_why(asking, reg):
+    result = asyncio.run(
+        reg.get("ask__sign_in_visitor").execute(
+            {},
+            ToolContext(
+                env={},
+                attended=False,
+                services=ToolServices(elicitor=Person(ElicitAnswer("accept", VISITOR))),
+            ),
+        )
+    )
+
+    assert result.is_error
+    assert "nobody is watching this chat to answer a form" in result.content
+
+
+def test_a_person_slower_than_the_idle_timeout_still_answers_in_time(asking, reg):
+    """The server's timeout counts a call's silence; a person deciding is not silence."""
+    asking(timeout=0.5)
+    person = Person(ElicitAnswer("accept", VISITOR), delay=1.5)
+
+    result = call(reg, "ask__sign_in_visitor", {}, elicitor=person)
+
+    assert result.content.startswith("welcome Ada")
+
+
+def test_sampling_is_refused_until_the_operator_allows_it_then_the_model_answers(asking, reg):
+    refused = call(
+        reg, "ask__sum_up", {"text": "a long story"}, sampler=Person(ElicitAnswer("cancel"))
+    )
+    asking(sampling=True)
+    person = Person(ElicitAnswer("cancel"))
+    answered = call(reg, "ask__sum_up", {"text": "a long story"}, sampler=person)
+    denied = call(reg, "ask__sum_up", {"text": "a long story"}, sampler=Refuser())
+
+    assert refused.is_error
+    assert answered.content == "the model (test-model) said: A short summary."
+    [ask] = person.asks
+    assert ask.system == "Answer in one short sentence."
+    assert ask.messages == (("user", "Sum up: a long story"),)
+    assert ask.max_tokens == 200
+    assert denied.is_error
+    assert "toolhub refused: the person denied it" in denied.content
+
+
+def test_two_chats_calling_at_once_each_get_their_own_form(asking, reg):
+    """On 2026-07-28 a question rides its call's answer, so it can never cross calls."""
+    first = Person(ElicitAnswer("accept", {**VISITOR, "name": "First"}), delay=0.3)
+    second = Person(ElicitAnswer("accept", {**VISITOR, "name": "Second"}), delay=0.3)
+    tool = reg.get("ask__sign_in_visitor")
+
+    async def both():
+        return await asyncio.gather(
+            tool.execute({}, ToolContext(env={}, services=ToolServices(elicitor=first))),
+            tool.execute({}, ToolContext(env={}, services=ToolServices(elicitor=second))),
+        )
+
+    one, two = asyncio.run(both())
+
+    assert one.content.startswith("welcome First")
+    assert two.content.startswith("welcome Second")
+    assert len(first.forms) == len(second.forms) == 1
+
+
+def in_chat(chat: str, workspace: Path, **fields) -> ToolContext:
+    return ToolContext(env={}, session_id=chat, workspace=workspace / chat, **fields)
+
+
+def test_each_chat_is_told_only_its_own_workspace_as_the_servers_root(asking, reg, tmp_path):
+    asking(workspace_roots=True)
+    tool = reg.get("ask__show_roots")
+
+    async def both():
+        return await asyncio.gather(
+            tool.execute({}, in_chat("chat-a", tmp_path)),
+            tool.execute({}, in_chat("chat-b", tmp_path)),
+        )
+
+    a, b = asyncio.run(both())
+
+    assert a.content == (tmp_path / "chat-a").as_uri()
+    assert b.content == (tmp_path / "chat-b").as_uri()
+
+
+def test_without_workspace_roots_a_server_is_told_of_no_roots(asking, reg, tmp_path):
+    result = asyncio.run(reg.get("ask__show_roots").execute({}, in_chat("chat-a", tmp_path)))
+
+    assert result.is_error
+
+
+def test_a_workspace_server_refuses_a_call_that_has_no_chat(asking, reg):
+    asking(workspace_roots=True)
+
+    result = asyncio.run(reg.get("ask__show_roots").execute({}, ToolContext(env={})))
+
+    assert result.is_error
+    assert "works in a chat's workspace, and this call has none" in result.content
+
+
+def test_a_chats_connection_is_its_own_and_closes_when_idle(reg, tmp_path):
+    """Over stdio a connection is a process: its pid shows which connection answered."""
+    manager = make_manager(reg, tmp_path, chat_idle=0.5)
+    try:
+        connect(manager, stdio_config("ask", "--asking", workspace_roots=True))
+        pid = reg.get("ask__pid")
+
+        def pid_in(chat: str) -> str:
+            return asyncio.run(pid.execute({}, in_chat(chat, tmp_path))).content
+
+        first, again, other = pid_in("chat-a"), pid_in("chat-a"), pid_in("chat-b")
+        wait_for(lambda: pid_in("chat-a") != first, 10, "the idle connection to be replaced")
+
+        assert first == again
+        assert other != first
+    finally:
+        manager.stop()
+
+
+def test_a_server_at_its_chat_limit_makes_room_from_idle_chats_and_refuses_when_all_are_busy(
+    reg, tmp_path
+):
+    manager = make_manager(reg, tmp_path, max_chats=1)
+    try:
+        connect(manager, stdio_config("ask", "--asking", workspace_roots=True))
+        sleep, roots = reg.get("ask__sleep"), reg.get("ask__show_roots")
+
+        async def busy_then_another():
+            slow = asyncio.ensure_future(sleep.execute({"seconds": 2}, in_chat("a", tmp_path)))
+            await asyncio.sleep(1.0)
+            refused = await roots.execute({}, in_chat("b", tmp_path))
+            await slow
+            taken = await roots.execute({}, in_chat("b", tmp_path))
+            return refused, taken
+
+        refused, taken = asyncio.run(busy_then_another())
+
+        assert refused.is_error
+        assert "is busy with 1 other chats" in refused.content
+        assert taken.content == (tmp_path / "b").as_uri()
+    finally:
+        manager.stop()

@@ -1,0 +1,459 @@
+"""What an MCP server asks of toolhub in the middle of a call, made safe to show a person
+and to answer: an elicitation (a form, or a page to open), a sampling request (a
+completion from the chat's model), and the roots it may work in.
+
+Invariants:
+- **Bounded and cleaned.** A form has at most ``MAX_FIELDS`` fields of the spec's flat,
+  primitive kinds (text, number, integer, yes/no, one or several of listed choices);
+  anything else (nesting, ``$ref``, an unknown type) is refused with the reason before a
+  person sees it. Every title, description, message and choice label is untrusted text:
+  control and bidi characters removed, cut to a fixed length.
+- **An answer is checked against the form** (``form_answer``) before it goes back: the
+  types the schema says, required fields present, lengths, bounds, formats and choices
+  kept, unknown fields refused. What a browser posts as text is read as the field's type.
+- **Sampling is text.** A request is reduced to its system prompt and text messages; one
+  with images, audio, tools or too much text is refused with the reason, never cut
+  silently. ``max_tokens`` is the server's, capped by toolhub.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from toolhub.tools.mcp.config import untrusted_text
+
+MAX_FIELDS = 30
+MAX_CHOICES = 100
+MAX_MESSAGE_CHARS = 2_000
+MAX_TITLE_CHARS = 120
+MAX_FIELD_DESCRIPTION_CHARS = 500
+MAX_TEXT_ANSWER_CHARS = 10_000
+MAX_SAMPLING_MESSAGES = 50
+MAX_SAMPLING_CHARS = 100_000
+MAX_SAMPLING_TOKENS = 4_096
+FIELD_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+FORMATS = ("email", "uri", "date", "date-time")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+ACTIONS = ("accept", "decline", "cancel")
+
+
+class AskRefused(Exception):
+    """A server's request toolhub will not put to a person or a model (the text says why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FormField:
+    """One field of an elicitation form, as a page draws it and an answer is checked."""
+
+    name: str
+    kind: str  # text | number | integer | boolean | choice | choices
+    title: str
+    description: str = ""
+    required: bool = False
+    format: str = ""
+    minimum: float | None = None
+    maximum: float | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    choices: tuple[tuple[str, str], ...] = ()  # (value, label)
+    default: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "title": self.title,
+            "description": self.description,
+            "required": self.required,
+            "format": self.format,
+            "minimum": self.minimum,
+            "maximum": self.maximum,
+            "min_length": self.min_length,
+            "max_length": self.max_length,
+            "choices": [list(choice) for choice in self.choices],
+            "default": self.default,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ElicitForm:
+    """A server's elicitation as a person sees it: a form (``fields``) or, in URL mode, a
+    page to open (``url``). ``schema`` is the requested schema as the server sent it,
+    kept so an answer can be checked against it again wherever it arrives."""
+
+    server: str
+    message: str
+    fields: tuple[FormField, ...] = ()
+    url: str = ""
+    schema: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "message": self.message,
+            "mode": "url" if self.url else "form",
+            "url": self.url,
+            "fields": [item.to_json() for item in self.fields],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ElicitAnswer:
+    """What the person did: ``accept`` (with the checked ``content``), ``decline`` or
+    ``cancel``."""
+
+    action: str
+    content: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingAsk:
+    """A server's request for a completion, reduced to what toolhub sends a model."""
+
+    server: str
+    system: str
+    messages: tuple[tuple[str, str], ...]  # (role, text)
+    max_tokens: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "system": self.system,
+            "messages": [{"role": role, "text": text} for role, text in self.messages],
+            "max_tokens": self.max_tokens,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Sampled:
+    """The model's answer to a sampling request."""
+
+    text: str
+    model: str
+    stopped_at_limit: bool = False
+
+
+class Elicitor(Protocol):
+    """Puts a server's form to the person whose call caused it (the apps' turn runner)."""
+
+    async def elicit(self, form: ElicitForm) -> ElicitAnswer: ...
+
+
+class Sampler(Protocol):
+    """Asks the person, then the chat's model, for a server's sampling request. Raises
+    ``AskRefused`` saying why when either says no."""
+
+    async def sample(self, ask: SamplingAsk) -> Sampled: ...
+
+
+class FormError(ValueError):
+    """An answer that does not fit its form: field name → what is wrong."""
+
+    def __init__(self, errors: Mapping[str, str]) -> None:
+        self.errors = dict(errors)
+        super().__init__("; ".join(f"{name}: {why}" for name, why in self.errors.items()))
+
+
+def elicit_form(server: str, params: Any) -> ElicitForm:
+    """The form a server's ``elicitation/create`` asks for; ``AskRefused`` says why not."""
+    message = untrusted_text(getattr(params, "message", ""), MAX_MESSAGE_CHARS)
+    if getattr(params, "mode", "form") == "url":
+        return ElicitForm(server=server, message=message, url=_safe_url(params.url))
+    schema = getattr(params, "requested_schema", None)
+    return ElicitForm(
+        server=server, message=message, fields=form_fields(schema), schema=schema or {}
+    )
+
+
+def _safe_url(url: Any) -> str:
+    text = url if isinstance(url, str) else ""
+    parts = urlsplit(text)
+    if parts.scheme not in ("https", "http") or not parts.netloc or len(text) > 2_000:
+        raise AskRefused("the page it asks the person to open is not an http(s) address")
+    if untrusted_text(text, 2_000) != text or any(ch.isspace() for ch in text):
+        raise AskRefused("the page it asks the person to open has odd characters in it")
+    return text
+
+
+def form_fields(schema: Any) -> tuple[FormField, ...]:
+    """The fields of a requested schema, in the order the server gave them."""
+    if not isinstance(schema, Mapping) or schema.get("type", "object") != "object":
+        raise AskRefused("its form is not a JSON object schema")
+    properties = schema.get("properties") or {}
+    required = schema.get("required") or []
+    if not isinstance(properties, Mapping) or not isinstance(required, list):
+        raise AskRefused("its form's properties or required list are malformed")
+    if len(properties) > MAX_FIELDS:
+        raise AskRefused(f"its form has {len(properties)} fields (at most {MAX_FIELDS})")
+    return tuple(_field(name, spec, name in required) for name, spec in properties.items())
+
+
+def _field(name: Any, spec: Any, required: bool) -> FormField:
+    if not isinstance(name, str) or not FIELD_NAME.fullmatch(name):
+        raise AskRefused(f"its form has a field named {str(name)[:40]!r}")
+    if not isinstance(spec, Mapping):
+        raise AskRefused(f"its form's field {name} is not a schema")
+    title = untrusted_text(_text(spec.get("title")) or name, MAX_TITLE_CHARS)
+    base: dict[str, Any] = {
+        "name": name,
+        "title": title,
+        "description": untrusted_text(_text(spec.get("description")), MAX_FIELD_DESCRIPTION_CHARS),
+        "required": required,
+    }
+    kind = spec.get("type")
+    if kind == "array":
+        items = spec.get("items")
+        choices = _choices(items if isinstance(items, Mapping) else {}, name)
+        if not choices:
+            raise AskRefused(f"its form's field {name} is a list of something other than choices")
+        default = spec.get("default")
+        values = {value for value, _ in choices}
+        return FormField(
+            **base,
+            kind="choices",
+            choices=choices,
+            minimum=_number(spec.get("minItems"), name),
+            maximum=_number(spec.get("maxItems"), name),
+            default=default
+            if isinstance(default, list) and all(item in values for item in default)
+            else None,
+        )
+    if kind == "string":
+        choices = _choices(spec, name)
+        default = spec.get("default")
+        if choices:
+            values = {value for value, _ in choices}
+            return FormField(
+                **base,
+                kind="choice",
+                choices=choices,
+                default=default if default in values else None,
+            )
+        format_ = spec.get("format") or ""
+        if format_ not in ("", *FORMATS):
+            raise AskRefused(f"its form's field {name} has a format toolhub does not know")
+        return FormField(
+            **base,
+            kind="text",
+            format=format_,
+            min_length=_whole(spec.get("minLength"), name),
+            max_length=_whole(spec.get("maxLength"), name),
+            default=default if isinstance(default, str) else None,
+        )
+    if kind in ("number", "integer"):
+        default = spec.get("default")
+        return FormField(
+            **base,
+            kind=kind,
+            minimum=_number(spec.get("minimum"), name),
+            maximum=_number(spec.get("maximum"), name),
+            default=default if _is_number(default) else None,
+        )
+    if kind == "boolean":
+        default = spec.get("default")
+        return FormField(
+            **base, kind="boolean", default=default if isinstance(default, bool) else None
+        )
+    raise AskRefused(f"its form's field {name} is of a kind a form cannot ask for")
+
+
+def _choices(spec: Mapping[str, Any], name: str) -> tuple[tuple[str, str], ...]:
+    """The spec's three ways to list choices: ``enum`` (with ``enumNames``), ``oneOf`` or
+    ``anyOf`` of ``{const, title}``."""
+    listed: list[tuple[Any, Any]] = []
+    if isinstance(spec.get("enum"), list):
+        names = spec.get("enumNames")
+        labels = (
+            names if isinstance(names, list) and len(names) == len(spec["enum"]) else spec["enum"]
+        )
+        listed = list(zip(spec["enum"], labels, strict=True))
+    for key in ("oneOf", "anyOf"):
+        if isinstance(spec.get(key), list):
+            listed = [
+                (item.get("const"), item.get("title", item.get("const")))
+                for item in spec[key]
+                if isinstance(item, Mapping)
+            ]
+    if len(listed) > MAX_CHOICES:
+        raise AskRefused(f"its form's field {name} lists more than {MAX_CHOICES} choices")
+    choices = []
+    for value, label in listed:
+        if not isinstance(value, str) or len(value) > 200:
+            raise AskRefused(f"its form's field {name} has a choice that is not a short text")
+        choices.append((value, untrusted_text(_text(label) or value, MAX_TITLE_CHARS)))
+    return tuple(choices)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _number(value: Any, name: str) -> float | None:
+    if value is None:
+        return None
+    if not _is_number(value):
+        raise AskRefused(f"its form's field {name} has a bound that is not a number")
+    return float(value) if isinstance(value, float) else value
+
+
+def _whole(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise AskRefused(f"its form's field {name} has a length that is not a whole number")
+    return value
+
+
+def form_answer(fields: tuple[FormField, ...], content: Any) -> dict[str, Any]:
+    """``content`` checked against ``fields`` and read as their types; ``FormError`` names
+    each field that does not fit. An empty text for an optional field leaves it out."""
+    if not isinstance(content, Mapping):
+        raise FormError({"": "the answer must be an object of field values"})
+    known = {item.name: item for item in fields}
+    errors = {
+        str(name)[:64]: "this form has no such field" for name in content if name not in known
+    }
+    answer: dict[str, Any] = {}
+    for item in fields:
+        value = content.get(item.name)
+        if value is None or value == "" or value == []:
+            if item.required and item.kind != "boolean":
+                errors[item.name] = "required"
+            elif item.required:
+                answer[item.name] = False
+            continue
+        try:
+            answer[item.name] = _read(item, value)
+        except ValueError as exc:
+            errors[item.name] = str(exc)
+    if errors:
+        raise FormError(errors)
+    return answer
+
+
+def _read(item: FormField, value: Any) -> Any:
+    if item.kind == "boolean":
+        if isinstance(value, bool):
+            return value
+        if value in ("true", "on", "1"):
+            return True
+        if value in ("false", "off", "0"):
+            return False
+        raise ValueError("must be yes or no")
+    if item.kind in ("number", "integer"):
+        number = _as_number(value, whole=item.kind == "integer")
+        if item.minimum is not None and number < item.minimum:
+            raise ValueError(f"must be at least {item.minimum:g}")
+        if item.maximum is not None and number > item.maximum:
+            raise ValueError(f"must be at most {item.maximum:g}")
+        return number
+    if item.kind == "choice":
+        if value not in {choice for choice, _ in item.choices}:
+            raise ValueError("is not one of the choices")
+        return value
+    if item.kind == "choices":
+        values = {choice for choice, _ in item.choices}
+        if not isinstance(value, list) or not all(
+            isinstance(v, str) and v in values for v in value
+        ):
+            raise ValueError("must be some of the choices")
+        picked = list(dict.fromkeys(value))
+        if item.minimum is not None and len(picked) < item.minimum:
+            raise ValueError(f"pick at least {item.minimum:g}")
+        if item.maximum is not None and len(picked) > item.maximum:
+            raise ValueError(f"pick at most {item.maximum:g}")
+        return picked
+    if not isinstance(value, str):
+        raise ValueError("must be text")
+    return _checked_text(item, value)
+
+
+def _as_number(value: Any, *, whole: bool) -> int | float:
+    number: int | float
+    if isinstance(value, str):
+        try:
+            number = int(value) if re.fullmatch(r"\s*[-+]?\d+\s*", value) else float(value)
+        except ValueError:
+            raise ValueError("must be a number") from None
+    elif _is_number(value):
+        number = value
+    else:
+        raise ValueError("must be a number")
+    if not math.isfinite(number):
+        raise ValueError("must be a number")
+    if whole:
+        if isinstance(number, float) and not number.is_integer():
+            raise ValueError("must be a whole number")
+        return int(number)
+    return number
+
+
+def _checked_text(item: FormField, value: str) -> str:
+    if len(value) > MAX_TEXT_ANSWER_CHARS:
+        raise ValueError(f"is longer than {MAX_TEXT_ANSWER_CHARS:,} characters")
+    if item.min_length is not None and len(value) < item.min_length:
+        raise ValueError(f"must be at least {item.min_length} characters")
+    if item.max_length is not None and len(value) > item.max_length:
+        raise ValueError(f"must be at most {item.max_length} characters")
+    if item.format == "email" and not _EMAIL.fullmatch(value):
+        raise ValueError("must be an email address")
+    if item.format == "uri":
+        parts = urlsplit(value)
+        if not parts.scheme or not (parts.netloc or parts.path):
+            raise ValueError("must be an address such as https://example.org/")
+    if item.format == "date":
+        try:
+            datetime.date.fromisoformat(value)
+        except ValueError:
+            raise ValueError("must be a date such as 2026-12-31") from None
+    if item.format == "date-time":
+        try:
+            datetime.datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError("must be a date and time such as 2026-12-31T09:30") from None
+    return value
+
+
+def sampling_ask(server: str, params: Any) -> SamplingAsk:
+    """The completion a server's ``sampling/createMessage`` asks for, as toolhub sends it
+    to a model; ``AskRefused`` says why not."""
+    if getattr(params, "tools", None) or getattr(params, "tool_choice", None):
+        raise AskRefused("it asks the model to use tools, which toolhub does not sample")
+    messages: list[tuple[str, str]] = []
+    for message in list(getattr(params, "messages", None) or ())[: MAX_SAMPLING_MESSAGES + 1]:
+        blocks = message.content if isinstance(message.content, list) else [message.content]
+        texts = []
+        for block in blocks:
+            if getattr(block, "type", None) != "text":
+                raise AskRefused("it sends more than text (toolhub samples text only)")
+            texts.append(block.text)
+        messages.append((message.role, "\n".join(texts)))
+    if not messages or len(messages) > MAX_SAMPLING_MESSAGES:
+        raise AskRefused(f"it sends no message or more than {MAX_SAMPLING_MESSAGES}")
+    if messages[-1][0] != "user":
+        raise AskRefused("its last message is not the user's")
+    system = getattr(params, "system_prompt", None) or ""
+    size = len(system) + sum(len(text) for _, text in messages)
+    if size > MAX_SAMPLING_CHARS:
+        raise AskRefused(f"it sends {size:,} characters (at most {MAX_SAMPLING_CHARS:,})")
+    max_tokens = getattr(params, "max_tokens", 0)
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise AskRefused("it asks for no tokens")
+    # Temperature, stop sequences and model preferences are hints the spec lets a client
+    # ignore: the chat's own model answers as it answers the chat.
+    return SamplingAsk(
+        server=server,
+        system=system,
+        messages=tuple(messages),
+        max_tokens=min(max_tokens, MAX_SAMPLING_TOKENS),
+    )
