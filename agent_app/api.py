@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 
 from agent_app import mcp
 from agent_app.frames import APPROVAL_SCOPES
-from agent_app.turns import TEXT_LIMIT, turn_approve_sync, turn_start_sync
+from agent_app.turns import TEXT_LIMIT, turn_approve_sync, turn_elicit_sync, turn_start_sync
 from agent_app.turns.preview import session_plan_reset, session_toolset
 from sessions_app import services
 from toolhub.lib.api import error, error_responses, validated_body
@@ -35,6 +35,7 @@ from toolhub.lib.api_schema import (
     url_schema,
 )
 from toolhub.tools.mcp import CONTROL_CHARS, ENV_NAME, HEADER_NAME, SERVER_NAME
+from toolhub.tools.mcp.asks import ACTIONS
 
 # A header value as toolhub.tools.mcp takes it: no surrounding whitespace and no control
 # characters (refused there, before the HTTP client could quote it in an error).
@@ -104,6 +105,9 @@ class McpServerSerializer(serializers.Serializer):
     approve_destructive = serializers.BooleanField(required=False)
     sampling = serializers.BooleanField(required=False)
     workspace_roots = serializers.BooleanField(required=False)
+    chats = serializers.IntegerField(
+        read_only=True, help_text="Chats with a connection of their own to it in this process"
+    )
     state = serializers.CharField(read_only=True)
     error = serializers.CharField(read_only=True)
     tools = serializers.IntegerField(read_only=True)
@@ -239,6 +243,36 @@ class SessionApproveView(APIView):
             call_id=data["call_id"],
             allow=data["allow"],
             scope=data.get("scope", "once"),
+        )
+        return Response(status=204)
+
+
+class ElicitSerializer(serializers.Serializer):
+    call_id = serializers.CharField(max_length=200)
+    action = serializers.ChoiceField(list(ACTIONS))
+    content = serializers.DictField(
+        required=False,
+        help_text="The form's field values (for accept); checked against the form",
+    )
+
+
+class SessionElicitView(APIView):
+    @extend_schema(
+        request=ElicitSerializer,
+        responses={204: None, **error_responses(400, 409)},
+        description="Answer the form an MCP server put to the person during a call, as the "
+        "card does: accept (with content), decline or cancel. 400 `invalid` with `fields` "
+        "when the content does not fit the form (nothing is sent); 409 `unknown_call` when "
+        "no form of that call waits.",
+    )
+    def post(self, request: Request, session_id: Any) -> Response:
+        session = services.session_get_for_user(user=request.user, session_id=session_id)
+        data = validated_body(request, ElicitSerializer)
+        turn_elicit_sync(
+            session=session,
+            call_id=data["call_id"],
+            action=data["action"],
+            content=data.get("content"),
         )
         return Response(status=204)
 

@@ -27,7 +27,7 @@ from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from agent_app.frames import FrameError, parse_frame
-from agent_app.turns import running_tails, turn_approve, turn_cancel, turn_start
+from agent_app.turns import running_tails, turn_approve, turn_cancel, turn_elicit, turn_start
 from agent_app.turns.loop import on_db_thread
 from sessions_app.eventlog import EventCursor, event_frames_after, session_group
 from sessions_app.services import session_get_for_user
@@ -164,6 +164,17 @@ class SessionConsumer(AsyncWebsocketConsumer):
             )
         except ServiceError as exc:
             raise FrameError(exc.code, exc.message, "approve") from None
+
+    async def _on_elicit(self, frame: dict[str, Any]) -> None:
+        try:
+            await turn_elicit(
+                session=self.session,
+                call_id=frame["call_id"],
+                action=frame["action"],
+                content=frame["content"],
+            )
+        except ServiceError as exc:
+            raise FrameError(exc.code, exc.message, "elicit") from None
 
     async def _on_resume(self, frame: dict[str, Any]) -> None:
         # Already in the group: live events queue behind this handler and are filtered

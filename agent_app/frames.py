@@ -15,10 +15,11 @@ from sessions_app.limits import FRAME_MAX_BYTES
 from toolhub.lib.errors import Invalid
 from toolhub.lib.storable import TooDeep, json_loads_bounded
 from toolhub.tools import IntentError, ToolIntent
+from toolhub.tools.mcp.asks import ACTIONS
 
 MAX_FRAME_BYTES = FRAME_MAX_BYTES
 APPROVAL_SCOPES = ("once", "chat")
-TYPES = ("chat", "edit", "regenerate", "cancel", "approve", "resume")
+TYPES = ("chat", "edit", "regenerate", "cancel", "approve", "elicit", "resume")
 
 
 class FrameError(Exception):
@@ -116,6 +117,21 @@ def _approve(frame: dict[str, Any]) -> dict[str, Any]:
     return {"type": "approve", "call_id": call_id, "allow": allow, "scope": scope}
 
 
+def _elicit(frame: dict[str, Any]) -> dict[str, Any]:
+    # The answer to an MCP server's form; what it holds is checked against the form by
+    # turn_elicit, which alone knows it.
+    call_id, action, content = frame.get("call_id"), frame.get("action"), frame.get("content")
+    if not isinstance(call_id, str) or not call_id or action not in ACTIONS:
+        raise FrameError(
+            "bad_frame",
+            f"elicit needs call_id (text) and action ({', '.join(ACTIONS)})",
+            "elicit",
+        )
+    if content is not None and not isinstance(content, dict):
+        raise FrameError("bad_frame", "elicit's content is an object of field values", "elicit")
+    return {"type": "elicit", "call_id": call_id, "action": action, "content": content}
+
+
 def _resume(frame: dict[str, Any]) -> dict[str, Any]:
     after = frame.get("after_seq")
     if not isinstance(after, int) or isinstance(after, bool) or after < 0:
@@ -132,5 +148,6 @@ _FIELDS = {
     "regenerate": _regenerate,
     "cancel": _cancel,
     "approve": _approve,
+    "elicit": _elicit,
     "resume": _resume,
 }

@@ -242,6 +242,8 @@ def server_json(server: McpServer) -> dict[str, Any]:
         "approve_destructive": server.approve_destructive,
         "sampling": server.sampling,
         "workspace_roots": server.workspace_roots,
+        # Chats with a connection of their own to it in this process (workspace roots).
+        "chats": manager.chats(server.name),
         "state": state,
         "error": status.error if status is not None else "",
         "tools": status.tools if status is not None else 0,

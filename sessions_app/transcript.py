@@ -93,6 +93,32 @@ class Card:
     images: tuple[ToolImage, ...] = ()
     # The JSON the tool returned beside its text (an MCP tool's structuredContent).
     structured: Any = None
+    # A form an MCP server put to the person during the call (its latest, as stored):
+    # "waiting", then "accept", "decline", "cancel", "timeout" or "cancelled".
+    eliciting: str = ""
+    form: Data = field(default_factory=dict)
+    form_sent: Data = field(default_factory=dict)
+    # An MCP server's request for the chat's model during the call: "waiting", then
+    # "allowed", "denied", "timeout" or "cancelled"; what it asked and what came back.
+    sampling: str = ""
+    sampling_ask: Data = field(default_factory=dict)
+    sampled: str = ""
+
+    @property
+    def form_fields(self) -> list[Data]:
+        """The form's fields as the card draws them: each with its input's type."""
+        fields = self.form.get("fields")
+        return [
+            {**item, "input": _INPUTS.get(str(item.get("format") or ""), "text")}
+            for item in (fields if isinstance(fields, list) else [])
+            if isinstance(item, dict)
+        ]
+
+    @property
+    def form_answers(self) -> list[tuple[str, str]]:
+        """What the person sent, by field title, as text."""
+        titles = {str(item.get("name")): str(item.get("title")) for item in self.form_fields}
+        return [(titles.get(name, name), _shown(value)) for name, value in self.form_sent.items()]
 
     @property
     def question(self) -> str:
@@ -157,10 +183,11 @@ class Card:
     @property
     def open(self) -> bool:
         """Errors and anything waiting for the person are shown expanded."""
-        return (
-            self.status in ("error", "lost")
-            or self.approval == "waiting"
-            or self.asking == "waiting"
+        return self.status in ("error", "lost") or "waiting" in (
+            self.approval,
+            self.asking,
+            self.eliciting,
+            self.sampling,
         )
 
 
@@ -341,6 +368,47 @@ class Transcript:
         card.answer = str(data.get("text", ""))
         return [card.id]
 
+    def _elicitation(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
+        card = self._card_of(data)
+        if card is None or card.finished:
+            return []
+        card.eliciting, card.form_sent = "waiting", {}
+        card.form = {key: data.get(key) for key in ("server", "message", "mode", "url", "fields")}
+        return [card.id]
+
+    def _elicitation_answered(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
+        card = self._card_of(data)
+        if card is None:
+            return []
+        card.eliciting = str(data.get("outcome", "cancel"))
+        content = data.get("content")
+        card.form_sent = content if isinstance(content, dict) else {}
+        return [card.id]
+
+    def _sampling(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
+        card = self._card_of(data)
+        if card is None or card.finished:
+            return []
+        card.sampling, card.sampled = "waiting", ""
+        card.sampling_ask = {
+            key: data.get(key) for key in ("server", "model", "system", "messages", "max_tokens")
+        }
+        return [card.id]
+
+    def _sampling_answered(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
+        card = self._card_of(data)
+        if card is None:
+            return []
+        card.sampling = str(data.get("outcome", "denied"))
+        return [card.id]
+
+    def _sampling_result(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
+        card = self._card_of(data)
+        if card is None:
+            return []
+        card.sampled = str(data.get("text", ""))
+        return [card.id]
+
     def _result(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
         card = self._card_of(data)
         if card is None:
@@ -357,6 +425,9 @@ class Transcript:
         self._policy(card, data)
         if card.approval == "waiting":
             card.approval = "cancelled" if card.status == "cancelled" else "timeout"
+        for state in ("eliciting", "sampling"):
+            if getattr(card, state) == "waiting":
+                setattr(card, state, "cancelled")
         if card.asking == "waiting":
             card.asking = "answered" if card.status == "ok" else "cancelled"
             if card.status == "ok" and not card.answer:
@@ -415,6 +486,18 @@ class Transcript:
         return gone
 
 
+# An MCP form's text formats, as the browser's inputs take them.
+_INPUTS = {"email": "email", "uri": "url", "date": "date", "date-time": "datetime-local"}
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value)
+    return str(value)
+
+
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
@@ -428,6 +511,11 @@ _HANDLERS = {
     "approval_request": Transcript._approval,
     "approval_answered": Transcript._approval_answered,
     "question_answered": Transcript._question_answered,
+    "elicitation_request": Transcript._elicitation,
+    "elicitation_answered": Transcript._elicitation_answered,
+    "sampling_request": Transcript._sampling,
+    "sampling_answered": Transcript._sampling_answered,
+    "sampling_result": Transcript._sampling_result,
     "tool_result": Transcript._result,
     "usage": Transcript._usage_event,
     "turn_finished": Transcript._end,

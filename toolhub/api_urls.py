@@ -33,6 +33,7 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/toolset/reset/", turns.SessionToolsetResetView.as_view()),
     path("sessions/<uuid:session_id>/messages/", turns.SessionMessagesView.as_view()),
     path("sessions/<uuid:session_id>/approve/", turns.SessionApproveView.as_view()),
+    path("sessions/<uuid:session_id>/elicit/", turns.SessionElicitView.as_view()),
     path(
         "sessions/<uuid:session_id>/results/<uuid:result_id>/",
         sessions.SessionResultView.as_view(),

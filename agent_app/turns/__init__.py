@@ -51,6 +51,7 @@ from sessions_app.limits import MESSAGE_MAX_CHARS
 from sessions_app.models import ChatSession
 from toolhub.lib.errors import Conflict, Invalid, ServiceError
 from toolhub.lib.storable import storable_text
+from toolhub.tools.mcp.asks import ACTIONS, FormError, fields_from_json, form_answer
 
 TEXT_LIMIT = MESSAGE_MAX_CHARS
 
@@ -193,20 +194,61 @@ async def turn_approve(
     nothing)."""
     running = await on_db_thread(running_turn, session_id=session.pk)
     waiting = (running or {}).get("turn_waiting") or {}
-    if waiting.get("kind") != "approval" or waiting.get("call_id") != call_id:
+    # A tool's approval, or an MCP server's sampling request made during its call.
+    if waiting.get("kind") not in ("approval", "sampling") or waiting.get("call_id") != call_id:
         raise UnknownCall(
             "That call is not waiting for approval any more: it was answered, or its turn ended."
         )
     if allow and scope == "chat" and not waiting.get("chat_allowable"):
+        asker = waiting.get("name") or f"MCP server {waiting.get('server', '')}".strip()
         raise NotAllowable(
-            f"{waiting.get('name') or 'This tool'} asks every time (an operator's or your "
-            "profile's policy): allow it once or deny it."
+            f"{asker} asks every time (an operator's or your profile's policy, or a "
+            "server's request for the model): allow it once or deny it."
         )
     await control_send(
         running["turn_channel"],
         running["turn_id"],
         {"type": "turn.approve", "call_id": call_id, "allow": allow, "scope": scope},
     )
+
+
+async def turn_elicit(
+    *, session: ChatSession, call_id: str, action: str, content: Any = None
+) -> None:
+    """Answer the form an MCP server put to the person during ``call_id``: ``accept``
+    with ``content`` (checked against the form here, so a refused answer changes nothing
+    and can be corrected), ``decline`` or ``cancel``."""
+    running = await on_db_thread(running_turn, session_id=session.pk)
+    waiting = (running or {}).get("turn_waiting") or {}
+    if waiting.get("kind") != "elicitation" or waiting.get("call_id") != call_id:
+        raise UnknownCall(
+            "That form is not waiting for an answer any more: it was answered, or its turn ended."
+        )
+    if action not in ACTIONS:
+        raise Invalid(f"action must be one of {', '.join(ACTIONS)}", fields={"action": [action]})
+    answer = None
+    if action == "accept" and waiting.get("mode") == "form":
+        fields = fields_from_json(waiting.get("fields"))
+        try:
+            answer = form_answer(fields, content or {})
+        except FormError as exc:
+            titles = {field.name: field.title for field in fields}
+            said = "; ".join(f"{titles.get(name, name)}: {why}" for name, why in exc.errors.items())
+            raise Invalid(
+                f"Please check the form. {said}.",
+                fields={name: [why] for name, why in exc.errors.items()},
+            ) from None
+    await control_send(
+        running["turn_channel"],
+        running["turn_id"],
+        {"type": "turn.elicit", "call_id": call_id, "action": action, "content": answer},
+    )
+
+
+def turn_elicit_sync(**kwargs: Any) -> None:
+    """``turn_elicit`` for sync callers (REST views)."""
+    loop = loop_for_sync_callers()
+    asyncio.run_coroutine_threadsafe(turn_elicit(**kwargs), loop).result(timeout=60)
 
 
 __all__ = [
@@ -224,6 +266,8 @@ __all__ = [
     "turn_approve",
     "turn_approve_sync",
     "turn_cancel",
+    "turn_elicit",
+    "turn_elicit_sync",
     "turn_start",
     "turn_start_sync",
     "wait_for_turns",

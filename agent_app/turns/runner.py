@@ -35,9 +35,9 @@ from agent_app.providers import (
     ToolUse,
     Usage,
 )
+from agent_app.turns.asking import McpAsks
 from agent_app.turns.begin import PreparedTurn
 from agent_app.turns.control import listen
-from agent_app.turns.events import TurnEvents
 from agent_app.turns.loop import on_db_thread
 from agent_app.turns.preview import request_tools
 from agent_app.turns.runs import run_and_wait
@@ -112,7 +112,7 @@ class _StepOutcome:
     latency_ms: int = 0
 
 
-class TurnRunner(TurnEvents):
+class TurnRunner(McpAsks):
     """One turn's task: the provider loop, the tool decisions, control and the lease."""
 
     def __init__(
@@ -181,6 +181,9 @@ class TurnRunner(TurnEvents):
             prep.ctx.services,
             tool_index=turn.index if prep.resolved.deferred else None,
             asker=_Asker(self) if self.attended else None,
+            # An MCP server's form or sampling request needs a person too.
+            elicitor=self if self.attended else None,
+            sampler=self if self.attended else None,
         )
         ctx = replace(prep.ctx, services=services, cancel=self.cancel)
         asked = {"role": "user", "content": [{"type": "text", "text": self.text}]}
@@ -581,7 +584,9 @@ class TurnRunner(TurnEvents):
         data: dict[str, Any] = {"call_id": call_id}
         if answer is None:
             data["outcome"] = "cancelled" if self.cancel.cancelled else "timeout"
-        elif kind == "approval":
+        elif kind == "elicitation":
+            data.update(outcome=answer["action"], content=answer.get("content"))
+        elif kind in ("approval", "sampling"):
             allow, scope = answer if isinstance(answer, tuple) else (bool(answer), "once")
             data.update(outcome="allowed" if allow else "denied", allow=allow)
             if allow and scope == "chat":
@@ -639,11 +644,13 @@ class TurnRunner(TurnEvents):
         kind = message.get("type")
         if kind == "turn.cancel":
             self.cancel.cancel()
-        elif kind in ("turn.approve", "turn.answer"):
+        elif kind in ("turn.approve", "turn.answer", "turn.elicit"):
             future = self._answers.get(message.get("call_id"))
             value: Any = message.get("text")
             if kind == "turn.approve":
                 value = (bool(message.get("allow")), str(message.get("scope") or "once"))
+            elif kind == "turn.elicit":
+                value = {"action": message.get("action"), "content": message.get("content")}
             if future is not None and not future.done():
                 future.set_result(value)
         elif kind == "run.done":
@@ -652,8 +659,14 @@ class TurnRunner(TurnEvents):
                 done.set()
 
     async def _heartbeat(self) -> None:
+        # The first beat comes at once: preparing the turn (a cold tool index, say) may
+        # have used most of the lease its claim took, and until it is renewed the turn
+        # looks gone to whoever answers it (an approval, a form) or claims the chat.
+        first = True
         while True:
-            await asyncio.sleep(heartbeat_seconds())
+            if not first:
+                await asyncio.sleep(heartbeat_seconds())
+            first = False
             try:
                 held = await on_db_thread(renew, session_id=self.session_id, turn_id=self.turn_id)
             except Exception as exc:

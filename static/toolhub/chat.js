@@ -201,6 +201,7 @@ function draw(frame) {
     return;
   }
   if (frame.type === "error") {
+    if (frame.ref === "elicit" && showFormError(frame.message)) return;
     notice(frame.message);
     // What was typed is not lost to a refusal.
     if (unconfirmed && !input.value) input.value = unconfirmed;
@@ -235,6 +236,14 @@ function draw(frame) {
         const bubble = bubbles[bubbles.length - 1];
         if (bubble) bubble.append(data.text);
       }
+      break;
+    case "elicitation_request":
+      announce.textContent = `MCP server ${data.server} asks you to fill in a form.`;
+      placed[0]?.scrollIntoView({ block: "nearest" });
+      break;
+    case "sampling_request":
+      announce.textContent = `MCP server ${data.server} asks to use the model.`;
+      placed[0]?.scrollIntoView({ block: "nearest" });
       break;
     case "approval_request":
       // Said, and shown, but focus stays where the person is: an Enter meant for the
@@ -400,6 +409,9 @@ list.addEventListener("click", async (clicked) => {
     // Until the answer is stored and comes back for every tab, nothing is clicked twice.
     for (const button of card.querySelectorAll("[data-approve]")) button.disabled = true;
     input.focus();
+  } else if (target.dataset.elicit && card) {
+    // Decline, "Not now", or "I opened it" for a page to open: nothing to fill in.
+    sendElicit(card, target.dataset.elicit, null);
   } else if (target.dataset.answer !== undefined && card) {
     for (const button of card.querySelectorAll("button")) button.disabled = true;
     answer(target.dataset.answer);
@@ -426,7 +438,50 @@ list.addEventListener("click", async (clicked) => {
   }
 });
 
+// An MCP server's form: each field is sent as its kind reads it (a checkbox as true or
+// false, several choices as a list, the rest as typed); the server checks it against the
+// form and a refusal comes back as an error frame shown on the card.
+function formContent(form) {
+  const content = {};
+  for (const element of form.querySelectorAll("[data-kind]")) {
+    if (element.dataset.kind === "boolean") {
+      content[element.name] = element.checked;
+    } else if (element.dataset.kind === "choices") {
+      const picked = element.querySelectorAll("input:checked");
+      content[element.dataset.name] = Array.from(picked, (box) => box.value);
+    } else if (element.value !== "") {
+      content[element.name] = element.value;
+    }
+  }
+  return content;
+}
+
+function sendElicit(card, action, content) {
+  send({ type: "elicit", call_id: card.dataset.call, action, content });
+  // Until the answer is stored and comes back for every tab, nothing is sent twice.
+  for (const button of card.querySelectorAll(".elicitation button")) button.disabled = true;
+  const error = card.querySelector("[data-elicit-error]");
+  if (error) error.hidden = true;
+}
+
+function showFormError(message) {
+  const error = list.querySelector(".tool-card [data-elicit-error]");
+  if (!error) return false;
+  error.textContent = message;
+  error.hidden = false;
+  for (const button of error.closest(".elicitation").querySelectorAll("button")) {
+    button.disabled = false;
+  }
+  return true;
+}
+
 list.addEventListener("submit", (submitted) => {
+  const elicitForm = submitted.target.closest("[data-elicit-form]");
+  if (elicitForm) {
+    submitted.preventDefault();
+    sendElicit(elicitForm.closest(".tool-card"), "accept", formContent(elicitForm));
+    return;
+  }
   const answerForm = submitted.target.closest("[data-answer-form]");
   if (!answerForm) return;
   submitted.preventDefault();

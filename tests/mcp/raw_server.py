@@ -9,7 +9,9 @@ call with the tool's name. ``--unparseable`` adds a hint no parser can read as a
 tool ``grow`` whose every call adds a tool ``grown_<n>`` and sends
 ``notifications/tools/list_changed`` before its answer, as handshake-era servers do.
 ``--bad-listings`` says it has prompts and resources and answers both listings with
-what no client can parse.
+what no client can parse. ``--asks`` adds ``hold``, whose call waits, and ``ask``, whose
+call sends ``elicitation/create`` on its own, as handshake-era servers do (nothing in it
+names the call), then answers every waiting call with what the client replied.
 """
 
 from __future__ import annotations
@@ -35,13 +37,18 @@ TOOLS: list[tuple[str, object]] = [
 UNPARSEABLE = ("maybe_reader", {"readOnlyHint": "maybe"})
 
 
+ASKING = [("hold", None), ("ask", None)]
+FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+# Calls waiting for the client's reply to the server's own request (``--asks``).
+WAITING: list[object] = []
 GROWN: list[tuple[str, object]] = []
 GROW = ("grow", {"readOnlyHint": False, "destructiveHint": False})
 
 
-def listing(unparseable: bool, grows: bool = False) -> list[dict]:
+def listing(unparseable: bool, grows: bool = False, asks: bool = False) -> list[dict]:
     tools = []
     extra = [*([UNPARSEABLE] if unparseable else []), *([GROW, *GROWN] if grows else [])]
+    extra += ASKING if asks else []
     for name, hints in [*TOOLS, *extra]:
         description = f"Annotated as {json.dumps(hints)}."
         tools.append(
@@ -57,10 +64,21 @@ def answer(
     counter: Path | None,
     grows: bool = False,
     bad_listings: bool = False,
+    asks: bool = False,
 ) -> list[dict]:
     method, ident = request.get("method"), request.get("id")
     if ident is None:
         return []  # a notification
+    if method is None and ident == "form-1":
+        # The client's reply to the server's own request: every waiting call is told it.
+        said = request.get("result", {}).get("action") or request.get("error", {}).get("message")
+        text = f"the client said: {said}"
+        replies = [
+            {"jsonrpc": "2.0", "id": call, "result": {"content": [{"type": "text", "text": text}]}}
+            for call in WAITING
+        ]
+        WAITING.clear()
+        return replies
     before: list[dict] = []
     if method == "initialize":
         result = {
@@ -72,7 +90,13 @@ def answer(
             "serverInfo": {"name": "raw", "version": "1"},
         }
     elif method == "tools/list":
-        result = {"tools": listing(unparseable, grows)}
+        result = {"tools": listing(unparseable, grows, asks)}
+    elif method == "tools/call" and asks and request["params"]["name"] in ("hold", "ask"):
+        WAITING.append(ident)
+        if request["params"]["name"] == "hold":
+            return []
+        form = {"message": "Your name?", "requestedSchema": FORM}
+        return [{"jsonrpc": "2.0", "id": "form-1", "method": "elicitation/create", "params": form}]
     elif method in ("prompts/list", "resources/list") and bad_listings:
         result = {"prompts": "not a list", "resources": [{"uri": 7}]}
     elif method == "tools/call":
@@ -98,6 +122,7 @@ def main() -> None:
     parser.add_argument("--unparseable", action="store_true")
     parser.add_argument("--grows", action="store_true")
     parser.add_argument("--bad-listings", action="store_true")
+    parser.add_argument("--asks", action="store_true")
     options = parser.parse_args()
     for line in sys.stdin:
         if not line.strip():
@@ -108,6 +133,7 @@ def main() -> None:
             counter=options.counter,
             grows=options.grows,
             bad_listings=options.bad_listings,
+            asks=options.asks,
         )
         for reply in replies:
             sys.stdout.write(json.dumps(reply) + "\n")

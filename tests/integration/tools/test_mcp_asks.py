@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.tools.test_mcp_client import connect, make_manager
+from tests.integration.tools.test_mcp_client import connect, make_manager, raw_config
 from tests.mcp import free_port, http_config, http_server, stdio_config, wait_for
 from toolhub.tools import ToolContext, ToolRegistry
 from toolhub.tools.context import ToolServices
@@ -256,3 +256,38 @@ def test_a_server_at_its_chat_limit_makes_room_from_idle_chats_and_refuses_when_
         assert taken.content == (tmp_path / "b").as_uri()
     finally:
         manager.stop()
+
+
+def test_a_handshake_era_form_goes_to_the_one_call_waiting_on_the_server(manager, reg):
+    connect(manager, raw_config("--asks"))
+    person = Person(ElicitAnswer("accept", {"name": "Ada"}))
+
+    result = call(reg, "raw__ask", {}, elicitor=person)
+
+    assert result.content == "the client said: accept"
+    assert [form.message for form in person.forms] == ["Your name?"]
+
+
+def test_a_handshake_era_form_with_several_calls_waiting_is_refused_not_guessed(manager, reg):
+    """Nothing in the server's request names its call: with two chats' calls waiting,
+    either person could be the one asked, so neither is."""
+    connect(manager, raw_config("--asks"))
+    first, second = Person(ElicitAnswer("accept", {"name": "A"})), Person(ElicitAnswer("cancel"))
+
+    async def two_calls():
+        held = asyncio.ensure_future(
+            reg.get("raw__hold").execute(
+                {}, ToolContext(env={}, services=ToolServices(elicitor=first))
+            )
+        )
+        await asyncio.sleep(0.5)
+        asked = await reg.get("raw__ask").execute(
+            {}, ToolContext(env={}, services=ToolServices(elicitor=second))
+        )
+        return await held, asked
+
+    held, asked = asyncio.run(two_calls())
+
+    assert first.forms == second.forms == []
+    assert "several calls are waiting on this server" in asked.content
+    assert "several calls are waiting on this server" in held.content

@@ -22,7 +22,7 @@ import datetime
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -84,14 +84,13 @@ class FormField:
 @dataclass(frozen=True, slots=True)
 class ElicitForm:
     """A server's elicitation as a person sees it: a form (``fields``) or, in URL mode, a
-    page to open (``url``). ``schema`` is the requested schema as the server sent it,
-    kept so an answer can be checked against it again wherever it arrives."""
+    page to open (``url``). ``to_json`` is what the chat stores and draws, and what an
+    answer is checked against again wherever it arrives (``fields_from_json``)."""
 
     server: str
     message: str
     fields: tuple[FormField, ...] = ()
     url: str = ""
-    schema: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -152,6 +151,30 @@ class Sampler(Protocol):
     async def sample(self, ask: SamplingAsk) -> Sampled: ...
 
 
+def fields_from_json(data: Any) -> tuple[FormField, ...]:
+    """The fields ``ElicitForm.to_json`` stored, as ``form_answer`` checks against."""
+    fields = []
+    for item in data if isinstance(data, list) else []:
+        choices = tuple((str(value), str(label)) for value, label in item.get("choices") or ())
+        fields.append(
+            FormField(
+                name=str(item["name"]),
+                kind=str(item["kind"]),
+                title=str(item.get("title", "")),
+                description=str(item.get("description", "")),
+                required=bool(item.get("required")),
+                format=str(item.get("format") or ""),
+                minimum=item.get("minimum"),
+                maximum=item.get("maximum"),
+                min_length=item.get("min_length"),
+                max_length=item.get("max_length"),
+                choices=choices,
+                default=item.get("default"),
+            )
+        )
+    return tuple(fields)
+
+
 class FormError(ValueError):
     """An answer that does not fit its form: field name → what is wrong."""
 
@@ -166,9 +189,7 @@ def elicit_form(server: str, params: Any) -> ElicitForm:
     if getattr(params, "mode", "form") == "url":
         return ElicitForm(server=server, message=message, url=_safe_url(params.url))
     schema = getattr(params, "requested_schema", None)
-    return ElicitForm(
-        server=server, message=message, fields=form_fields(schema), schema=schema or {}
-    )
+    return ElicitForm(server=server, message=message, fields=form_fields(schema))
 
 
 def _safe_url(url: Any) -> str:

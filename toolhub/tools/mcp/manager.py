@@ -883,6 +883,10 @@ class McpManager:
         connections = dict(self._connections)
         return {name: connections[name].status for name in sorted(connections)}
 
+    def chats(self, server: str) -> int:
+        """How many chats have a connection of their own to ``server`` now (any thread)."""
+        return sum(1 for name, _ in list(self._chats) if name == server)
+
     def logs(self, server: str) -> list[McpLogLine]:
         """The log messages ``server`` sent this process, oldest first (any thread)."""
         connection = self._connections.get(server)

@@ -1,0 +1,255 @@
+"""An MCP server asking mid-call, in a chat: its form drawn on the calling tool's card
+and answered over the session socket, its sampling request approved by the person and
+answered by the chat's model (the fake Messages API over real HTTP), its roots the chat's
+own workspace. The server is real (tests/mcp/server.py --asking) over stdio."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from channels.db import database_sync_to_async
+
+from agent_app import mcp
+from agent_app.models import McpServer
+from sessions_app.models import ProviderCall
+from tests.fakes import Reply
+from tests.integration.agent_app.test_mcp_servers import chat, connected, load_then_call
+from tests.integration.chat import events, open_socket, send, until
+from tests.mcp import SERVER, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def asking(registry_state, staff, settings, tmp_path):
+    """Connects ``ask``, a server whose tools ask mid-call, with the given switches."""
+    settings.TOOLHUB_WORKSPACE_ROOT = tmp_path / "workspaces"
+
+    def connect(**switches) -> McpServer:
+        server = McpServer.objects.create(
+            name="ask",
+            transport="stdio",
+            command=os.sys.executable,
+            args=[str(SERVER), "--asking"],
+            created_by=staff,
+            **switches,
+        )
+        mcp.mcp_sync(wait=10)
+        wait_for(lambda: connected("ask"), what="the asking server to connect")
+        return server
+
+    yield connect
+    McpServer.objects.all().delete()
+    mcp.mcp_sync(wait=10)
+
+
+@database_sync_to_async
+def new_session(user):
+    from sessions_app.services import session_create
+
+    return session_create(user=user)
+
+
+@database_sync_to_async
+def provider_calls(session) -> int:
+    return ProviderCall.objects.filter(session=session).count()
+
+
+def ops_page(user) -> str:
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client.get("/ops/tools/").content.decode()
+
+
+def result_of(frames) -> dict:
+    return next(e for e in events(frames, "tool_result") if e["data"]["name"].startswith("ask"))
+
+
+async def test_a_servers_form_is_drawn_on_the_card_checked_and_the_answer_completes_the_call(
+    owner, model, asking
+):
+    await database_sync_to_async(asking)()
+    load_then_call(model, "ask__sign_in_visitor", {})
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    await send(socket, {"type": "chat", "text": "sign me in"})
+    asked = events(await until(socket, ("elicitation_request",)), "elicitation_request")[0]
+    call_id = asked["data"]["call_id"]
+    await send(
+        socket,
+        {"type": "elicit", "call_id": call_id, "action": "accept", "content": {"age": "old"}},
+    )
+    refused = await until_error(socket)
+    await send(
+        socket,
+        {
+            "type": "elicit",
+            "call_id": call_id,
+            "action": "accept",
+            # As the card posts it: numbers as typed, the checkbox as true or false.
+            "content": {"name": "Ada", "age": "36", "colour": "green", "newsletter": True},
+        },
+    )
+    frames = await until(socket, timeout=30)
+    await socket.disconnect()
+
+    assert asked["data"]["server"] == "ask"
+    assert asked["data"]["message"] == "Who is visiting? (asked by toolhub-test)"
+    assert [field["name"] for field in asked["data"]["fields"]] == [
+        "name",
+        "age",
+        "colour",
+        "newsletter",
+    ]
+    assert refused["code"] == "invalid"
+    assert refused["ref"] == "elicit"
+    assert "Age: must be a number" in refused["message"]
+    assert "Name: required" in refused["message"]
+    answered = events(frames, "elicitation_answered")[0]["data"]
+    assert answered["outcome"] == "accept"
+    assert answered["content"] == {"name": "Ada", "age": 36, "colour": "green", "newsletter": True}
+    assert result_of(frames)["data"]["content"] == (
+        "welcome Ada, 36, who likes green, with newsletter"
+    )
+    # The model got the result the person's answer made.
+    sent = model.requests[2].body["messages"][-1]["content"][0]
+    assert "welcome Ada" in str(sent["content"])
+
+
+async def until_error(socket) -> dict:
+    from tests.integration.chat import receive
+
+    while True:
+        frame = await receive(socket, 10)
+        if frame["type"] == "error":
+            return frame
+
+
+async def test_a_declined_form_tells_the_server_and_the_card_says_so(owner, model, asking):
+    await database_sync_to_async(asking)()
+    load_then_call(model, "ask__sign_in_visitor", {})
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    await send(socket, {"type": "chat", "text": "sign me in"})
+    asked = events(await until(socket, ("elicitation_request",)), "elicitation_request")[0]
+    await send(socket, {"type": "elicit", "call_id": asked["data"]["call_id"], "action": "decline"})
+    frames = await until(socket, timeout=30)
+    await socket.disconnect()
+
+    assert events(frames, "elicitation_answered")[0]["data"]["outcome"] == "decline"
+    assert result_of(frames)["data"]["content"] == "no visitor: the person chose decline"
+
+
+def test_nobody_answers_another_persons_form_or_a_form_that_is_not_waiting(owner, other_user, api):
+    from sessions_app.services import session_create
+
+    session = session_create(user=owner)
+    body = {"call_id": "t2", "action": "decline"}
+
+    url = f"/api/sessions/{session.pk}/elicit/"
+
+    theirs = api(other_user).post(url, body, format="json")
+    stale = api(owner).post(url, body, format="json")
+
+    assert theirs.status_code == 404
+    assert stale.status_code == 409
+    assert stale.json()["code"] == "unknown_call"
+
+
+async def test_sampling_asks_the_person_then_the_chats_model_and_is_counted(owner, model, asking):
+    await database_sync_to_async(asking)(sampling=True)
+    model.replies.extend(
+        [
+            Reply(tool_calls=[("t1", "tool_search", {"query": "select:ask__sum_up"})]),
+            Reply(
+                tool_calls=[
+                    ("t2", "call_tool", {"name": "ask__sum_up", "arguments": {"text": "a saga"}})
+                ]
+            ),
+            Reply(text="A tidy summary."),  # the server's sampling request
+            Reply(text="Done."),
+        ]
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    await send(socket, {"type": "chat", "text": "sum it up"})
+    asked = events(await until(socket, ("sampling_request",)), "sampling_request")[0]
+    seen_before = len(model.requests)
+    await send(socket, {"type": "approve", "call_id": asked["data"]["call_id"], "allow": True})
+    frames = await until(socket, timeout=30)
+    await socket.disconnect()
+
+    assert asked["data"]["messages"] == [{"role": "user", "text": "Sum up: a saga"}]
+    assert asked["data"]["system"] == "Answer in one short sentence."
+    assert seen_before == 2  # the model was not asked before the person said yes
+    sampling = model.requests[2].body
+    assert sampling["system"][0]["text"] == "Answer in one short sentence."
+    assert "tools" not in sampling or sampling["tools"] == []
+    assert sampling["max_tokens"] == 200
+    assert events(frames, "sampling_result")[0]["data"]["text"] == "A tidy summary."
+    assert result_of(frames)["data"]["content"].endswith("said: A tidy summary.")
+    assert any(e["data"].get("sampling") for e in events(frames, "usage"))
+    assert await provider_calls(session) == 4
+
+
+async def test_a_denied_sampling_request_never_reaches_the_model(owner, model, asking):
+    await database_sync_to_async(asking)(sampling=True)
+    load_then_call(model, "ask__sum_up", {"text": "a saga"})
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    await send(socket, {"type": "chat", "text": "sum it up"})
+    asked = events(await until(socket, ("sampling_request",)), "sampling_request")[0]
+    await send(socket, {"type": "approve", "call_id": asked["data"]["call_id"], "allow": False})
+    frames = await until(socket, timeout=30)
+    await socket.disconnect()
+
+    result = result_of(frames)["data"]
+    assert result["status"] == "error"
+    assert "toolhub refused: the person denied it" in result["content"]
+    assert len(model.requests) == 3  # two steps, then the answer: no sampling call
+    assert events(frames, "sampling_answered")[0]["data"]["outcome"] == "denied"
+
+
+async def test_without_the_operators_switch_sampling_is_refused_without_asking(
+    owner, model, asking
+):
+    await database_sync_to_async(asking)()
+    load_then_call(model, "ask__sum_up", {"text": "a saga"})
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "sum it up")
+    await socket.disconnect()
+
+    assert events(frames, "sampling_request") == []
+    assert result_of(frames)["data"]["status"] == "error"
+    assert len(model.requests) == 3
+
+
+async def test_a_workspace_server_is_told_the_chats_own_workspace(
+    owner, staff, model, asking, settings, api
+):
+    await database_sync_to_async(asking)(workspace_roots=True)
+    load_then_call(model, "ask__show_roots", {})
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "where do you work?")
+    await socket.disconnect()
+
+    listed = await database_sync_to_async(lambda: api(staff).get("/api/mcp-servers/").json())()
+    ops = await database_sync_to_async(ops_page)(staff)
+
+    workspace = Path(settings.TOOLHUB_WORKSPACE_ROOT) / str(session.pk)
+    assert result_of(frames)["data"]["content"] == workspace.as_uri()
+    assert listed[0]["workspace_roots"] is True
+    assert listed[0]["chats"] == 1
+    assert "1 chat connected here" in ops
