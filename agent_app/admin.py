@@ -70,6 +70,7 @@ class McpServerForm(forms.ModelForm):
             "approve_destructive",
             "sampling",
             "workspace_roots",
+            "user_credential",
         ]
 
     def clean(self) -> dict:
@@ -84,6 +85,7 @@ class McpServerForm(forms.ModelForm):
             timeout=data.get("timeout") or 0,
             timeout_ceiling=data.get("timeout_ceiling") or 0,
             allowlist=data.get("allowlist"),
+            user_credential=data.get("user_credential") or "",
             env=self.instance.env if data.get("env_update") is None else data["env_update"],
             headers=(
                 self.instance.headers

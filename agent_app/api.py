@@ -105,6 +105,12 @@ class McpServerSerializer(serializers.Serializer):
     approve_destructive = serializers.BooleanField(required=False)
     sampling = serializers.BooleanField(required=False)
     workspace_roots = serializers.BooleanField(required=False)
+    user_credential = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=200,
+        help_text="The header (HTTP) or variable (stdio) carrying each person's own credential",
+    )
     chats = serializers.IntegerField(
         read_only=True, help_text="Chats with a connection of their own to it in this process"
     )
@@ -159,6 +165,47 @@ class McpServerListView(APIView):
         data = validated_body(request, McpServerSerializer)
         server = mcp.mcp_server_save(user=request.user, server=None, data=_server_fields(data))
         return Response(mcp.server_json(server), status=201)
+
+
+class McpCredentialSerializer(serializers.Serializer):
+    """One server that takes each person's own credential, and the caller's: whether it is
+    set and when, never its value."""
+
+    server_id = serializers.IntegerField(read_only=True)
+    server = serializers.CharField(read_only=True)
+    transport = serializers.CharField(read_only=True)
+    carried_in = serializers.CharField(
+        read_only=True, help_text="The header (HTTP) or environment variable (stdio) it goes in"
+    )
+    set = serializers.BooleanField(read_only=True)
+    updated = serializers.DateTimeField(read_only=True, allow_null=True)
+    value = serializers.CharField(
+        write_only=True, max_length=mcp.MAX_CREDENTIAL_CHARS, trim_whitespace=False
+    )
+
+
+class McpCredentialListView(APIView):
+    @extend_schema(responses=McpCredentialSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        return Response([view.to_json() for view in mcp.mcp_credentials_of(user=request.user)])
+
+
+class McpCredentialDetailView(APIView):
+    @extend_schema(
+        request=McpCredentialSerializer,
+        responses={200: McpCredentialSerializer, **error_responses(400)},
+        description="Set or replace your own credential for a server that takes one; it "
+        "is never returned. 404 for a server that takes none.",
+    )
+    def put(self, request: Request, server_id: int) -> Response:
+        data = validated_body(request, McpCredentialSerializer)
+        view = mcp.mcp_credential_set(user=request.user, server_id=server_id, value=data["value"])
+        return Response(view.to_json())
+
+    @extend_schema(responses={204: None}, description="Forget your own credential.")
+    def delete(self, request: Request, server_id: int) -> Response:
+        mcp.mcp_credential_delete(user=request.user, server_id=server_id)
+        return Response(status=204)
 
 
 class McpServerDetailView(APIView):

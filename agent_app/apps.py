@@ -18,10 +18,11 @@ class AgentConfig(AppConfig):
         from toolhub.tools import embeddings, load_plugins
 
         embeddings.enabled = settings.TOOLHUB_SEMANTIC_SEARCH
+        from agent_app.mcp import CredentialsAdapter
         from agent_app.services import NotesAdapter
         from toolhub.lib.chat_services import chat_services_provide
 
-        chat_services_provide(notes=NotesAdapter())
+        chat_services_provide(notes=NotesAdapter(), mcp_credentials=CredentialsAdapter())
         # Plugins register once per process, in a fixed order, before any turn resolves.
         load_plugins(settings.TOOLHUB_TOOL_MODULES)
 

@@ -17,6 +17,7 @@ import logging
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,7 +28,8 @@ from django.db import close_old_connections, transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from agent_app.models import McpServer
+from agent_app.models import McpCredential, McpServer
+from agent_app.turns.loop import on_db_thread
 from profiles_app.services import global_disables
 from toolhub.lib.catalog_news import catalog_changed, catalog_changed_now
 from toolhub.lib.errors import Conflict, Forbidden, Invalid, NotFound
@@ -88,6 +90,7 @@ def mcp_config(server: McpServer) -> McpServerConfig:
         approve_destructive=server.approve_destructive,
         sampling=server.sampling,
         workspace_roots=server.workspace_roots,
+        user_credential=server.user_credential,
     )
 
 
@@ -242,6 +245,7 @@ def server_json(server: McpServer) -> dict[str, Any]:
         "approve_destructive": server.approve_destructive,
         "sampling": server.sampling,
         "workspace_roots": server.workspace_roots,
+        "user_credential": server.user_credential,
         # Chats with a connection of their own to it in this process (workspace roots).
         "chats": manager.chats(server.name),
         "state": state,
@@ -268,6 +272,7 @@ FIELDS = (
     "approve_destructive",
     "sampling",
     "workspace_roots",
+    "user_credential",
 )
 
 
@@ -319,3 +324,110 @@ def mcp_server_delete(*, user: Any, server: McpServer) -> None:
             user.pk, [server], DELETION, change_message=f"deleted MCP server {server.name}"
         )
         server.delete()
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialView:
+    """A server that takes each person's own credential, as its page shows it to one
+    person: whether theirs is set and when, never what it is."""
+
+    server_id: int
+    server: str
+    transport: str
+    # The header (streamable HTTP) or environment variable (stdio) that carries it.
+    carried_in: str
+    updated: datetime | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "server_id": self.server_id,
+            "server": self.server,
+            "transport": self.transport,
+            "carried_in": self.carried_in,
+            "set": self.updated is not None,
+            "updated": self.updated,
+        }
+
+
+def _personal_servers() -> Any:
+    return McpServer.objects.filter(enabled=True).exclude(user_credential="")
+
+
+def mcp_credentials_of(*, user: Any) -> list[CredentialView]:
+    """Every enabled server that takes a person's own credential, with ``user``'s state."""
+    servers = list(_personal_servers())
+    mine = dict(
+        McpCredential.objects.filter(owner=user, server__in=servers).values_list(
+            "server_id", "updated"
+        )
+    )
+    return [_view(server, mine.get(server.pk)) for server in servers]
+
+
+def _view(server: McpServer, updated: datetime | None) -> CredentialView:
+    return CredentialView(
+        server_id=server.pk,
+        server=server.name,
+        transport=server.transport,
+        carried_in=server.user_credential,
+        updated=updated,
+    )
+
+
+def _personal_server(server_id: int) -> McpServer:
+    server = _personal_servers().filter(pk=server_id).first()
+    if server is None:
+        raise NotFound("no MCP server here takes a personal credential under that id")
+    return server
+
+
+MAX_CREDENTIAL_CHARS = 4_096
+
+
+def mcp_credential_set(*, user: Any, server_id: int, value: Any) -> CredentialView:
+    """Store ``user``'s own credential for a server that takes one, replacing theirs; it is
+    refused, and nothing changes, when no header or variable could carry it."""
+    server = _personal_server(server_id)
+    if not isinstance(value, str) or not value.strip():
+        raise Invalid("the credential is empty", fields={"value": ["required"]})
+    if len(value) > MAX_CREDENTIAL_CHARS:
+        raise Invalid(
+            f"the credential is longer than {MAX_CREDENTIAL_CHARS:,} characters",
+            fields={"value": ["too long"]},
+        )
+    try:
+        mcp_config(server).with_credential(value)
+    except ValueError:
+        # Never quoted: it is a secret even when it is wrong.
+        raise Invalid(
+            f"that credential cannot be sent in {server.user_credential} (spaces around it, "
+            "a line break or another control character)",
+            fields={"value": ["cannot be sent"]},
+        ) from None
+    credential, _ = McpCredential.objects.update_or_create(
+        server=server, owner=user, defaults={"value": value}
+    )
+    return _view(server, credential.updated)
+
+
+def mcp_credential_delete(*, user: Any, server_id: int) -> None:
+    """Forget ``user``'s own credential for a server: their next call is refused."""
+    server = _personal_server(server_id)
+    McpCredential.objects.filter(server=server, owner=user).delete()
+
+
+def _credential(*, server: str, user_id: str) -> str | None:
+    return (
+        McpCredential.objects.filter(server__name=server, server__enabled=True, owner_id=user_id)
+        .values_list("value", flat=True)
+        .first()
+    )
+
+
+class CredentialsAdapter:
+    """``CredentialStore`` for the runtime: a person's own credential, read per call (a
+    changed or removed one takes effect at the next call)."""
+
+    async def get(self, *, server: str, user_id: str) -> str | None:
+        value: str | None = await on_db_thread(_credential, server=server, user_id=user_id)
+        return value

@@ -148,6 +148,16 @@ class McpServer(models.Model):
             "filesystem). Each chat then gets a connection of its own."
         ),
     )
+    user_credential = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text=(
+            "The header (streamable HTTP, e.g. Authorization) or environment variable "
+            "(stdio) that carries each person's own credential, which they add in Settings; "
+            "their calls go with it on a connection of their own, and without one they are "
+            "refused. Empty: every call goes with the server's own."
+        ),
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
@@ -160,3 +170,23 @@ class McpServer(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class McpCredential(models.Model):
+    """One person's own credential for a server that takes one (``user_credential``):
+    written by its owner, never shown to anybody (pages and the API say only whether it
+    is set, and when), used only for its owner's calls."""
+
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="credentials")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    value = models.TextField()
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "MCP credential"
+        constraints = [
+            models.UniqueConstraint(fields=["server", "owner"], name="one_credential_per_person")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.server} for {self.owner}"

@@ -28,6 +28,7 @@ urlpatterns = [
         views.chat_allowed_revoke,
         name="chat_allowed_revoke",
     ),
+    path("settings/mcp/", views.mcp_credentials_page, name="mcp_credentials"),
     path("ops/tools/", views.ops_tools, name="ops_tools"),
     path("ops/tools/disable/", views.ops_tool_disable, name="ops_tool_disable"),
     path("ops/tools/enable/", views.ops_tool_enable, name="ops_tool_enable"),

@@ -17,6 +17,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
 from agent_app.mcp import (
+    mcp_credential_delete,
+    mcp_credential_set,
+    mcp_credentials_of,
     mcp_logs,
     mcp_prompt_fill,
     mcp_prompts,
@@ -313,3 +316,34 @@ def ops_mcp_enabled(request: HttpRequest, server_id: int) -> HttpResponse:
         request, f"MCP server {server.name} is {'enabled' if enabled else 'disabled'}."
     )
     return redirect("ops_tools")
+
+
+# --- a person's own MCP credentials ----------------------------------------------------
+
+
+@login_required
+def mcp_credentials_page(request: HttpRequest) -> HttpResponse:
+    """The servers that take each person's own credential, and theirs: set, replaced or
+    removed here, never shown back."""
+    failed, status = "", 200
+    if request.method == "POST":
+        server_id = request.POST.get("server", "")
+        if not (server_id.isascii() and server_id.isdigit()):
+            raise Http404("no such server")
+        try:
+            if request.POST.get("action") == "remove":
+                mcp_credential_delete(user=request.user, server_id=int(server_id))
+                messages.success(request, "Your credential is removed.")
+            else:
+                view = mcp_credential_set(
+                    user=request.user, server_id=int(server_id), value=request.POST.get("value")
+                )
+                messages.success(request, f"Your credential for {view.server} is saved.")
+        except ServiceError as exc:
+            if exc.status == 404:
+                raise Http404(exc.message) from None
+            failed, status = exc.message, exc.status
+        else:
+            return redirect("mcp_credentials")
+    context = {"servers": mcp_credentials_of(user=request.user), "failed": failed}
+    return render(request, "agent_app/mcp_credentials.html", context, status=status)

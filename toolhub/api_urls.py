@@ -41,6 +41,8 @@ urlpatterns = [
     path("agents/", profiles.AgentListView.as_view()),
     path("agents/<int:agent_id>/", profiles.AgentDetailView.as_view()),
     path("agents/<int:agent_id>/duplicate/", profiles.AgentDuplicateView.as_view()),
+    path("mcp-credentials/", turns.McpCredentialListView.as_view()),
+    path("mcp-credentials/<int:server_id>/", turns.McpCredentialDetailView.as_view()),
     path("mcp-servers/", turns.McpServerListView.as_view()),
     path("mcp-servers/<int:server_id>/", turns.McpServerDetailView.as_view()),
     # Anything else under /api/ is a JSON 404, never Django's HTML page.

@@ -15,7 +15,8 @@ message), two resources (a text with CRLF and joiners, a PNG), ``linked`` (a res
 that links to the text) and two prompts, ``review`` (code, focus) and ``hello``;
 ``--instructions TEXT`` is what the server tells a client about its tools. ``--asking``
 adds tools that ask the client mid-call: ``sign_in_visitor`` (a form for the person),
-``sum_up`` (a completion from the client's model) and ``show_roots`` (the client's roots),
+``sum_up`` (a completion from the client's model), ``show_roots`` (the client's roots) and
+``whoami`` (the ``X-Person-Token`` header, or ``PERSON_TOKEN`` over stdio),
 through the SDK's resolvers, which ask in whichever way the protocol version has.
 ``--annotated`` adds tools carrying MCP annotations (read-only, destructive, additive, and
 hints left to their defaults); the fixed tools have none. (A server whose hints are not
@@ -310,6 +311,11 @@ def _asking_tools(server: PagedServer) -> None:
         content = answer.content
         said = content.text if isinstance(content, TextContent) else "(no text)"
         return f"the model ({answer.model}) said: {said}"
+
+    @server.tool(description="Whose credential this call came with.")
+    async def whoami(ctx: Context) -> str:
+        headers = ctx.headers or {}
+        return headers.get("x-person-token") or os.environ.get("PERSON_TOKEN") or "(nobody)"
 
     @server.tool(description="The roots the client gave this server.")
     async def show_roots(listed: Annotated[ListRootsResult, Resolve(_roots)]) -> str:

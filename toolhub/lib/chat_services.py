@@ -13,8 +13,11 @@ import dataclasses
 
 from toolhub.tools import ToolServices
 
+# The turn runner puts in what waits on a person (the question, an MCP server's form or
+# sampling request); the apps provide the rest.
+_BY_THE_TURN = frozenset({"asker", "elicitor", "sampler"})
 _PROVIDED = frozenset(
-    field.name for field in dataclasses.fields(ToolServices) if field.name not in {"asker"}
+    field.name for field in dataclasses.fields(ToolServices) if field.name not in _BY_THE_TURN
 )
 _adapters: dict[str, object] = {}
 

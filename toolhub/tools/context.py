@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from toolhub.tools.mcp.asks import Elicitor, Sampler
+    from toolhub.tools.mcp.config import CredentialStore
     from toolhub.tools.search import ToolIndex
 
 
@@ -221,6 +222,8 @@ class ToolServices:
     # chat's model (toolhub/tools/mcp/asks.py). None where nobody can answer.
     elicitor: Elicitor | None = None
     sampler: Sampler | None = None
+    # A person's own credentials for MCP servers that take one (``user_credential``).
+    mcp_credentials: CredentialStore | None = None
 
 
 @dataclass(frozen=True, slots=True)

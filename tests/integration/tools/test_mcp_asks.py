@@ -291,3 +291,64 @@ def test_a_handshake_era_form_with_several_calls_waiting_is_refused_not_guessed(
     assert first.forms == second.forms == []
     assert "several calls are waiting on this server" in asked.content
     assert "several calls are waiting on this server" in held.content
+
+
+class Vault:
+    """People's own credentials, as the apps keep them (``CredentialStore``)."""
+
+    def __init__(self, **tokens: str) -> None:
+        self.tokens = tokens
+
+    async def get(self, *, server: str, user_id: str) -> str | None:
+        return self.tokens.get(user_id)
+
+
+def as_person(user: str, vault: Vault, chat: str = "c") -> ToolContext:
+    return ToolContext(
+        env={}, user_id=user, session_id=chat, services=ToolServices(mcp_credentials=vault)
+    )
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_each_persons_calls_go_with_their_own_credential_and_nobody_elses(
+    manager, reg, tmp_path, transport
+):
+    name = "X-Person-Token" if transport == "http" else "PERSON_TOKEN"
+    vault = Vault(ada="token-of-ada", bob="token-of-bob")
+    whoami = None
+
+    def run(user: str) -> str:
+        return asyncio.run(whoami.execute({}, as_person(user, vault))).content
+
+    def check() -> tuple[str, str, str, str]:
+        ada, bob, nobody = run("ada"), run("bob"), run("eve")
+        vault.tokens["ada"] = "token-of-ada-2"  # a changed credential takes effect at once
+        return ada, bob, nobody, run("ada")
+
+    if transport == "stdio":
+        connect(manager, stdio_config("ask", "--asking", user_credential=name))
+        whoami = reg.get("ask__whoami")
+        ada, bob, nobody, again = check()
+    else:
+        port = free_port()
+        with http_server(port, "--asking", log=tmp_path / "server.log"):
+            connect(manager, http_config("ask", port, user_credential=name))
+            whoami = reg.get("ask__whoami")
+            ada, bob, nobody, again = check()
+
+    assert ada == "token-of-ada"
+    assert bob == "token-of-bob"
+    assert "takes your own credential, and you have not added one" in nobody
+    assert again == "token-of-ada-2"
+
+
+def test_a_credential_no_variable_can_carry_is_refused_unsent_and_never_quoted(manager, reg):
+    connect(manager, stdio_config("ask", "--asking", user_credential="PERSON_TOKEN"))
+    vault = Vault(ada="secret\0value")
+
+    result = asyncio.run(reg.get("ask__whoami").execute({}, as_person("ada", vault)))
+
+    assert result.is_error
+    assert "cannot be sent as it is" in result.content
+    assert "secret" not in result.content
+    assert manager.chats("ask") == 0

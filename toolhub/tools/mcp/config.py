@@ -7,8 +7,8 @@ import hashlib
 import logging
 import re
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from toolhub.tools.registry import Skipped
 from toolhub.tools.tool import NAME_PATTERN
@@ -84,6 +84,9 @@ class McpServerConfig:
     sampling: bool = False
     # MCP roots: one connection per chat, whose only root is the chat's workspace.
     workspace_roots: bool = False
+    # The header (streamable HTTP) or environment variable (stdio) that carries each
+    # person's own credential on a connection of their own; "" for none.
+    user_credential: str = ""
 
     def __post_init__(self) -> None:
         if not SERVER_NAME.fullmatch(self.name):
@@ -110,6 +113,24 @@ class McpServerConfig:
         for key, _value in self.env:
             if not ENV_NAME.fullmatch(key):
                 raise ValueError(f"environment name {key[:60]!r} is not a valid variable name")
+        if self.user_credential:
+            name = HEADER_NAME if self.transport == "streamable_http" else ENV_NAME
+            if not name.fullmatch(self.user_credential):
+                what = "an HTTP header" if self.transport == "streamable_http" else "a variable"
+                raise ValueError(f"the personal credential's name is not {what} name")
+
+    def with_credential(self, value: str) -> McpServerConfig:
+        """This server as one person's connection sees it: their credential in its header
+        or variable (replacing the server's own of that name). Raises ``ValueError`` for
+        a value no header or variable can carry."""
+        pair = ((self.user_credential, value),)
+        if self.transport == "streamable_http":
+            kept = tuple(item for item in self.headers if item[0].lower() != pair[0][0].lower())
+            return replace(self, headers=kept + pair)
+        if "\0" in value:
+            raise ValueError("a variable cannot carry a NUL")
+        kept = tuple(item for item in self.env if item[0] != self.user_credential)
+        return replace(self, env=kept + pair)
 
     def redact(self, text: str) -> str:
         """``text`` with every secret value of this server replaced (errors, logs)."""
@@ -201,6 +222,12 @@ def instructions_note(server: str, text: str | None) -> str:
 
 class McpUnavailableError(Exception):
     pass
+
+
+class CredentialStore(Protocol):
+    """A person's own credential for a server (the apps keep them; write-only)."""
+
+    async def get(self, *, server: str, user_id: str) -> str | None: ...
 
 
 # No wire form was seen for a tool (a listing built in code, not read off a stream).

@@ -633,25 +633,32 @@ ROOTS_SETTLE_SECONDS = 0.2
 
 
 class _ChatConnection(_Connection):
-    """One chat's own connection to a server with workspace roots: its only root is the
-    chat's workspace, so a server that keeps what it is told (filesystem keeps its allowed
-    folders) never works in one chat's folder for another. The chat's first call opens
-    it, ``chat_idle`` seconds without a call close it. It registers nothing (the
+    """A connection of one scope's own: a chat's, to a server with workspace roots (its
+    only root is the chat's workspace, so a server that keeps what it is told, as
+    filesystem keeps its allowed folders, never works in one chat's folder for another),
+    a person's, to a server that takes each person's own credential (so nobody's call goes
+    with another's), or both. The scope's first call opens it, ``chat_idle`` seconds
+    without a call close it. It registers nothing (the
     server-wide connection keeps the listing, and what it offers decides what may be
     called) and is not reconnected: a lost one ends, and the chat's next call opens
     another."""
 
     def __init__(
-        self, manager: McpManager, primary: _Connection, chat: str, workspace: Path
+        self,
+        manager: McpManager,
+        primary: _Connection,
+        scope: str,
+        config: McpServerConfig,
+        workspace: Path | None,
     ) -> None:
         self.primary = primary
-        self.chat = chat
+        self.scope = scope
         self.workspace = workspace
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.idle: asyncio.TimerHandle | None = None
         self.used = time.monotonic()
         self.rooted = asyncio.Event()
-        super().__init__(manager, primary.config)
+        super().__init__(manager, config)
         # What the server logs on a chat's connection shows with the server's own.
         self.logs = primary.logs
 
@@ -699,6 +706,7 @@ class _ChatConnection(_Connection):
         from mcp_types import ListRootsResult, Root
 
         self.rooted.set()
+        assert self.workspace is not None  # asked only where workspace roots are on
         root = Root.model_validate({"uri": self.workspace.as_uri(), "name": "workspace"})
         return ListRootsResult(roots=[root])
 
@@ -765,6 +773,30 @@ _CHANGES = frozenset(
         "notifications/prompts/list_changed",
     }
 )
+
+
+async def _personal(config: McpServerConfig, ctx: ToolContext) -> McpServerConfig:
+    """``config`` with the calling person's own credential in it; refused, saying what to
+    do, when they have none (never the server's own in its place)."""
+    store = ctx.services.mcp_credentials
+    if ctx.user_id is None or store is None:
+        raise McpUnavailableError(
+            f"MCP server {config.name} takes each person's own credential, and this call is "
+            "nobody's"
+        )
+    value = await store.get(server=config.name, user_id=ctx.user_id)
+    if not value:
+        raise McpUnavailableError(
+            f"MCP server {config.name} takes your own credential, and you have not added "
+            "one: add it in Settings, under MCP credentials"
+        )
+    try:
+        return config.with_credential(value)
+    except ValueError:
+        raise McpUnavailableError(
+            f"your credential for MCP server {config.name} cannot be sent as it is (spaces "
+            "or control characters around it): set it again in Settings"
+        ) from None
 
 
 def _modern() -> tuple[str, ...]:
@@ -927,27 +959,42 @@ class McpManager:
         return result_text(answer, reader=tool_name(server, READ_RESOURCE))
 
     async def _connection_for(self, primary: _Connection, ctx: ToolContext) -> _Connection:
-        """The connection a call of ``ctx``'s chat goes through: the server's own, or for
-        a server with workspace roots the chat's (opened now if need be)."""
+        """The connection a call of ``ctx`` goes through: the server's own, or a connection
+        of the call's own scope (opened now if need be): the person's, with their own
+        credential, for a server that takes one; the chat's, whose only root is its
+        workspace, for a server with workspace roots; both for a server with both."""
         config = primary.config
-        if not config.workspace_roots:
+        if not config.workspace_roots and not config.user_credential:
             return primary
-        if ctx.session_id is None or ctx.workspace is None:
-            raise McpUnavailableError(
-                f"MCP server {config.name} works in a chat's workspace, and this call has none"
-            )
         if primary.status.state != "connected":
             raise McpUnavailableError(primary.reason)
-        key = (config.name, str(ctx.session_id))
-        chat = self._chats.get(key)
-        if chat is None or chat.closing or chat.lost.is_set() or chat.primary is not primary:
+        scope, workspace = [], None
+        if config.user_credential:
+            config = await _personal(config, ctx)
+            scope.append(f"person {ctx.user_id}")
+        if config.workspace_roots:
+            if ctx.session_id is None or ctx.workspace is None:
+                raise McpUnavailableError(
+                    f"MCP server {config.name} works in a chat's workspace, and this call has none"
+                )
+            workspace = ctx.workspace
+            scope.append(f"chat {ctx.session_id}")
+        key = (config.name, " ".join(scope))
+        own = self._chats.get(key)
+        if own is not None and own.config != config:
+            # The person changed their credential: the old connection carries the old one.
+            self._forget_chat(own)
+            asyncio.get_running_loop().create_task(own.close())
+            own = None
+        if own is None or own.closing or own.lost.is_set() or own.primary is not primary:
             self._make_room(config.name)
-            # The folder a root names must be there for the server to accept it.
-            ctx.workspace.mkdir(parents=True, exist_ok=True)
-            chat = self._chats[key] = _ChatConnection(self, primary, key[1], ctx.workspace)
+            if workspace is not None:
+                # The folder a root names must be there for the server to accept it.
+                workspace.mkdir(parents=True, exist_ok=True)
+            own = self._chats[key] = _ChatConnection(self, primary, key[1], config, workspace)
         # Shielded: one caller giving up must not end the opening the others wait for.
-        await asyncio.shield(chat.ready)
-        return chat
+        await asyncio.shield(own.ready)
+        return own
 
     def _make_room(self, server: str) -> None:
         """Close the longest-idle chat connection of ``server`` when it has its maximum;
@@ -966,7 +1013,7 @@ class McpManager:
         asyncio.get_running_loop().create_task(oldest.close())
 
     def _forget_chat(self, chat: _ChatConnection) -> None:
-        key = (chat.config.name, chat.chat)
+        key = (chat.config.name, chat.scope)
         if self._chats.get(key) is chat:
             del self._chats[key]
 
