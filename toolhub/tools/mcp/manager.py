@@ -297,6 +297,12 @@ class _Connection:
         lost = asyncio.ensure_future(self.lost.wait())
         try:
             await asyncio.wait({job, lost}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            # This wait itself was ended (the transport failed under it): the job goes
+            # too, and its own ending is read, never reported as unretrieved.
+            job.cancel()
+            job.add_done_callback(lambda done: done.cancelled() or done.exception())
+            raise
         finally:
             lost.cancel()
         if not job.done():
