@@ -17,8 +17,10 @@ logger = logging.getLogger(__name__)
 
 TRANSPORTS = ("stdio", "streamable_http")
 AUTHS = ("none", "oauth")
-# RFC 6749's scope: scope tokens of printable ASCII but space, '"' and '\\', one space apart.
-OAUTH_SCOPES = re.compile(r"^(?:[\x21\x23-\x5b\x5d-\x7e]+(?: [\x21\x23-\x5b\x5d-\x7e]+)*)?$")
+# RFC 6749's scope: scope tokens of printable ASCII but space, '"' and '\\', one space apart
+# (or none at all).
+SCOPE_LIST = r"[\x21\x23-\x5b\x5d-\x7e]+(?: [\x21\x23-\x5b\x5d-\x7e]+)*"
+OAUTH_SCOPES = re.compile(rf"^(?:{SCOPE_LIST})?$")
 SERVER_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,23}$")
 SEPARATOR = "__"
 MAX_NAME = 64
