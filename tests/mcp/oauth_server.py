@@ -11,6 +11,8 @@ program: ``python tests/mcp/oauth_server.py --as-port A --mcp-port M``.
   its protected-resource metadata naming the authorization server, takes only tokens
   issued for itself (RFC 8707), and offers ``echo`` and ``whoami`` (the client id and
   scopes of the token the call came with).
+- ``--client ID:SECRET --client-redirect URL`` registers a client beforehand (its secret
+  sent in the token request's body); ``--no-registration`` closes dynamic registration.
 - ``/test/...`` on the authorization server lets a test see and break things:
   ``GET /test/stats`` (registrations, authorizations, code exchanges, refreshes, and the
   tokens it issued), ``POST /test/revoke-refresh`` (every refresh token refused from
@@ -140,7 +142,7 @@ class MemoryProvider:
         )
 
 
-def authorization_server(provider: MemoryProvider, issuer: str) -> Starlette:
+def authorization_server(provider: MemoryProvider, issuer: str, *, registration: bool) -> Starlette:
     async def stats(_request: Request) -> JSONResponse:
         return JSONResponse({**provider.stats, "issued": provider.issued})
 
@@ -157,7 +159,7 @@ def authorization_server(provider: MemoryProvider, issuer: str) -> Starlette:
         provider,
         issuer_url=AnyHttpUrl(issuer),
         client_registration_options=ClientRegistrationOptions(
-            enabled=True, valid_scopes=[SCOPE], default_scopes=[SCOPE]
+            enabled=registration, valid_scopes=[SCOPE], default_scopes=[SCOPE]
         ),
     )
     routes += [
@@ -196,16 +198,26 @@ def resource_server(provider: MemoryProvider, issuer: str, url: str) -> MCPServe
     return server
 
 
-async def serve(as_port: int, mcp_port: int, access_seconds: int) -> None:
+async def serve(options: argparse.Namespace) -> None:
+    as_port, mcp_port = options.as_port, options.mcp_port
     issuer = f"http://127.0.0.1:{as_port}"
-    provider = MemoryProvider(access_seconds)
+    provider = MemoryProvider(options.access_seconds)
+    if options.client:
+        client_id, _, secret = options.client.partition(":")
+        provider.clients[client_id] = OAuthClientInformationFull(
+            client_id=client_id,
+            client_secret=secret,
+            token_endpoint_auth_method="client_secret_post",
+            redirect_uris=[options.client_redirect],
+            scope=SCOPE,
+        )
     mcp = resource_server(provider, issuer, f"http://127.0.0.1:{mcp_port}/mcp")
     servers = [
         uvicorn.Server(
             uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
         )
         for app, port in (
-            (authorization_server(provider, issuer), as_port),
+            (authorization_server(provider, issuer, registration=options.registration), as_port),
             (mcp.streamable_http_app(), mcp_port),
         )
     ]
@@ -217,8 +229,10 @@ def main() -> None:
     parser.add_argument("--as-port", type=int, required=True)
     parser.add_argument("--mcp-port", type=int, required=True)
     parser.add_argument("--access-seconds", type=int, default=3_600)
-    options = parser.parse_args()
-    asyncio.run(serve(options.as_port, options.mcp_port, options.access_seconds))
+    parser.add_argument("--client")
+    parser.add_argument("--client-redirect")
+    parser.add_argument("--no-registration", dest="registration", action="store_false")
+    asyncio.run(serve(parser.parse_args()))
 
 
 if __name__ == "__main__":

@@ -176,6 +176,40 @@ def test_signing_in_through_the_real_redirect_stores_a_grant_and_calls_carry_its
     assert "Sign in again" in page
 
 
+def test_a_pre_registered_client_signs_in_with_its_secret_where_registration_is_closed(
+    staff, tmp_path, registry_state
+):
+    as_port, mcp_port = free_port(), free_port()
+    server = McpServer.objects.create(
+        name="remote",
+        transport="streamable_http",
+        url=f"http://127.0.0.1:{mcp_port}/mcp",
+        auth="oauth",
+        oauth_client_id="toolhub-pre",
+        oauth_client_secret="pre-registered-secret",
+    )
+    paces = _pace(health_interval=0.2, backoff_initial=0.1, probe_interval=0.2)
+    try:
+        with oauth_http_server(
+            as_port,
+            mcp_port,
+            *("--no-registration", "--client", "toolhub-pre:pre-registered-secret"),
+            *("--client-redirect", f"http://testserver/ops/mcp/{server.pk}/oauth/callback/"),
+        ):
+            remote = Remote(as_port, mcp_port, server)
+            grant = signed_in_and_connected(staff, remote)
+
+            assert grant.client_info["client_id"] == "toolhub-pre"
+            # The secret is the configuration's, read from there, never copied.
+            assert "client_secret" not in grant.client_info
+            assert remote.stats().get("registrations", 0) == 0
+            assert call("remote__whoami").content == "client toolhub-pre with scopes mcp"
+    finally:
+        McpServer.objects.all().delete()
+        mcp.mcp_sync(wait=10)
+        _pace(**paces)
+
+
 def test_a_second_sign_in_reuses_the_registered_client_and_reconnects_with_the_new_grant(
     staff, remote
 ):
@@ -235,6 +269,20 @@ def test_a_refused_refresh_puts_the_server_back_to_needs_sign_in_with_its_tools_
     mcp.mcp_sync(wait=10)
     wait_for(lambda: state_of("remote") == "needs_sign_in", what="remote to stay signed out")
     assert "Needs sign-in" in browser(staff).get("/ops/tools/").content.decode()
+
+
+def test_a_grant_is_not_sent_to_a_new_url_the_server_needs_sign_in_again(staff, api, remote):
+    signed_in_and_connected(staff, remote)
+
+    moved = api(staff).patch(
+        f"/api/mcp-servers/{remote.server.pk}/",
+        {"url": f"http://127.0.0.1:{free_port()}/mcp"},
+        format="json",
+    )
+    assert moved.status_code == 200
+    mcp.mcp_sync(wait=10)
+
+    wait_for(lambda: state_of("remote") == "needs_sign_in", what="remote to need sign-in")
 
 
 def test_a_non_staff_user_gets_403_from_the_sign_in_and_the_callback(owner, remote):
