@@ -21,6 +21,9 @@ Invariants:
   server needs sign-in (``McpSignInNeeded``): the grant is marked lost through the store,
   but only while it still holds the tokens this connection used, so a process whose
   refresh lost a race to another process's reconnects with the newer tokens instead.
+- A grant is used only while it fits the configuration: a token goes to no URL outside
+  the resource it was issued for (an operator who changes the URL signs in again), and
+  belongs to the configured client.
 - Tokens live in the store, the provider and ``McpServerConfig.held_secrets``, whence
   ``redact`` removes them from every error and log line of the server.
 - The store is called on the manager's event loop: an implementation must not block it.
@@ -534,6 +537,20 @@ def _provider(
     return provider
 
 
+def _fits(config: McpServerConfig, grant: McpOAuthGrant) -> bool:
+    """Whether the grant was made for this server as configured now: a token is never
+    sent to a URL outside the resource it was issued for, nor used by another client."""
+    from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
+
+    resource = grant.metadata.get("resource")
+    if not isinstance(resource, str) or not check_resource_allowed(
+        requested_resource=resource_url_from_server_url(config.url), configured_resource=resource
+    ):
+        return False
+    client_id = grant.client_info.get("client_id")
+    return not config.oauth_client_id or client_id == config.oauth_client_id
+
+
 @contextlib.asynccontextmanager
 async def oauth_transport(
     config: McpServerConfig, store: McpOAuthStore | None
@@ -544,7 +561,7 @@ async def oauth_transport(
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     grant = await store.grant(config.name) if store is not None else None
-    if grant is None or store is None:
+    if grant is None or store is None or not _fits(config, grant):
         raise McpSignInNeeded(sign_in_reason(config.name))
     auth = _provider(config, store, grant)
     http = create_mcp_http_client(headers=dict(config.headers), auth=auth)
