@@ -22,7 +22,6 @@ from agent_app import mcp
 from agent_app.models import McpOAuthGrant, McpOAuthSignIn, McpServer
 from tests.mcp import free_port, oauth_http_server, wait_for
 from toolhub.tools import ToolContext, registry
-from toolhub.tools.mcp import McpServerConfig
 from toolhub.tools.tool import ToolUnavailable
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -389,22 +388,47 @@ def test_oauth_is_refused_for_a_stdio_server_by_the_api(staff, api):
     assert "OAuth is for streamable HTTP servers" in patched.json()["message"]
 
 
-def test_a_servers_redact_hides_the_tokens_its_connection_holds_and_its_client_secret():
-    config = McpServerConfig(
-        name="remote",
+def test_the_admin_sets_oauth_keeps_its_client_secret_when_left_empty_and_clears_it_on_request(
+    admin_client,
+):
+    server = McpServer.objects.create(
+        name="kept",
         transport="streamable_http",
         url="http://127.0.0.1:9/mcp",
-        auth="oauth",
-        oauth_client_id="toolhub",
-        oauth_client_secret="client-secret-1",
+        oauth_client_secret="kept-client-secret",
+        enabled=False,
     )
-    config.held_secrets.add("access-token-1")
+    fields = {
+        "name": "kept",
+        "transport": "streamable_http",
+        "command": "",
+        "args": "[]",
+        "url": "http://127.0.0.1:9/mcp",
+        "timeout": "30",
+        "timeout_ceiling": "600",
+        "allowlist": "null",
+        "auth": "oauth",
+        "oauth_scopes": "mcp offline_access",
+        "oauth_client_id": "toolhub-pre",
+        "oauth_client_secret_update": "",
+    }
+    change = f"/admin/agent_app/mcpserver/{server.pk}/change/"
 
-    text = config.redact("Bearer access-token-1 failed; client_secret=client-secret-1")
+    kept = admin_client.post(change, fields)
+    form = admin_client.get(change).content.decode()
+    refused = admin_client.post(change, {**fields, "transport": "stdio", "command": "true"})
+    cleared = admin_client.post(change, {**fields, "oauth_client_secret_clear": "on"})
 
-    assert text == "Bearer *** failed; client_secret=***"
-    assert config == McpServerConfig(**{**_fields(config), "held_secrets": set()})
-
-
-def _fields(config: McpServerConfig) -> dict:
-    return {name: getattr(config, name) for name in config.__dataclass_fields__}
+    assert kept.status_code == 302, kept.content.decode()[:2000]
+    assert "kept-client-secret" not in form
+    assert "OAuth client secret: set" in form
+    assert "needs sign-in, on the ops page" in form
+    assert "OAuth is for streamable HTTP servers" in refused.content.decode()
+    assert cleared.status_code == 302
+    server.refresh_from_db()
+    assert (server.auth, server.oauth_scopes, server.oauth_client_id) == (
+        "oauth",
+        "mcp offline_access",
+        "toolhub-pre",
+    )
+    assert server.oauth_client_secret == ""
