@@ -9,7 +9,7 @@ from django import forms
 from django.contrib import admin
 from django.urls import reverse
 
-from agent_app.mcp import mcp_config, server_json
+from agent_app.mcp import mcp_config, mcp_grant, server_json
 from agent_app.models import McpServer, Note, ToolRun
 from toolhub.lib.admin_links import NOT_THEIRS, ReadOnlyLog, product_link
 
@@ -48,11 +48,24 @@ def _secret_field(label: str, example: str) -> forms.JSONField:
 
 
 class McpServerForm(forms.ModelForm):
-    """``env`` and ``headers`` are write-only: the form never shows their values. Leave a
-    box empty to keep what is stored; ``{}`` clears it."""
+    """``env``, ``headers`` and the OAuth client secret are write-only: the form never
+    shows their values. Leave a box empty to keep what is stored; ``{}`` (or the clear
+    box) clears it. OAuth tokens are not here at all: a sign-in on the ops page makes
+    them."""
 
     env_update = _secret_field("Environment (secret)", '{"GITHUB_TOKEN": "…"}')
     headers_update = _secret_field("HTTP headers (secret)", '{"Authorization": "Bearer …"}')
+    oauth_client_secret_update = forms.CharField(
+        required=False,
+        label="OAuth client secret (secret)",
+        max_length=500,
+        strip=False,
+        help_text="Of the pre-registered client. Empty keeps the stored one.",
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+    )
+    oauth_client_secret_clear = forms.BooleanField(
+        required=False, label="Clear the OAuth client secret"
+    )
 
     class Meta:
         model = McpServer
@@ -71,7 +84,23 @@ class McpServerForm(forms.ModelForm):
             "sampling",
             "workspace_roots",
             "user_credential",
+            "auth",
+            "oauth_scopes",
+            "oauth_client_id",
         ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["auth"].required = False
+
+    def clean_auth(self) -> str:
+        # A form posted without the field (one from before it existed) keeps what is set.
+        return self.cleaned_data.get("auth") or self.instance.auth
+
+    def _client_secret(self, data: dict) -> str:
+        if data.get("oauth_client_secret_clear"):
+            return ""
+        return data.get("oauth_client_secret_update") or self.instance.oauth_client_secret
 
     def clean(self) -> dict:
         data = super().clean()
@@ -92,6 +121,10 @@ class McpServerForm(forms.ModelForm):
                 if data.get("headers_update") is None
                 else data["headers_update"]
             ),
+            auth=data.get("auth") or "none",
+            oauth_scopes=data.get("oauth_scopes") or "",
+            oauth_client_id=data.get("oauth_client_id") or "",
+            oauth_client_secret=self._client_secret(data),
         )
         try:
             mcp_config(probe)
@@ -105,6 +138,7 @@ class McpServerForm(forms.ModelForm):
             server.env = self.cleaned_data["env_update"]
         if self.cleaned_data.get("headers_update") is not None:
             server.headers = self.cleaned_data["headers_update"]
+        server.oauth_client_secret = self._client_secret(self.cleaned_data)
         if commit:
             server.save()
         return server
@@ -124,7 +158,14 @@ class McpServerAdmin(admin.ModelAdmin):
     ]
     list_filter = ["transport", "enabled", "approve_destructive"]
     search_fields = ["name", "command", "url"]
-    readonly_fields = ["stored_secrets", "state", "created_by", "created", "updated"]
+    readonly_fields = [
+        "stored_secrets",
+        "state",
+        "oauth_sign_in",
+        "created_by",
+        "created",
+        "updated",
+    ]
 
     @admin.display(description="In the product")
     def in_product(self, server: McpServer) -> str:
@@ -134,7 +175,23 @@ class McpServerAdmin(admin.ModelAdmin):
     def stored_secrets(self, server: McpServer) -> str:
         env = ", ".join(sorted(server.env or {})) or "none"
         headers = ", ".join(sorted(server.headers or {})) or "none"
-        return f"environment: {env}; headers: {headers} (values are never shown)"
+        secret = "set" if server.oauth_client_secret else "none"
+        return (
+            f"environment: {env}; headers: {headers}; OAuth client secret: {secret} "
+            "(values are never shown)"
+        )
+
+    @admin.display(description="OAuth sign-in")
+    def oauth_sign_in(self, server: McpServer) -> str:
+        if server.auth != McpServer.Auth.OAUTH:
+            return "not an OAuth server"
+        data = server_json(server)
+        if data["signed_in_at"] is None:
+            lost = mcp_grant(server)
+            why = f" ({lost.lost_reason})" if lost is not None and lost.lost_reason else ""
+            return f"needs sign-in, on the ops page{why}"
+        who = f" by {data['signed_in_by']}" if data["signed_in_by"] else ""
+        return f"signed in{who} at {data['signed_in_at']:%Y-%m-%d %H:%M} (tokens are never shown)"
 
     @admin.display(description="State in this process")
     def state(self, server: McpServer) -> str:

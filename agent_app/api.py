@@ -36,6 +36,7 @@ from toolhub.lib.api_schema import (
 )
 from toolhub.tools.mcp import CONTROL_CHARS, ENV_NAME, HEADER_NAME, SERVER_NAME
 from toolhub.tools.mcp.asks import ACTIONS
+from toolhub.tools.mcp.config import AUTHS, SCOPE_LIST
 
 # A header value as toolhub.tools.mcp takes it: no surrounding whitespace and no control
 # characters (refused there, before the HTTP client could quote it in an error).
@@ -72,9 +73,11 @@ class _RequiredUrlField(serializers.URLField):
 
 
 class McpServerSerializer(serializers.Serializer):
-    """An MCP server; ``env`` and ``headers`` are written, never read back (the response
-    carries ``env_keys`` and ``header_names``). A change that makes a server stdio needs a
-    command, one that makes it streamable HTTP a URL (given or already stored)."""
+    """An MCP server; ``env``, ``headers`` and ``oauth_client_secret`` are written, never
+    read back (the response carries ``env_keys``, ``header_names`` and
+    ``oauth_client_secret_set``; OAuth tokens never appear, only who signed in and when).
+    A change that makes a server stdio needs a command, one that makes it streamable HTTP
+    a URL (given or already stored); ``auth: oauth`` is for streamable HTTP only."""
 
     id = serializers.IntegerField(read_only=True)
     name = serializers.RegexField(SERVER_NAME.pattern, max_length=24)
@@ -114,6 +117,27 @@ class McpServerSerializer(serializers.Serializer):
     chats = serializers.IntegerField(
         read_only=True, help_text="Chats with a connection of their own to it in this process"
     )
+    auth = serializers.ChoiceField(list(AUTHS), required=False)
+    # Blank (none) or these; the schema says so with its own alternative for "".
+    oauth_scopes = serializers.RegexField(
+        rf"^{SCOPE_LIST}$", required=False, allow_blank=True, max_length=500
+    )
+    oauth_client_id = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=200,
+        validators=[RegexValidator(_HEADER_VALUE)],
+    )
+    oauth_client_secret = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=500,
+        write_only=True,
+        validators=[RegexValidator(_HEADER_VALUE)],
+    )
+    oauth_client_secret_set = serializers.BooleanField(read_only=True)
+    signed_in_by = serializers.CharField(read_only=True, allow_null=True)
+    signed_in_at = serializers.DateTimeField(read_only=True, allow_null=True)
     state = serializers.CharField(read_only=True)
     error = serializers.CharField(read_only=True)
     tools = serializers.IntegerField(read_only=True)
@@ -125,6 +149,7 @@ class StdioMcpServerSerializer(McpServerSerializer):
 
     transport = serializers.ChoiceField(["stdio"])
     command = serializers.CharField(max_length=500, validators=[RegexValidator(TEXT_PATTERN)])
+    auth = serializers.ChoiceField(["none"], required=False)
 
 
 class HttpMcpServerSerializer(McpServerSerializer):

@@ -5,8 +5,12 @@ Invariants:
 - Every web and worker process connects on start-up (``mcp_start``), then follows the
   table: a save or delete reconciles at once in the process that made it (on commit) and
   every other process within ``TOOLHUB_MCP_POLL`` seconds.
-- Secrets (``env`` values, ``headers`` values) leave this module only inside the config
-  handed to the manager; every view of a server (``server_json``) carries their keys only.
+- Secrets (``env`` values, ``headers`` values, the OAuth client secret) leave this module
+  only inside the config handed to the manager; every view of a server (``server_json``)
+  carries their keys, or whether it is set, only. OAuth tokens are read and written by
+  the manager's store (``mcp_grants``) and the sign-in (``mcp_oauth``), never shown.
+- A sign-in, or a grant found not to work, changes the grant's generation, which is part
+  of the server's config: every process reconnects at its next reconcile.
 - Only rows are configuration: nothing a model, a user or an MCP server sends can add a
   server or a command.
 """
@@ -28,7 +32,8 @@ from django.db import close_old_connections, transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from agent_app.models import McpCredential, McpServer
+from agent_app.mcp_grants import DatabaseOAuthStore
+from agent_app.models import McpCredential, McpOAuthGrant, McpServer
 from agent_app.turns.loop import on_db_thread
 from profiles_app.services import global_disables
 from toolhub.lib.catalog_news import catalog_changed, catalog_changed_now
@@ -49,6 +54,7 @@ manager = McpManager(
     health_interval=settings.TOOLHUB_MCP_HEALTH_INTERVAL,
     backoff_max=settings.TOOLHUB_MCP_BACKOFF_MAX,
     errlog=sys.stderr,
+    oauth_store=DatabaseOAuthStore(),
 )
 SYNC_WAIT_SECONDS = 10.0
 _poller: threading.Thread | None = None
@@ -74,6 +80,7 @@ def mcp_config(server: McpServer) -> McpServerConfig:
     env = _string_map(server.env or {}, "env")
     headers = _string_map(server.headers or {}, "headers")
     allowlist = None if server.allowlist is None else _strings(server.allowlist, "allowlist")
+    grant = mcp_grant(server) if server.auth == "oauth" else None
     return McpServerConfig(
         name=server.name,
         transport=server.transport,
@@ -91,12 +98,27 @@ def mcp_config(server: McpServer) -> McpServerConfig:
         sampling=server.sampling,
         workspace_roots=server.workspace_roots,
         user_credential=server.user_credential,
+        auth=server.auth,
+        oauth_scopes=server.oauth_scopes,
+        oauth_client_id=server.oauth_client_id,
+        oauth_client_secret=server.oauth_client_secret,
+        oauth_generation=grant.generation if grant is not None else 0,
     )
+
+
+def mcp_grant(server: McpServer) -> McpOAuthGrant | None:
+    """The server's OAuth grant row, working or lost (None: never signed in)."""
+    if server.pk is None:
+        return None
+    try:
+        return server.oauth_grant
+    except McpOAuthGrant.DoesNotExist:
+        return None
 
 
 def mcp_configs() -> list[McpServerConfig]:
     configs = []
-    for server in McpServer.objects.filter(enabled=True):
+    for server in McpServer.objects.filter(enabled=True).select_related("oauth_grant"):
         try:
             configs.append(mcp_config(server))
         except ValueError as exc:
@@ -136,6 +158,12 @@ def _follow() -> None:
 @receiver(post_save, sender=McpServer)
 @receiver(post_delete, sender=McpServer)
 def _server_changed(**_: Any) -> None:
+    mcp_reconcile_on_commit()
+
+
+def mcp_reconcile_on_commit() -> None:
+    """After the transaction commits, make this process's connections match the table
+    (other processes follow within ``TOOLHUB_MCP_POLL`` seconds)."""
     # Only a process that connects follows changes; a management command does not start
     # servers because someone saved a row.
     if _poller is not None:
@@ -224,10 +252,15 @@ def mcp_logs(server: McpServer) -> list[McpLogLine]:
 def server_json(server: McpServer) -> dict[str, Any]:
     """A server as pages and the API show it: secrets by key only, live status."""
     status = mcp_status(server)
+    grant = mcp_grant(server) if server.auth == "oauth" else None
+    signed_in = grant is not None and grant.tokens is not None
     if not server.enabled:
         state = "disabled"
+    elif status is not None:
+        state = status.state
     else:
-        state = status.state if status is not None else "connecting"
+        # Not connected in this process (yet): an OAuth server without a grant will not.
+        state = "needs_sign_in" if server.auth == "oauth" and not signed_in else "connecting"
     return {
         "id": server.pk,
         "name": server.name,
@@ -248,6 +281,17 @@ def server_json(server: McpServer) -> dict[str, Any]:
         "user_credential": server.user_credential,
         # Chats with a connection of their own to it in this process (workspace roots).
         "chats": manager.chats(server.name),
+        "auth": server.auth,
+        "oauth_scopes": server.oauth_scopes,
+        "oauth_client_id": server.oauth_client_id,
+        "oauth_client_secret_set": bool(server.oauth_client_secret),
+        # Who signed in and when, while that grant works (its tokens are never shown).
+        "signed_in_by": (
+            grant.signed_in_by.get_username()
+            if signed_in and grant is not None and grant.signed_in_by is not None
+            else None
+        ),
+        "signed_in_at": grant.signed_in_at if signed_in and grant is not None else None,
         "state": state,
         "error": status.error if status is not None else "",
         "tools": status.tools if status is not None else 0,
@@ -273,11 +317,15 @@ FIELDS = (
     "sampling",
     "workspace_roots",
     "user_credential",
+    "auth",
+    "oauth_scopes",
+    "oauth_client_id",
+    "oauth_client_secret",
 )
 
 
 def mcp_servers() -> list[McpServer]:
-    return list(McpServer.objects.all())
+    return list(McpServer.objects.select_related("oauth_grant__signed_in_by"))
 
 
 def mcp_server_get(*, server_id: int) -> McpServer:
@@ -288,8 +336,9 @@ def mcp_server_get(*, server_id: int) -> McpServer:
 
 
 def mcp_server_save(*, user: Any, server: McpServer | None, data: dict[str, Any]) -> McpServer:
-    """Create or change a server from validated fields. ``env`` and ``headers`` replace
-    the stored secrets only when given (omitted: kept; ``{}``: cleared)."""
+    """Create or change a server from validated fields. ``env``, ``headers`` and
+    ``oauth_client_secret`` replace the stored secrets only when given (omitted: kept;
+    ``{}`` or ``""``: cleared)."""
     if not user.is_staff:
         raise Forbidden("MCP servers are managed by staff")
     adding = server is None
@@ -307,7 +356,7 @@ def mcp_server_save(*, user: Any, server: McpServer | None, data: dict[str, Any]
         )
     with transaction.atomic():
         server.save()
-        # Field names only: env and headers hold secrets.
+        # Field names only: env, headers and the OAuth client secret are secrets.
         what = "added" if adding else f"changed {', '.join(changed) or 'nothing'}"
         LogEntry.objects.log_actions(
             user.pk, [server], ADDITION if adding else CHANGE, change_message=what

@@ -93,9 +93,9 @@ def _server_name(value: str) -> None:
 class McpServer(models.Model):
     """An MCP server whose tools every process registers as ``<name>__<tool>``.
 
-    Staff create these (the admin, the API); a stdio command comes only from here. ``env``
-    and ``headers`` are secrets: written, never shown back (pages and the API show their
-    keys only).
+    Staff create these (the admin, the API); a stdio command comes only from here. ``env``,
+    ``headers`` and ``oauth_client_secret`` are secrets: written, never shown back (pages
+    and the API show their keys, or whether it is set, only).
     """
 
     class Transport(models.TextChoices):
@@ -158,6 +158,31 @@ class McpServer(models.Model):
             "refused. Empty: every call goes with the server's own."
         ),
     )
+
+    class Auth(models.TextChoices):
+        NONE = "none", "none (or a header you set)"
+        OAUTH = "oauth", "OAuth 2.1 (a staff member signs in on the ops page)"
+
+    auth = models.CharField(
+        max_length=8,
+        choices=Auth.choices,
+        default=Auth.NONE,
+        help_text="How toolhub authorizes to a streamable HTTP server.",
+    )
+    oauth_scopes = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="OAuth scopes to ask for, space-separated (empty: what the server says).",
+    )
+    oauth_client_id = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text=(
+            "A client registered with the authorization server beforehand (empty: toolhub "
+            "registers itself, if the server allows dynamic registration)."
+        ),
+    )
+    oauth_client_secret = models.CharField(max_length=500, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
@@ -190,3 +215,57 @@ class McpCredential(models.Model):
 
     def __str__(self) -> str:
         return f"{self.server} for {self.owner}"
+
+
+class McpOAuthGrant(models.Model):
+    """What a staff member's OAuth sign-in to a server gave: the tokens every process's
+    connection uses, the client they were issued to, and what discovery found.
+
+    Written only by the sign-in and by the connections (a refresh, a grant found not to
+    work); shown nowhere: not in the admin, the API or a page (they show who signed in
+    and when). ``generation`` changes with every sign-in and every loss, never with a
+    refresh: it is part of each process's server configuration, so a change reconnects
+    every process with what is stored now.
+    """
+
+    server = models.OneToOneField(McpServer, on_delete=models.CASCADE, related_name="oauth_grant")
+    # The SDK's OAuthToken as JSON; null once the grant is lost (sign-in needed).
+    tokens = models.JSONField(null=True, blank=True)
+    expires_at = models.FloatField(null=True, blank=True)
+    client_info = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    generation = models.PositiveIntegerField(default=0)
+    signed_in_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    signed_in_at = models.DateTimeField(null=True, blank=True)
+    refreshed_at = models.DateTimeField(null=True, blank=True)
+    lost_at = models.DateTimeField(null=True, blank=True)
+    lost_reason = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        verbose_name = "MCP OAuth grant"
+
+    def __str__(self) -> str:
+        return f"OAuth grant for {self.server}"
+
+
+class McpOAuthSignIn(models.Model):
+    """A sign-in begun by a staff member and not yet finished: what the callback needs to
+    exchange the code (any web process may receive it). Found by the sha256 of its state,
+    by the same person, once, within ``SIGN_IN_SECONDS``."""
+
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    state_digest = models.CharField(max_length=64, unique=True)
+    code_verifier = models.CharField(max_length=128)
+    client_info = models.JSONField(default=dict)
+    metadata = models.JSONField(default=dict)
+    created = models.DateTimeField(auto_now_add=True)
+    used = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "MCP OAuth sign-in"
+
+    def __str__(self) -> str:
+        return f"OAuth sign-in to {self.server} begun {self.created:%Y-%m-%d %H:%M}"

@@ -35,4 +35,14 @@ urlpatterns = [
     path("ops/tools/policy/", views.ops_tool_policy, name="ops_tool_policy"),
     path("ops/tools/policy/clear/", views.ops_tool_policy_clear, name="ops_tool_policy_clear"),
     path("ops/mcp/<int:server_id>/enabled/", views.ops_mcp_enabled, name="ops_mcp_enabled"),
+    path(
+        "ops/mcp/<int:server_id>/oauth/sign-in/",
+        views.ops_mcp_oauth_sign_in,
+        name="ops_mcp_oauth_sign_in",
+    ),
+    path(
+        "ops/mcp/<int:server_id>/oauth/callback/",
+        views.ops_mcp_oauth_callback,
+        name="ops_mcp_oauth_callback",
+    ),
 ]

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST, require_safe
 
 from agent_app.mcp import (
@@ -30,6 +34,8 @@ from agent_app.mcp import (
     mcp_servers,
     server_json,
 )
+from agent_app.mcp_oauth import mcp_oauth_sign_in_begin, mcp_oauth_sign_in_finish
+from agent_app.models import McpServer
 from agent_app.turns.preview import session_plan_reset, session_toolset
 from profiles_app.services import (
     global_disable_audit,
@@ -347,3 +353,59 @@ def mcp_credentials_page(request: HttpRequest) -> HttpResponse:
             return redirect("mcp_credentials")
     context = {"servers": mcp_credentials_of(user=request.user), "failed": failed}
     return render(request, "agent_app/mcp_credentials.html", context, status=status)
+
+
+# --- an OAuth server's sign-in ---------------------------------------------------------------
+
+
+def _check_staff_for_sign_in(request: HttpRequest) -> None:
+    # 403, not the ops page's 404: the person came from a link or a redirect, and should
+    # learn that it is theirs to follow only as staff.
+    if not request.user.is_staff:
+        raise PermissionDenied("Only staff sign in to MCP servers.")
+
+
+def _sign_in_failed(request: HttpRequest, server: McpServer, exc: ServiceError) -> HttpResponse:
+    context = {"server": server, "message": exc.message}
+    return render(request, "agent_app/mcp_sign_in_failed.html", context, status=exc.status)
+
+
+@never_cache
+@require_POST
+@login_required
+def ops_mcp_oauth_sign_in(request: HttpRequest, server_id: int) -> HttpResponse:
+    """The ops page's "Sign in": off to the server's authorization server.
+
+    A page that moves on by itself, not a 302: a redirect answering a form's POST is
+    held to the page's CSP ``form-action 'self'``, and the browser would refuse to leave
+    for the authorization server."""
+    _check_staff_for_sign_in(request)
+    server = found_or_404(mcp_server_get, server_id=server_id)
+    callback = request.build_absolute_uri(reverse("ops_mcp_oauth_callback", args=[server.pk]))
+    try:
+        url = mcp_oauth_sign_in_begin(user=request.user, server=server, redirect_uri=callback)
+    except ServiceError as exc:
+        return _sign_in_failed(request, server, exc)
+    context = {"server": server, "url": url, "host": urlsplit(url).netloc}
+    return render(request, "agent_app/mcp_sign_in_redirect.html", context)
+
+
+@require_safe
+@login_required
+def ops_mcp_oauth_callback(request: HttpRequest, server_id: int) -> HttpResponse:
+    """Where the authorization server sends the browser back, with a code and the state."""
+    _check_staff_for_sign_in(request)
+    server = found_or_404(mcp_server_get, server_id=server_id)
+    try:
+        mcp_oauth_sign_in_finish(
+            user=request.user,
+            server=server,
+            state=request.GET.get("state", ""),
+            code=request.GET.get("code", ""),
+            iss=request.GET.get("iss"),
+            error=request.GET.get("error", ""),
+        )
+    except ServiceError as exc:
+        return _sign_in_failed(request, server, exc)
+    messages.success(request, f"Signed in to MCP server {server.name}; it connects now.")
+    return redirect(f"{reverse('ops_tools')}#mcp-{server.name}")

@@ -16,6 +16,7 @@ from pathlib import Path
 from toolhub.tools.mcp import McpServerConfig
 
 SERVER = Path(__file__).resolve().parent / "server.py"
+OAUTH_SERVER = Path(__file__).resolve().parent / "oauth_server.py"
 
 
 def stdio_config(name: str = "demo", *args: str, **fields) -> McpServerConfig:
@@ -39,23 +40,42 @@ def free_port() -> int:
 @contextmanager
 def http_server(port: int, *args: str, log: Path | None = None) -> Iterator[subprocess.Popen]:
     """``server.py`` over streamable HTTP on ``port``, up before this yields."""
+    command = [sys.executable, str(SERVER), "--transport", "http", "--port", str(port), *args]
+    with _serving(command, [port], log=log) as process:
+        yield process
+
+
+@contextmanager
+def oauth_http_server(
+    as_port: int, mcp_port: int, *args: str, log: Path | None = None
+) -> Iterator[subprocess.Popen]:
+    """``oauth_server.py``: its authorization server on ``as_port`` and the MCP server it
+    protects on ``mcp_port``, both up before this yields."""
+    command = [
+        *(sys.executable, str(OAUTH_SERVER)),
+        *("--as-port", str(as_port), "--mcp-port", str(mcp_port), *args),
+    ]
+    with _serving(command, [as_port, mcp_port], log=log) as process:
+        yield process
+
+
+@contextmanager
+def _serving(
+    command: list[str], ports: list[int], *, log: Path | None
+) -> Iterator[subprocess.Popen]:
     out = open(log, "a") if log is not None else subprocess.DEVNULL  # noqa: SIM115
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), "--transport", "http", "--port", str(port), *args],
-        stdout=out,
-        stderr=out,
-        start_new_session=True,
-    )
+    process = subprocess.Popen(command, stdout=out, stderr=out, start_new_session=True)
     try:
         deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the MCP test server did not start on {port}") from None
-                time.sleep(0.05)
+        for port in ports:
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                    break
+                except OSError:
+                    if process.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"the MCP test server did not start on {port}") from None
+                    time.sleep(0.05)
         yield process
     finally:
         kill(process)

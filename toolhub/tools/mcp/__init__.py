@@ -39,6 +39,11 @@ Invariants:
   says reaches a prompt or a page unbounded. Input schemas pass through unchanged (they
   must be valid JSON Schema and below a size cap); arguments are validated against them
   by ``Tool.execute`` before anything is sent.
+- **OAuth.** A streamable HTTP server with ``auth="oauth"`` connects with the grant a
+  staff member's sign-in stored (``oauth``: the SDK's client auth over an
+  ``McpOAuthStore``); the SDK refreshes its access token. Without a grant that works it
+  is ``needs_sign_in``: not retried, its tools unavailable with that reason, until a
+  sign-in changes ``oauth_generation`` and a reconcile reconnects it.
 - **One loop.** Every connection lives on one event loop in one daemon thread: the SDK's
   clients are anyio task groups that must be entered and left by the same task. Callers
   on any loop or thread reach it through ``run_coroutine_threadsafe``; cancelling the
@@ -62,6 +67,15 @@ from toolhub.tools.mcp.config import (
     tool_name,
 )
 from toolhub.tools.mcp.manager import McpManager
+from toolhub.tools.mcp.oauth import (
+    McpOAuthError,
+    McpOAuthGrant,
+    McpOAuthStore,
+    McpSignInNeeded,
+    OAuthSignIn,
+    oauth_sign_in_begin,
+    oauth_sign_in_finish,
+)
 from toolhub.tools.mcp.tools import (
     Effect,
     McpTool,
@@ -80,13 +94,20 @@ __all__ = [
     "Effect",
     "McpLogLine",
     "McpManager",
+    "McpOAuthError",
+    "McpOAuthGrant",
+    "McpOAuthStore",
     "McpPrompt",
     "McpResource",
     "McpServerConfig",
+    "McpSignInNeeded",
     "McpStatus",
     "McpTool",
     "McpUnavailableError",
+    "OAuthSignIn",
     "build_tools",
+    "oauth_sign_in_begin",
+    "oauth_sign_in_finish",
     "prompt_problem",
     "result_text",
     "tool_effect",

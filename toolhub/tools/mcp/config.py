@@ -16,6 +16,11 @@ from toolhub.tools.tool import NAME_PATTERN
 logger = logging.getLogger(__name__)
 
 TRANSPORTS = ("stdio", "streamable_http")
+AUTHS = ("none", "oauth")
+# RFC 6749's scope: scope tokens of printable ASCII but space, '"' and '\\', one space apart
+# (or none at all).
+SCOPE_LIST = r"[\x21\x23-\x5b\x5d-\x7e]+(?: [\x21\x23-\x5b\x5d-\x7e]+)*"
+OAUTH_SCOPES = re.compile(rf"^(?:{SCOPE_LIST})?$")
 SERVER_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,23}$")
 SEPARATOR = "__"
 MAX_NAME = 64
@@ -88,6 +93,23 @@ class McpServerConfig:
     # person's own credential on a connection of their own; "" for none.
     user_credential: str = ""
 
+    # OAuth 2.1 (streamable HTTP only): "oauth" connects with the tokens a staff member's
+    # sign-in stored, through the SDK's client auth (``oauth.py``).
+    auth: str = "none"
+    # Asked for at sign-in; empty: what the server's metadata says.
+    oauth_scopes: str = ""
+    # A client registered with the authorization server beforehand; empty: toolhub
+    # registers itself (dynamic client registration) at sign-in.
+    oauth_client_id: str = ""
+    oauth_client_secret: str = ""
+    # Which sign-in the connection uses: a new sign-in, or a grant found not to work any
+    # more, changes it, so every process reconnects with what is stored now. A refresh of
+    # the access token does not.
+    oauth_generation: int = 0
+    # The tokens this server's connection holds now: not configuration (never compared),
+    # but secrets redact() hides like the configured ones.
+    held_secrets: set[str] = field(default_factory=set, compare=False, repr=False)
+
     def __post_init__(self) -> None:
         if not SERVER_NAME.fullmatch(self.name):
             raise ValueError(
@@ -118,6 +140,7 @@ class McpServerConfig:
             if not name.fullmatch(self.user_credential):
                 what = "an HTTP header" if self.transport == "streamable_http" else "a variable"
                 raise ValueError(f"the personal credential's name is not {what} name")
+        self._check_oauth()
 
     def with_credential(self, value: str) -> McpServerConfig:
         """This server as one person's connection sees it: their credential in its header
@@ -132,9 +155,26 @@ class McpServerConfig:
         kept = tuple(item for item in self.env if item[0] != self.user_credential)
         return replace(self, env=kept + pair)
 
+    def _check_oauth(self) -> None:
+        if self.auth not in AUTHS:
+            raise ValueError(f"auth must be one of {AUTHS}")
+        if self.auth == "oauth" and self.transport != "streamable_http":
+            raise ValueError("OAuth is for streamable HTTP servers")
+        if not OAUTH_SCOPES.fullmatch(self.oauth_scopes):
+            raise ValueError("OAuth scopes are scope names separated by single spaces")
+        for what, value in (
+            ("OAuth client id", self.oauth_client_id),
+            ("OAuth client secret", self.oauth_client_secret),
+        ):
+            if value != value.strip() or CONTROL_CHARS.search(value):
+                raise ValueError(f"the {what} has surrounding spaces or control characters")
+
     def redact(self, text: str) -> str:
-        """``text`` with every secret value of this server replaced (errors, logs)."""
-        for _key, value in (*self.env, *self.headers):
+        """``text`` with every secret value of this server replaced (errors, logs): its
+        environment and header values, its OAuth client secret and the tokens its
+        connection holds now."""
+        configured = [value for _key, value in (*self.env, *self.headers)]
+        for value in (*configured, self.oauth_client_secret, *tuple(self.held_secrets)):
             if len(value) >= 4:
                 text = text.replace(value, "***")
         return text
@@ -145,7 +185,7 @@ class McpStatus:
     """What a page shows about one server in this process."""
 
     name: str
-    state: str  # connecting | connected | disconnected
+    state: str  # connecting | connected | reconnecting | disconnected | needs_sign_in
     error: str = ""
     tools: int = 0
     skipped: tuple[Skipped, ...] = ()

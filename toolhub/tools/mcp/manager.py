@@ -36,6 +36,12 @@ from toolhub.tools.mcp.config import (
     tool_name,
     untrusted_text,
 )
+from toolhub.tools.mcp.oauth import (
+    McpOAuthStore,
+    oauth_transport,
+    sign_in_needed,
+    sign_in_reason,
+)
 from toolhub.tools.mcp.tools import (
     LIST_RESOURCES,
     READ_RESOURCE,
@@ -129,6 +135,8 @@ async def _watched(transport: Any, notes: dict[str, Any]) -> AsyncIterator[tuple
 # its tools in place while it reconnects, so a brief blip changes no array and costs no
 # prompt-cache miss; only after ``hold`` seconds without it do they leave.
 SHOWN = frozenset({"connected", "reconnecting"})
+# An OAuth server without a working grant: not retried until a sign-in.
+NEEDS_SIGN_IN = "needs_sign_in"
 
 
 class _Connection:
@@ -173,6 +181,8 @@ class _Connection:
         if self.status.state == "reconnecting":
             error = self.status.error
             return f"MCP server {name} lost its connection ({error}) and is reconnecting"
+        if self.status.state == NEEDS_SIGN_IN:
+            return sign_in_reason(name)
         return f"MCP server {name} disconnected"
 
     async def _supervise(self) -> None:
@@ -183,6 +193,9 @@ class _Connection:
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # the SDK raises exception groups too
+                if sign_in_needed(exc) is not None:
+                    await self._until_signed_in()
+                    return
                 error = self.config.redact(_describe(exc))
             self.client = None
             if self.closing:
@@ -306,6 +319,12 @@ class _Connection:
         lost = asyncio.ensure_future(self.lost.wait())
         try:
             await asyncio.wait({job, lost}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            # This wait itself was ended (the transport failed under it): the job goes
+            # too, and its own ending is read, never reported as unretrieved.
+            job.cancel()
+            job.add_done_callback(lambda done: done.cancelled() or done.exception())
+            raise
         finally:
             lost.cancel()
         if not job.done():
@@ -429,6 +448,20 @@ class _Connection:
             self.resources = resource_entries(self.config.name, page.resources or ())
         return bool(page.resources)
 
+    async def _until_signed_in(self) -> None:
+        """No retries without a grant: its tools are unavailable with the reason until a
+        sign-in changes the configuration (``oauth_generation``) and a reconcile replaces
+        this connection."""
+        self.client = None
+        self.offered = frozenset()
+        if self.hold is not None:
+            self.hold.cancel()
+            self.hold = None
+        if self.status.state != NEEDS_SIGN_IN:
+            logger.warning("%s", sign_in_reason(self.config.name))
+        self._set(NEEDS_SIGN_IN, error=sign_in_reason(self.config.name))
+        await self.stopping.wait()
+
     def _lose(self, error: str) -> None:
         """The connection is gone: a server that was connected holds its tools in place
         for ``hold`` seconds while it reconnects; one that never was is disconnected."""
@@ -480,6 +513,8 @@ class _Connection:
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
+        if config.auth == "oauth":
+            return oauth_transport(config, self.manager.oauth_store)
         http = create_mcp_http_client(headers=dict(config.headers))
         return streamable_http_client(config.url, http_client=http)
 
@@ -840,8 +875,11 @@ class McpManager:
         chat_idle: float = 300.0,
         max_chats: int = 20,
         errlog: IO[str] | None = None,
+        oauth_store: McpOAuthStore | None = None,
     ) -> None:
         self.registry = default_registry if registry is None else registry
+        # Where OAuth servers' grants live; without one, such a server needs sign-in.
+        self.oauth_store = oauth_store
         self.health_interval = health_interval
         self.probe_interval = probe_interval
         self.probe_timeout = probe_timeout
@@ -929,8 +967,10 @@ class McpManager:
         """Layer 4 for every tool of ``server`` (any thread). It looks the connection up by
         name: a tool kept across a reconnect answers for the connection of now."""
         connection = self._connections.get(server)
-        if connection is None or connection.status.state not in SHOWN:
+        if connection is None:
             raise ToolUnavailable(f"MCP server {server} disconnected")
+        if connection.status.state not in SHOWN:
+            raise ToolUnavailable(connection.reason)
         return True
 
     async def call(
