@@ -36,6 +36,8 @@ from agent_app.mcp_grants import DatabaseOAuthStore
 from agent_app.models import McpCredential, McpOAuthGrant, McpServer
 from agent_app.turns.loop import on_db_thread
 from profiles_app.services import global_disables
+from sessions_app.models import ChatSession
+from sessions_app.services import session_context
 from toolhub.lib.catalog_news import catalog_changed, catalog_changed_now
 from toolhub.lib.errors import Conflict, Forbidden, Invalid, NotFound
 from toolhub.tools.mcp import (
@@ -201,7 +203,7 @@ def mcp_resources() -> list[dict[str, Any]]:
     ]
 
 
-def mcp_resource_attach(*, server: str, uri: str) -> str:
+def mcp_resource_attach(*, session: ChatSession, server: str, uri: str) -> str:
     """A listed resource's contents as the composer attaches them: a line naming it, then
     its text exactly as the server sent it. Raises ``Invalid`` for a URI the server does
     not list, ``Conflict`` when it cannot be read now (its reader disabled included)."""
@@ -212,7 +214,9 @@ def mcp_resource_attach(*, server: str, uri: str) -> str:
     reason = global_disables().get(reader)
     if reason is not None:
         raise Conflict(f"{reader} is {reason}")
-    result = async_to_sync(manager.read_resource)(server, uri)
+    # Read as the chat's own call would: a person's own credential where the server
+    # takes one, never the server's on their behalf.
+    result = async_to_sync(manager.read_resource)(server, uri, ctx=session_context(session=session))
     if result.is_error:
         raise Conflict(result.content)
     return f"[Resource {resource.name} ({uri}) from MCP server {server}]\n{result.content}"
@@ -223,7 +227,7 @@ def mcp_prompts() -> list[dict[str, Any]]:
     return [prompt.to_json() for prompt in manager.prompts()]
 
 
-def mcp_prompt_fill(*, server: str, name: str, arguments: Any) -> str:
+def mcp_prompt_fill(*, session: ChatSession, server: str, name: str, arguments: Any) -> str:
     """``server``'s prompt ``name`` filled in with ``arguments`` (text by name): the text
     the person's message will be. Raises ``Invalid`` for arguments the prompt does not
     take, ``Conflict`` when the server cannot answer now."""
@@ -238,7 +242,8 @@ def mcp_prompt_fill(*, server: str, name: str, arguments: Any) -> str:
     if problem:
         raise Invalid(problem)
     # Checked again there; what fails now is the server's state (gone, an error).
-    result = async_to_sync(manager.get_prompt)(server, name, arguments)
+    ctx = session_context(session=session)
+    result = async_to_sync(manager.get_prompt)(server, name, arguments, ctx=ctx)
     if result.is_error:
         raise Conflict(result.content)
     return result.content

@@ -78,10 +78,10 @@ def chat_resources(request: HttpRequest, session_id: Any) -> JsonResponse:
 def chat_resource_attach(request: HttpRequest, session_id: Any) -> JsonResponse:
     """A resource's contents for the composer to add to the message: ``{"text"}``, or
     ``{"error"}`` with 400 (not listed) or 409 (it cannot be read now)."""
-    found_or_404(session_get_for_user, user=request.user, session_id=session_id)
+    session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
     return _text_answer(
         lambda: mcp_resource_attach(
-            server=request.POST.get("server", ""), uri=request.POST.get("uri", "")
+            session=session, server=request.POST.get("server", ""), uri=request.POST.get("uri", "")
         )
     )
 
@@ -108,9 +108,10 @@ def chat_prompts(request: HttpRequest, session_id: Any) -> JsonResponse:
 def chat_prompt_fill(request: HttpRequest, session_id: Any) -> JsonResponse:
     """A prompt filled in: ``{"text"}`` for the composer to send as the person's message,
     or ``{"error"}`` with 400 (its arguments) or 409 (the server cannot answer now)."""
-    found_or_404(session_get_for_user, user=request.user, session_id=session_id)
+    session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
     return _text_answer(
         lambda: mcp_prompt_fill(
+            session=session,
             server=request.POST.get("server", ""),
             name=request.POST.get("name", ""),
             arguments=_prompt_arguments(request.POST.get("arguments") or "{}"),

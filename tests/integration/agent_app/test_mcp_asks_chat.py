@@ -53,8 +53,8 @@ def new_session(user):
 
 
 @database_sync_to_async
-def provider_calls(session) -> int:
-    return ProviderCall.objects.filter(session=session).count()
+def provider_calls(user) -> int:
+    return ProviderCall.objects.filter(session__owner=user).count()
 
 
 def ops_page(user) -> str:
@@ -74,11 +74,7 @@ async def test_a_servers_form_is_drawn_on_the_card_checked_and_the_answer_comple
 ):
     await database_sync_to_async(asking)()
     load_then_call(model, "ask__sign_in_visitor", {})
-    session = await new_session(owner)
-    socket = await open_socket(session.pk, owner)
-
-    await send(socket, {"type": "chat", "text": "sign me in"})
-    asked = events(await until(socket, ("elicitation_request",)), "elicitation_request")[0]
+    socket, asked = await asked_in_a_new_chat(owner, "sign me in", "elicitation_request")
     call_id = asked["data"]["call_id"]
     await send(
         socket,
@@ -121,6 +117,15 @@ async def test_a_servers_form_is_drawn_on_the_card_checked_and_the_answer_comple
     assert "welcome Ada" in str(sent["content"])
 
 
+async def asked_in_a_new_chat(user, text: str, kind: str):
+    """A new chat of ``user``'s, ``text`` sent, up to the first event of ``kind``: the
+    open socket and that event."""
+    session = await new_session(user)
+    socket = await open_socket(session.pk, user)
+    await send(socket, {"type": "chat", "text": text})
+    return socket, events(await until(socket, (kind,)), kind)[0]
+
+
 async def until_error(socket) -> dict:
     from tests.integration.chat import receive
 
@@ -133,11 +138,7 @@ async def until_error(socket) -> dict:
 async def test_a_declined_form_tells_the_server_and_the_card_says_so(owner, model, asking):
     await database_sync_to_async(asking)()
     load_then_call(model, "ask__sign_in_visitor", {})
-    session = await new_session(owner)
-    socket = await open_socket(session.pk, owner)
-
-    await send(socket, {"type": "chat", "text": "sign me in"})
-    asked = events(await until(socket, ("elicitation_request",)), "elicitation_request")[0]
+    socket, asked = await asked_in_a_new_chat(owner, "sign me in", "elicitation_request")
     await send(socket, {"type": "elicit", "call_id": asked["data"]["call_id"], "action": "decline"})
     frames = await until(socket, timeout=30)
     await socket.disconnect()
@@ -176,11 +177,7 @@ async def test_sampling_asks_the_person_then_the_chats_model_and_is_counted(owne
             Reply(text="Done."),
         ]
     )
-    session = await new_session(owner)
-    socket = await open_socket(session.pk, owner)
-
-    await send(socket, {"type": "chat", "text": "sum it up"})
-    asked = events(await until(socket, ("sampling_request",)), "sampling_request")[0]
+    socket, asked = await asked_in_a_new_chat(owner, "sum it up", "sampling_request")
     seen_before = len(model.requests)
     await send(socket, {"type": "approve", "call_id": asked["data"]["call_id"], "allow": True})
     frames = await until(socket, timeout=30)
@@ -196,17 +193,13 @@ async def test_sampling_asks_the_person_then_the_chats_model_and_is_counted(owne
     assert events(frames, "sampling_result")[0]["data"]["text"] == "A tidy summary."
     assert result_of(frames)["data"]["content"].endswith("said: A tidy summary.")
     assert any(e["data"].get("sampling") for e in events(frames, "usage"))
-    assert await provider_calls(session) == 4
+    assert await provider_calls(owner) == 4
 
 
 async def test_a_denied_sampling_request_never_reaches_the_model(owner, model, asking):
     await database_sync_to_async(asking)(sampling=True)
     load_then_call(model, "ask__sum_up", {"text": "a saga"})
-    session = await new_session(owner)
-    socket = await open_socket(session.pk, owner)
-
-    await send(socket, {"type": "chat", "text": "sum it up"})
-    asked = events(await until(socket, ("sampling_request",)), "sampling_request")[0]
+    socket, asked = await asked_in_a_new_chat(owner, "sum it up", "sampling_request")
     await send(socket, {"type": "approve", "call_id": asked["data"]["call_id"], "allow": False})
     frames = await until(socket, timeout=30)
     await socket.disconnect()

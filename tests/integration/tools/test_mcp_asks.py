@@ -352,3 +352,26 @@ def test_a_credential_no_variable_can_carry_is_refused_unsent_and_never_quoted(m
     assert "cannot be sent as it is" in result.content
     assert "secret" not in result.content
     assert manager.chats("ask") == 0
+
+
+def test_a_personal_servers_resources_and_prompts_are_read_with_the_persons_own_credential(
+    manager, reg
+):
+    """Not with the server's own on their behalf: without theirs, nothing is read."""
+    connect(manager, stdio_config("ask", "--asking", "--lively", user_credential="PERSON_TOKEN"))
+    vault = Vault(ada="token-of-ada")
+    read = reg.get("ask__read_resource")
+
+    def run(coro):
+        return asyncio.run(coro)
+
+    theirs = run(read.execute({"uri": "note://greeting"}, as_person("ada", vault)))
+    nobodys = run(read.execute({"uri": "note://greeting"}, as_person("eve", vault)))
+    prompt = run(manager.get_prompt("ask", "hello", {}, ctx=as_person("ada", vault)))
+    refused = run(manager.get_prompt("ask", "hello", {}, ctx=as_person("eve", vault)))
+
+    assert not theirs.is_error
+    assert "you have not added one" in nobodys.content
+    assert not prompt.is_error
+    assert "you have not added one" in refused.content
+    assert manager.chats("ask") == 1

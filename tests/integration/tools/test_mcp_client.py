@@ -997,11 +997,19 @@ def test_a_servers_prompts_are_listed_and_filled_in_as_a_persons_message(manager
 
     prompts = {prompt.name: prompt for prompt in manager.prompts()}
     review = prompts["review"]
-    filled = run(manager.get_prompt("demo", "review", {"code": "x = 1\r\n", "focus": "style"}))
-    default = run(manager.get_prompt("demo", "review", {"code": "y", "focus": ""}))
-    missing = run(manager.get_prompt("demo", "review", {"focus": "style"}))
-    unknown_argument = run(manager.get_prompt("demo", "hello", {"name": "x"}))
-    unknown_prompt = run(manager.get_prompt("demo", "nothing", {}))
+    filled = run(
+        manager.get_prompt(
+            "demo", "review", {"code": "x = 1\r\n", "focus": "style"}, ctx=ToolContext(env={})
+        )
+    )
+    default = run(
+        manager.get_prompt("demo", "review", {"code": "y", "focus": ""}, ctx=ToolContext(env={}))
+    )
+    missing = run(manager.get_prompt("demo", "review", {"focus": "style"}, ctx=ToolContext(env={})))
+    unknown_argument = run(
+        manager.get_prompt("demo", "hello", {"name": "x"}, ctx=ToolContext(env={}))
+    )
+    unknown_prompt = run(manager.get_prompt("demo", "nothing", {}, ctx=ToolContext(env={})))
 
     assert sorted(prompts) == ["hello", "review"]
     assert (review.title, review.description) == ("Review code", "Ask for a review of some code.")

@@ -70,7 +70,9 @@ def test_server_everything_connects_and_its_tools_images_resources_and_prompts_w
     read = call(reg, "everything__read_resource", {"uri": resources[0].uri})
     prompts = {prompt.name: prompt for prompt in manager.prompts()}
     filled = asyncio.run(
-        manager.get_prompt("everything", "args-prompt", {"city": "Oslo", "state": "Viken"})
+        manager.get_prompt(
+            "everything", "args-prompt", {"city": "Oslo", "state": "Viken"}, ctx=ToolContext(env={})
+        )
     )
     bad = call(reg, "everything__get-sum", {"a": 2})
 

@@ -673,10 +673,9 @@ class _ChatConnection(_Connection):
     filesystem keeps its allowed folders, never works in one chat's folder for another),
     a person's, to a server that takes each person's own credential (so nobody's call goes
     with another's), or both. The scope's first call opens it, ``chat_idle`` seconds
-    without a call close it. It registers nothing (the
-    server-wide connection keeps the listing, and what it offers decides what may be
-    called) and is not reconnected: a lost one ends, and the chat's next call opens
-    another."""
+    without a call close it. It registers nothing (the server-wide connection keeps the
+    listing, and what that offers decides what may be called) and is not reconnected: a
+    lost one ends, and the scope's next call opens another."""
 
     def __init__(
         self,
@@ -702,7 +701,7 @@ class _ChatConnection(_Connection):
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = await self._open(stack)
-                if client.protocol_version not in _modern():
+                if self.workspace is not None and client.protocol_version not in _modern():
                     await self._until_rooted()
                 self.client = client
                 self._set("connected")
@@ -721,8 +720,8 @@ class _ChatConnection(_Connection):
             if not self.ready.done():
                 self.ready.set_exception(
                     McpUnavailableError(
-                        f"MCP server {self.config.name} could not open this chat's "
-                        f"connection: {error}"
+                        f"MCP server {self.config.name} could not open a connection for "
+                        f"this call: {error}"
                     )
                 )
             if self.status.state == "connected":
@@ -1057,29 +1056,42 @@ class McpManager:
         if self._chats.get(key) is chat:
             del self._chats[key]
 
-    async def list_resources(self, server: str, cursor: str | None) -> ToolResult:
+    async def list_resources(
+        self, server: str, cursor: str | None, *, ctx: ToolContext
+    ) -> ToolResult:
         """One page of ``server``'s resources, as text for the model."""
 
         async def send(client: Any) -> Any:
             return await client.list_resources(cursor=cursor, cache_mode="refresh")
 
-        label = tool_name(server, LIST_RESOURCES)
-        answer = await self._on_loop(server, label, lambda connection: connection.request(send))
+        answer = await self._scoped(server, tool_name(server, LIST_RESOURCES), ctx, send)
         if isinstance(answer, ToolResult):
             return answer
         return resource_listing(server, answer)
 
-    async def read_resource(self, server: str, uri: str) -> ToolResult:
+    async def read_resource(self, server: str, uri: str, *, ctx: ToolContext) -> ToolResult:
         """The contents of ``server``'s resource ``uri``, as text for the model."""
 
         async def send(client: Any) -> Any:
             return await client.read_resource(uri, cache_mode="refresh")
 
-        label = tool_name(server, READ_RESOURCE)
-        answer = await self._on_loop(server, label, lambda connection: connection.request(send))
+        answer = await self._scoped(server, tool_name(server, READ_RESOURCE), ctx, send)
         if isinstance(answer, ToolResult):
             return answer
         return resource_text(answer)
+
+    async def _scoped(
+        self, server: str, label: str, ctx: ToolContext, send: Callable[[Any], Awaitable[Any]]
+    ) -> Any:
+        """``send(client)`` on the connection ``ctx``'s call goes through (a person's or a
+        chat's own where the server has them, as for its tools), from any loop."""
+        caller = _Caller(ctx=ctx, loop=asyncio.get_running_loop())
+
+        async def on_loop(connection: _Connection) -> Any:
+            target = await self._connection_for(connection, ctx)
+            return await target.request(send, caller)
+
+        return await self._on_loop(server, label, on_loop)
 
     def prompts(self) -> list[McpPrompt]:
         """Every connected server's prompts, by server then name (any thread)."""
@@ -1102,7 +1114,9 @@ class McpManager:
             for resource in connections[name].resources
         ]
 
-    async def get_prompt(self, server: str, name: str, arguments: dict[str, str]) -> ToolResult:
+    async def get_prompt(
+        self, server: str, name: str, arguments: dict[str, str], *, ctx: ToolContext
+    ) -> ToolResult:
         """``server``'s prompt ``name`` filled in, as the text of a person's message; an
         error result says why not (an unknown prompt, a missing argument, the server)."""
         prompt = next((p for p in self.prompts() if (p.server, p.name) == (server, name)), None)
@@ -1116,12 +1130,15 @@ class McpManager:
         async def send(client: Any) -> Any:
             return await client.get_prompt(name, given)
 
-        label = f"/{server}:{name}"
-        answer = await self._on_loop(server, label, lambda connection: connection.request(send))
+        answer = await self._scoped(server, f"/{server}:{name}", ctx, send)
         if isinstance(answer, ToolResult):
             return answer
         text = prompt_text(answer)
-        return ToolResult(content=text) if text else ToolResult.error(f"{label} came back empty")
+        return (
+            ToolResult(content=text)
+            if text
+            else ToolResult.error(f"/{server}:{name} came back empty")
+        )
 
     async def _on_loop(
         self, server: str, label: str, make: Callable[[_Connection], Coroutine[Any, Any, Any]]

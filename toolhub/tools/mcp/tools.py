@@ -265,12 +265,14 @@ def resource_tools(
     allowed = frozenset(config.allowlist) if config.allowlist is not None else None
     server = config.name
 
-    async def list_resources(cursor: str | None = None) -> ToolResult:
-        result: ToolResult = await manager.list_resources(server, cursor)
+    # The call's context picks the connection: a person's or a chat's own where the
+    # server has them (McpManager._connection_for), as for the server's tools.
+    async def list_resources(ctx: ToolContext, cursor: str | None = None) -> ToolResult:
+        result: ToolResult = await manager.list_resources(server, cursor, ctx=ctx)
         return result
 
-    async def read_resource(uri: str) -> ToolResult:
-        result: ToolResult = await manager.read_resource(server, uri)
+    async def read_resource(ctx: ToolContext, uri: str) -> ToolResult:
+        result: ToolResult = await manager.read_resource(server, uri, ctx=ctx)
         return result
 
     readers: list[tuple[str, Callable[..., Any], dict[str, Any], str]] = [
