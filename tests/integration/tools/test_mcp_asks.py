@@ -375,3 +375,5 @@ def test_a_personal_servers_resources_and_prompts_are_read_with_the_persons_own_
     assert not prompt.is_error
     assert "you have not added one" in refused.content
     assert manager.chats("ask") == 1
+    # What the server's own credential lists is not offered to everybody after "@".
+    assert manager.resources() == []

@@ -443,8 +443,10 @@ class _Connection:
             logger.info("MCP server %s: listing resources failed: %s", self.config.name, exc)
             return False
         allowed = self.config.allowlist
-        # An allowlist without the reader keeps the server's resources from people too.
-        if allowed is None or READ_RESOURCE in allowed:
+        # An allowlist without the reader keeps the server's resources from people too, and
+        # so does a server that takes each person's own credential: this listing is the
+        # server's own, and what it names may not be everybody's to see.
+        if (allowed is None or READ_RESOURCE in allowed) and not self.config.user_credential:
             self.resources = resource_entries(self.config.name, page.resources or ())
         return bool(page.resources)
 
