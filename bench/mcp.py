@@ -13,7 +13,11 @@ The server is tests/mcp/server.py (the SDK's MCPServer) with ``--tools 200``. Pr
   of an unchanged listing), the median of 20, and how soon a tool the server adds reaches
   the registry through its list_changed notification (the relist interval is 10 minutes);
 - this process's resident memory per connected stdio server (20 servers of 12 tools: the
-  client side, which a web process pays; the servers are processes of their own).
+  client side, which a web process pays; the servers are processes of their own);
+- with workspace roots over streamable HTTP, a new chat's first call (which opens the
+  chat's own connection) and its next one, p50 over 20 chats;
+- a call whose server asks the person for a form mid-call, answered at once by a scripted
+  person, p50 over 100 calls (the form's round trip on 2026-07-28 and ours).
 """
 
 from __future__ import annotations
@@ -168,6 +172,59 @@ def rss_per_server(servers: int) -> tuple[int, int]:
     return grown // servers, registered
 
 
+def own_connection_times(port: int) -> tuple[float, float]:
+    import tempfile
+
+    manager, reg, _ = connect(http_config("bench", port, workspace_roots=True))
+    tool = reg.get("bench__noop_000")
+    firsts, seconds = [], []
+    with tempfile.TemporaryDirectory() as root:
+
+        async def run() -> None:
+            for chat in range(20):
+                ctx = ToolContext(env={}, session_id=f"c{chat}", workspace=Path(root) / str(chat))
+                for times in (firsts, seconds):
+                    started = time.perf_counter()
+                    result = await tool.execute({}, ctx)
+                    times.append((time.perf_counter() - started) * 1000)
+                    assert result.content == "ok", result
+
+        try:
+            asyncio.run(run())
+        finally:
+            manager.stop()
+    return statistics.median(firsts), statistics.median(seconds)
+
+
+class _Person:
+    async def elicit(self, form):
+        from toolhub.tools.mcp.asks import ElicitAnswer
+
+        return ElicitAnswer("accept", {"name": "A", "age": 1, "colour": "red"})
+
+
+def ask_times() -> list[float]:
+    from toolhub.tools.context import ToolServices
+
+    manager, reg, _ = connect(stdio_config("bench", "--asking"))
+    tool = reg.get("bench__sign_in_visitor")
+    ctx = ToolContext(env={}, services=ToolServices(elicitor=_Person()))
+
+    async def run() -> list[float]:
+        spent = []
+        for _ in range(100):
+            started = time.perf_counter()
+            result = await tool.execute({}, ctx)
+            spent.append((time.perf_counter() - started) * 1000)
+            assert result.content.startswith("welcome A"), result
+        return spent
+
+    try:
+        return asyncio.run(run())
+    finally:
+        manager.stop()
+
+
 def main() -> None:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -207,6 +264,15 @@ def main() -> None:
     )
     per_server, registered = rss_per_server(SERVERS)
     print(f"mcp rss stdio servers={SERVERS} tools={registered} per_server={per_server}KiB")
+    port = free_port()
+    with http_server(port, *args):
+        first, later = own_connection_times(port)
+    print(f"mcp roots http chats=20 first_call_p50={first:.1f}ms next_call_p50={later:.2f}ms")
+    asked = ask_times()
+    print(
+        f"mcp elicit stdio n={len(asked)} p50={statistics.median(asked):.2f}ms "
+        f"p99={percentile(asked, 0.99):.2f}ms"
+    )
 
 
 if __name__ == "__main__":
