@@ -44,6 +44,15 @@ Invariants:
   ``McpOAuthStore``); the SDK refreshes its access token. Without a grant that works it
   is ``needs_sign_in``: not retried, its tools unavailable with that reason, until a
   sign-in changes ``oauth_generation`` and a reconcile reconnects it.
+- **Asked mid-call.** A server's form (elicitation) or request for the model (sampling,
+  only where its operator allows it) goes to the person whose call caused it, or is
+  refused with the reason: on 2026-07-28 it rides the call's own answer; a handshake-era
+  server's names no call, so it goes to the one call waiting on that server and is
+  refused when several are (``asks.py``, ``_Connection._caller``).
+- **Own connections.** A server with workspace roots gets a connection per chat whose only
+  root is the chat's workspace; one that takes each person's own credential gets one per
+  person carrying theirs (and never the server's own in its place). The server-wide
+  connection lists, and what it offers decides what may be called on any of them.
 - **One loop.** Every connection lives on one event loop in one daemon thread: the SDK's
   clients are anyio task groups that must be entered and left by the same task. Callers
   on any loop or thread reach it through ``run_coroutine_threadsafe``; cancelling the
