@@ -138,6 +138,8 @@ class TurnRunner(McpAsks):
         self._runs_done: dict[str, asyncio.Event] = {}
         self._checkpoint: list[str] = []
         self._current_call = ""
+        # The wait stored on the session now, (kind, call id): cleared only by its own end.
+        self._waiting_for: tuple[str, str] | None = None
         self._text_buffer = ""
         self._text_timer: asyncio.Future[None] | None = None
 
@@ -426,6 +428,7 @@ class TurnRunner(McpAsks):
         if self._answers.pop(call["call_id"], None) is not None:
             # A question announced but never asked (vetoed, cancelled) waits no more.
             writes["waiting"] = None
+            self._waiting_for = None
         await self._flush(**writes)
         return result
 
@@ -578,11 +581,13 @@ class TurnRunner(McpAsks):
         allow, _ = answer
         return bool(allow)
 
-    def _answered(self, kind: str, call_id: str, answer: Any) -> None:
+    def _answered(self, kind: str, call_id: str, answer: Any, *, withdrawn: bool = False) -> None:
         """The person's answer (or its absence) as an event, stored with the end of the
         wait: every tab and every reload shows the approval or question as answered."""
         data: dict[str, Any] = {"call_id": call_id}
-        if answer is None:
+        if answer is None and withdrawn:
+            data["outcome"] = "withdrawn"
+        elif answer is None:
             data["outcome"] = "cancelled" if self.cancel.cancelled else "timeout"
         elif kind == "elicitation":
             data.update(outcome=answer["action"], content=answer.get("content"))
@@ -606,6 +611,7 @@ class TurnRunner(McpAsks):
                 and self.attended
             ):
                 self._answers[call_id] = asyncio.get_running_loop().create_future()
+                self._waiting_for = ("question", call_id)
                 return {"waiting": {"kind": "question", "call_id": call_id}}
         return {}
 
@@ -614,14 +620,22 @@ class TurnRunner(McpAsks):
         stored with the wait, for whoever answers (``turn_approve``) to read."""
         future = self._answers.get(call_id) or asyncio.get_running_loop().create_future()
         self._answers[call_id] = future
-        await self._flush(waiting={"kind": kind, "call_id": call_id, **waiting})
+        key = (kind, call_id)
+        self._waiting_for = key
+        # Storable: a server's form may hold text no database takes (a NUL).
+        await self._flush(waiting=storable({"kind": kind, "call_id": call_id, **waiting}))
         stop = asyncio.ensure_future(self.cancel.wait())
+        withdrawn = False
         try:
             await asyncio.wait(
                 {future, stop},
                 timeout=settings.TOOLHUB_APPROVAL_TIMEOUT,
                 return_when=asyncio.FIRST_COMPLETED,
             )
+        except asyncio.CancelledError:
+            # Withdrawn (an MCP server's question whose call ended): said, then it goes on.
+            withdrawn = True
+            raise
         finally:
             stop.cancel()
             self._answers.pop(call_id, None)
@@ -634,8 +648,13 @@ class TurnRunner(McpAsks):
                     )
                 else:
                     answer = (True, "once")
-            self._answered(kind, call_id, answer)
-            await self._flush(waiting=None)
+            self._answered(kind, call_id, answer, withdrawn=withdrawn)
+            # A withdrawn wait may end after the next one began: that one's stays stored.
+            if self._waiting_for == key:
+                self._waiting_for = None
+                await self._flush(waiting=None)
+            else:
+                await self._flush()
         return answer
 
     # --- control, events, ending -----------------------------------------------------

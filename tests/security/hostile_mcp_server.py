@@ -6,7 +6,8 @@ told and when.
 
 Tools (a call's ``arguments`` steer it):
 - ``ask``: sends ``elicitation/create`` with ``arguments["params"]`` as its params (a
-  plain form when none), waits for the client's reply, answers the call with it.
+  plain form when none; ``<NUL>`` in it goes as a NUL character), waits for the
+  client's reply, answers the call with it.
 - ``ask_and_go``: sends a form, then answers its call a second later without waiting
   for the form's reply (a server that asked and moved on).
 - ``sample``: sends ``sampling/createMessage`` with ``arguments["params"]``, waits for
@@ -124,6 +125,8 @@ def answer(request: dict) -> None:
         given = (params.get("arguments") or {}).get("params")
         if name == "ask":
             form = given or {"message": "Your name?", "requestedSchema": FORM}
+            # "<NUL>" in what the test gave becomes a real NUL on the wire.
+            form = json.loads(json.dumps(form).replace("<NUL>", "\\u0000"))
             ask("elicitation/create", form, ident, "ask")
         elif name == "ask_and_go":
             ask(

@@ -22,11 +22,11 @@ import datetime
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from toolhub.tools.mcp.config import untrusted_text
+from toolhub.tools.mcp.config import untrusted_text, visible
 
 MAX_FIELDS = 30
 MAX_CHOICES = 100
@@ -193,13 +193,26 @@ def elicit_form(server: str, params: Any) -> ElicitForm:
 
 
 def _safe_url(url: Any) -> str:
+    """The page as the browser will visit it: http(s), no user name or password before
+    the host (``https://bank.example@evil.example/`` goes to evil.example), and a host
+    in other scripts shown as the browser resolves it (punycode), so a look-alike of a
+    known name cannot pass for it."""
     text = url if isinstance(url, str) else ""
     parts = urlsplit(text)
-    if parts.scheme not in ("https", "http") or not parts.netloc or len(text) > 2_000:
+    if parts.scheme not in ("https", "http") or not parts.hostname or len(text) > 2_000:
         raise AskRefused("the page it asks the person to open is not an http(s) address")
-    if untrusted_text(text, 2_000) != text or any(ch.isspace() for ch in text):
+    if visible(text) != text or any(ch.isspace() for ch in text):
         raise AskRefused("the page it asks the person to open has odd characters in it")
-    return text
+    if parts.username is not None or parts.password is not None:
+        raise AskRefused("the page it asks the person to open hides its host behind a name")
+    try:
+        host = parts.hostname.encode("idna").decode("ascii")
+        port = f":{parts.port}" if parts.port is not None else ""
+    except (UnicodeError, ValueError):
+        raise AskRefused(
+            "the page it asks the person to open has a host no browser can visit"
+        ) from None
+    return parts._replace(netloc=host + port).geturl()
 
 
 def form_fields(schema: Any) -> tuple[FormField, ...]:
@@ -259,29 +272,41 @@ def _field(name: Any, spec: Any, required: bool) -> FormField:
         format_ = spec.get("format") or ""
         if format_ not in ("", *FORMATS):
             raise AskRefused(f"its form's field {name} has a format toolhub does not know")
-        return FormField(
+        field = FormField(
             **base,
             kind="text",
             format=format_,
             min_length=_whole(spec.get("minLength"), name),
             max_length=_whole(spec.get("maxLength"), name),
-            default=default if isinstance(default, str) else None,
         )
+        return _with_default(field, visible(default) if isinstance(default, str) else None)
     if kind in ("number", "integer"):
-        default = spec.get("default")
-        return FormField(
+        field = FormField(
             **base,
             kind=kind,
             minimum=_number(spec.get("minimum"), name),
             maximum=_number(spec.get("maximum"), name),
-            default=default if _is_number(default) else None,
         )
+        default = spec.get("default")
+        return _with_default(field, default if _is_number(default) else None)
     if kind == "boolean":
         default = spec.get("default")
         return FormField(
             **base, kind="boolean", default=default if isinstance(default, bool) else None
         )
     raise AskRefused(f"its form's field {name} is of a kind a form cannot ask for")
+
+
+def _with_default(field: FormField, default: Any) -> FormField:
+    """``field`` prefilled with ``default`` only where the default fits the field: a form
+    the person sends untouched must not be refused for what the server put in it."""
+    if default is None:
+        return field
+    try:
+        _read(field, default)
+    except ValueError:
+        return field
+    return replace(field, default=default)
 
 
 def _choices(spec: Mapping[str, Any], name: str) -> tuple[tuple[str, str], ...]:
@@ -379,7 +404,7 @@ def _read(item: FormField, value: Any) -> Any:
             raise ValueError(f"must be at most {item.maximum:g}")
         return number
     if item.kind == "choice":
-        if value not in {choice for choice, _ in item.choices}:
+        if not isinstance(value, str) or value not in {choice for choice, _ in item.choices}:
             raise ValueError("is not one of the choices")
         return value
     if item.kind == "choices":
@@ -458,12 +483,13 @@ def sampling_ask(server: str, params: Any) -> SamplingAsk:
             if getattr(block, "type", None) != "text":
                 raise AskRefused("it sends more than text (toolhub samples text only)")
             texts.append(block.text)
-        messages.append((message.role, "\n".join(texts)))
+        # What the person approves is all the model reads: nothing invisible rides along.
+        messages.append((message.role, visible("\n".join(texts))))
     if not messages or len(messages) > MAX_SAMPLING_MESSAGES:
         raise AskRefused(f"it sends no message or more than {MAX_SAMPLING_MESSAGES}")
     if messages[-1][0] != "user":
         raise AskRefused("its last message is not the user's")
-    system = getattr(params, "system_prompt", None) or ""
+    system = visible(getattr(params, "system_prompt", None) or "")
     size = len(system) + sum(len(text) for _, text in messages)
     if size > MAX_SAMPLING_CHARS:
         raise AskRefused(f"it sends {size:,} characters (at most {MAX_SAMPLING_CHARS:,})")

@@ -38,6 +38,9 @@ CLOSE_SECONDS = 8.0
 # A server may ask for a tool to stay resident (or be deferred) through the tool's _meta.
 DEFER_META_KEY = "toolhub/defer"
 CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+# Invisible beyond those: word joiners and invisible operators, the byte order mark, and
+# the tag characters, which can spell out text no person sees (and a model reads).
+HIDDEN_CHARS = re.compile("[\u2060-\u2064\ufeff\U000e0000-\U000e007f]")
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,200}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
@@ -46,10 +49,16 @@ PLAN = "plan"
 HINTS = (("read_only_hint", "readOnlyHint"), ("destructive_hint", "destructiveHint"))
 
 
+def visible(text: str) -> str:
+    """``text`` without control, bidi and other invisible characters (newlines and tabs
+    kept): what a person reads is all there is."""
+    return HIDDEN_CHARS.sub("", CONTROL_CHARS.sub("", text))
+
+
 def untrusted_text(text: str | None, limit: int) -> str:
     """Untrusted text, made safe to show and to prompt with: control and bidi characters
     removed (newlines and tabs kept), cut to ``limit`` characters with an ellipsis."""
-    cleaned = CONTROL_CHARS.sub("", text or "").strip()
+    cleaned = visible(text or "").strip()
     if len(cleaned) > limit:
         cleaned = cleaned[: limit - 1].rstrip() + "…"
     return cleaned

@@ -5,6 +5,7 @@ manager that reconciles the configured servers."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
 import dataclasses
@@ -580,6 +581,8 @@ class _Connection:
             self.calls.discard(task)
             self.callers.pop(task, None)
             self.dropped.discard(task)
+            if caller is not None:
+                caller.end()
 
     def _caller(self) -> _Caller:
         """The call a server's request belongs to. On 2026-07-28 it is the task's own; a
@@ -609,8 +612,12 @@ class _Connection:
                 raise AskRefused("nobody is watching this chat to answer a form")
             form = elicit_form(self.config.name, params)
             answer = await caller.run(elicitor.elicit(form))
+        except _CallEnded:
+            return ElicitResult(action="cancel")
         except AskRefused as exc:
             return ErrorData(code=INVALID_REQUEST, message=f"toolhub refused: {exc}")
+        except Exception:
+            return self._ask_failed("form")
         content = dict(answer.content) if answer.action == "accept" and not form.url else None
         return ElicitResult(action=answer.action, content=content)
 
@@ -625,11 +632,25 @@ class _Connection:
             sampled = await caller.run(sampler.sample(sampling_ask(self.config.name, params)))
         except AskRefused as exc:
             return ErrorData(code=INVALID_REQUEST, message=f"toolhub refused: {exc}")
+        except Exception:
+            return self._ask_failed("sampling request")
         return CreateMessageResult(
             role="assistant",
             content=TextContent(type="text", text=sampled.text),
             model=sampled.model,
             stop_reason="maxTokens" if sampled.stopped_at_limit else "endTurn",
+        )
+
+    def _ask_failed(self, what: str) -> Any:
+        """toolhub's own failure: logged here, and only its own words go to the server
+        (an exception's text could carry anything, a database's among them)."""
+        from mcp_types import INTERNAL_ERROR, ErrorData
+
+        logger.exception(
+            "MCP server %s: its %s could not be put to the person", self.config.name, what
+        )
+        return ErrorData(
+            code=INTERNAL_ERROR, message=f"toolhub could not put this {what} to the person"
         )
 
     def _went_away(self, client: Any, error: str) -> None:
@@ -776,24 +797,48 @@ class _ChatConnection(_Connection):
         await super().close()
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+class _CallEnded(AskRefused):
+    """What was asked for a call that has ended (the person stopped the turn, or the
+    server answered the call without waiting): a form is then dismissed."""
+
+
+@dataclasses.dataclass(slots=True, eq=False)
 class _Caller:
     """A chat's call on a server: its context (who, which chat, who can answer) and the
     loop it runs on, where what the server asks of the person is asked."""
 
     ctx: ToolContext
     loop: asyncio.AbstractEventLoop
+    # What is being asked of the person for this call now (on the caller's loop).
+    asking: set[concurrent.futures.Future[Any]] = dataclasses.field(default_factory=set)
+    ended: bool = False
 
     async def run(self, asking: Coroutine[Any, Any, Any]) -> Any:
         """``asking`` on the caller's loop; while it waits on a person the call is not
-        idle, and the call ending (or the server withdrawing) ends it."""
+        idle. The server withdrawing it ends it, and so does the call ending: a handshake-
+        era server may answer its call without waiting for its own question, which must
+        not then wait on the person (and hold up the turn) with nothing to answer."""
+        if self.ended:
+            raise _CallEnded("the call it belongs to has ended")
         with self.ctx.waiting_for_person():
             future = asyncio.run_coroutine_threadsafe(asking, self.loop)
+            self.asking.add(future)
             try:
                 return await asyncio.wrap_future(future)
             except asyncio.CancelledError:
                 future.cancel()
+                task = asyncio.current_task()
+                if self.ended and task is not None and not task.cancelling():
+                    raise _CallEnded("the call it belongs to has ended") from None
                 raise
+            finally:
+                self.asking.discard(future)
+
+    def end(self) -> None:
+        """The call is over: whatever is still asked for it is withdrawn."""
+        self.ended = True
+        for future in list(self.asking):
+            future.cancel()
 
 
 _CALLER: contextvars.ContextVar[_Caller | None] = contextvars.ContextVar(
