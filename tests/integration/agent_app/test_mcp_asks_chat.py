@@ -245,4 +245,4 @@ async def test_a_workspace_server_is_told_the_chats_own_workspace(
     assert result_of(frames)["data"]["content"] == workspace.as_uri()
     assert listed[0]["workspace_roots"] is True
     assert listed[0]["chats"] == 1
-    assert "1 own connection here" in ops
+    assert "1 chat or personal connection open here" in ops
