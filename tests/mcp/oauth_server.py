@@ -6,7 +6,9 @@ program: ``python tests/mcp/oauth_server.py --as-port A --mcp-port M``.
 - The authorization server at ``http://127.0.0.1:A`` lets any client register (RFC 7591),
   approves every ``/authorize`` at once (no login page: a redirect back with a code), and
   issues access tokens that expire after ``--access-seconds``, with refresh tokens that
-  rotate on every use.
+  rotate on every use. With ``--reuse-revokes`` it does what OAuth 2.1 recommends to a
+  server that rotates them: a refresh token presented again after its rotation is taken
+  as stolen, and every token descended from the same sign-in is revoked.
 - The MCP server at ``http://127.0.0.1:M/mcp`` answers 401 without a valid token, with
   its protected-resource metadata naming the authorization server, takes only tokens
   issued for itself (RFC 8707), and offers ``echo`` and ``whoami`` (the client id and
@@ -14,9 +16,11 @@ program: ``python tests/mcp/oauth_server.py --as-port A --mcp-port M``.
 - ``--client ID:SECRET --client-redirect URL`` registers a client beforehand (its secret
   sent in the token request's body); ``--no-registration`` closes dynamic registration.
 - ``/test/...`` on the authorization server lets a test see and break things:
-  ``GET /test/stats`` (registrations, authorizations, code exchanges, refreshes, and the
-  tokens it issued), ``POST /test/revoke-refresh`` (every refresh token refused from
-  now on), ``POST /test/revoke`` (every token refused).
+  ``GET /test/stats`` (registrations, authorizations, code exchanges, refreshes, reused
+  refresh tokens; the tokens it issued, the refresh tokens presented to it in order, and
+  the names of the headers each of the two servers received), ``POST
+  /test/revoke-refresh`` (every refresh token refused from now on), ``POST /test/revoke``
+  (every token refused).
 """
 
 from __future__ import annotations
@@ -55,13 +59,19 @@ SCOPE = "mcp"
 class MemoryProvider:
     """The SDK's ``OAuthAuthorizationServerProvider``, in memory, approving everyone."""
 
-    def __init__(self, access_seconds: int) -> None:
+    def __init__(self, access_seconds: int, *, reuse_revokes: bool = False) -> None:
         self.access_seconds = access_seconds
+        self.reuse_revokes = reuse_revokes
         self.clients: dict[str, OAuthClientInformationFull] = {}
         self.codes: dict[str, AuthorizationCode] = {}
         self.access: dict[str, AccessToken] = {}
         self.refresh: dict[str, RefreshToken] = {}
         self.issued: list[str] = []
+        self.presented: list[str] = []
+        # Every token's family (the sign-in it descends from), and the refresh tokens
+        # already rotated away, by family.
+        self.family: dict[str, str] = {}
+        self.rotated: dict[str, str] = {}
         self.stats: Counter[str] = Counter()
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
@@ -99,11 +109,23 @@ class MemoryProvider:
     ) -> OAuthToken:
         del self.codes[authorization_code.code]
         self.stats["code_exchanges"] += 1
-        return self._issue(client.client_id, authorization_code.scopes, authorization_code.resource)
+        return self._issue(
+            client.client_id,
+            authorization_code.scopes,
+            authorization_code.resource,
+            family=secrets.token_hex(8),
+        )
 
     async def load_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: str
     ) -> RefreshToken | None:
+        self.presented.append(refresh_token)
+        family = self.rotated.get(refresh_token)
+        if family is not None:
+            self.stats["reuses"] += 1
+            if self.reuse_revokes:
+                self._revoke_family(family)
+            return None
         token = self.refresh.get(refresh_token)
         return token if token is not None and token.client_id == client.client_id else None
 
@@ -111,8 +133,12 @@ class MemoryProvider:
         self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
     ) -> OAuthToken:
         del self.refresh[refresh_token.token]
+        family = self.family[refresh_token.token]
+        self.rotated[refresh_token.token] = family
         self.stats["refreshes"] += 1
-        return self._issue(client.client_id, scopes or refresh_token.scopes, refresh_token.resource)
+        return self._issue(
+            client.client_id, scopes or refresh_token.scopes, refresh_token.resource, family=family
+        )
 
     async def load_access_token(self, token: str) -> AccessToken | None:
         return self.access.get(token)
@@ -121,8 +147,16 @@ class MemoryProvider:
         self.access.pop(token.token, None)
         self.refresh.pop(token.token, None)
 
-    def _issue(self, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
+    def _revoke_family(self, family: str) -> None:
+        for token in [token for token, its in self.family.items() if its == family]:
+            self.access.pop(token, None)
+            self.refresh.pop(token, None)
+
+    def _issue(
+        self, client_id: str, scopes: list[str], resource: str | None, *, family: str
+    ) -> OAuthToken:
         access, refresh = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        self.family[access] = self.family[refresh] = family
         self.access[access] = AccessToken(
             token=access,
             client_id=client_id,
@@ -142,9 +176,31 @@ class MemoryProvider:
         )
 
 
-def authorization_server(provider: MemoryProvider, issuer: str, *, registration: bool) -> Starlette:
+class HeadersSeen:
+    """ASGI middleware: keeps the name of every header a server received."""
+
+    def __init__(self, app: Any, names: set[str]) -> None:
+        self.app = app
+        self.names = names
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            self.names.update(name.decode("latin-1").lower() for name, _ in scope["headers"])
+        await self.app(scope, receive, send)
+
+
+def authorization_server(
+    provider: MemoryProvider, issuer: str, *, registration: bool, seen: dict[str, set[str]]
+) -> Starlette:
     async def stats(_request: Request) -> JSONResponse:
-        return JSONResponse({**provider.stats, "issued": provider.issued})
+        return JSONResponse(
+            {
+                **provider.stats,
+                "issued": provider.issued,
+                "presented": provider.presented,
+                "headers": {server: sorted(names) for server, names in seen.items()},
+            }
+        )
 
     async def revoke_refresh(_request: Request) -> JSONResponse:
         provider.refresh.clear()
@@ -201,7 +257,8 @@ def resource_server(provider: MemoryProvider, issuer: str, url: str) -> MCPServe
 async def serve(options: argparse.Namespace) -> None:
     as_port, mcp_port = options.as_port, options.mcp_port
     issuer = f"http://127.0.0.1:{as_port}"
-    provider = MemoryProvider(options.access_seconds)
+    provider = MemoryProvider(options.access_seconds, reuse_revokes=options.reuse_revokes)
+    seen: dict[str, set[str]] = {"authorization_server": set(), "mcp_server": set()}
     if options.client:
         client_id, _, secret = options.client.partition(":")
         provider.clients[client_id] = OAuthClientInformationFull(
@@ -217,8 +274,16 @@ async def serve(options: argparse.Namespace) -> None:
             uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
         )
         for app, port in (
-            (authorization_server(provider, issuer, registration=options.registration), as_port),
-            (mcp.streamable_http_app(), mcp_port),
+            (
+                HeadersSeen(
+                    authorization_server(
+                        provider, issuer, registration=options.registration, seen=seen
+                    ),
+                    seen["authorization_server"],
+                ),
+                as_port,
+            ),
+            (HeadersSeen(mcp.streamable_http_app(), seen["mcp_server"]), mcp_port),
         )
     ]
     await asyncio.gather(*(server.serve() for server in servers))
@@ -232,6 +297,7 @@ def main() -> None:
     parser.add_argument("--client")
     parser.add_argument("--client-redirect")
     parser.add_argument("--no-registration", dest="registration", action="store_false")
+    parser.add_argument("--reuse-revokes", action="store_true")
     asyncio.run(serve(parser.parse_args()))
 
 

@@ -1,5 +1,6 @@
 """OAuth 2.1 MCP servers in the product: a staff member signs in through the real redirect,
-the grant is stored, the process's connection uses it, refreshes it and gives it up.
+the grant is stored, the process's connection uses it, refreshes it and gives it up;
+two processes sharing the grant refresh it once; the MCP server's headers go to it alone.
 
 The servers are real: ``tests/mcp/oauth_server.py`` runs the SDK's authorization server
 routes over an in-memory provider (it approves every request at once) and the MCP server
@@ -12,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import html
 import re
+import time
+from typing import cast
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -19,9 +22,11 @@ import pytest
 from django.test import Client
 
 from agent_app import mcp
+from agent_app.mcp_grants import DatabaseOAuthStore
 from agent_app.models import McpOAuthGrant, McpOAuthSignIn, McpServer
 from tests.mcp import free_port, oauth_http_server, wait_for
-from toolhub.tools import ToolContext, registry
+from toolhub.tools import ToolContext, ToolRegistry, registry
+from toolhub.tools.mcp import McpManager
 from toolhub.tools.tool import ToolUnavailable
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,7 +46,7 @@ class Remote:
         httpx.post(f"{self.issuer}/test/revoke-refresh").raise_for_status()
 
 
-def _remote(staff, tmp_path, *args: str):
+def _remote(staff, tmp_path, *args: str, headers: dict[str, str] | None = None):
     as_port, mcp_port = free_port(), free_port()
     paces = _pace(health_interval=0.2, backoff_initial=0.1, backoff_max=0.5, probe_interval=0.2)
     with oauth_http_server(as_port, mcp_port, *args, log=tmp_path / "oauth-server.log"):
@@ -49,6 +54,7 @@ def _remote(staff, tmp_path, *args: str):
             name="remote",
             transport="streamable_http",
             url=f"http://127.0.0.1:{mcp_port}/mcp",
+            headers=headers or {},
             auth="oauth",
             created_by=staff,
         )
@@ -70,6 +76,42 @@ def remote(staff, tmp_path, registry_state):
 def short_lived(staff, tmp_path, registry_state):
     """An OAuth server whose access tokens last three seconds."""
     yield from _remote(staff, tmp_path, "--access-seconds", "3")
+
+
+@pytest.fixture
+def rotating(staff, tmp_path, registry_state):
+    """An OAuth server whose access tokens last six seconds, and which takes a refresh
+    token presented again after its rotation as stolen: it revokes every token of that
+    sign-in (OAuth 2.1's advice to a server that rotates them)."""
+    yield from _remote(staff, tmp_path, "--access-seconds", "6", "--reuse-revokes")
+
+
+@pytest.fixture
+def keyed(staff, tmp_path, registry_state):
+    """An OAuth server configured with a header of its own, whose tokens last three
+    seconds."""
+    yield from _remote(
+        staff, tmp_path, "--access-seconds", "3", headers={"X-Api-Key": "mcp-server-key"}
+    )
+
+
+@pytest.fixture
+def second_process(tmp_path):
+    """What another process has: a manager with its own registry and connections, and
+    the same database."""
+    errlog = (tmp_path / "second-process.log").open("a")
+    manager = McpManager(
+        ToolRegistry(),
+        health_interval=0.2,
+        probe_interval=0.2,
+        backoff_initial=0.1,
+        backoff_max=0.5,
+        errlog=errlog,
+        oauth_store=DatabaseOAuthStore(),
+    )
+    yield manager
+    manager.stop()
+    errlog.close()
 
 
 def _pace(**knobs: float) -> dict[str, float]:
@@ -432,3 +474,59 @@ def test_the_admin_sets_oauth_keeps_its_client_secret_when_left_empty_and_clears
         "toolhub-pre",
     )
     assert server.oauth_client_secret == ""
+
+
+def test_two_processes_sharing_a_grant_refresh_it_once_and_both_keep_working_past_its_expiry(
+    staff, rotating, second_process
+):
+    grant = signed_in_and_connected(staff, rotating)
+    second_process.reconcile([mcp.mcp_config(rotating.server)], wait=10)
+    wait_for(
+        lambda: second_process.statuses()["remote"].state == "connected",
+        what="the second process to connect",
+    )
+    signed_in = grant.tokens
+    expires_at = cast(float, grant.expires_at)
+
+    # Both connections probe every 0.2 s: both pass the refresh point (two seconds before
+    # the expiry) and then the expiry itself of the token the sign-in gave.
+    wait_for(lambda: time.time() > expires_at + 2.5, timeout=20, what="the first token to expire")
+    here = call("remote__whoami")
+    there = asyncio.run(
+        second_process.registry.get("remote__whoami").execute({}, ToolContext(env={}))
+    )
+
+    assert not here.is_error, here.content
+    assert not there.is_error, there.content
+    assert state_of("remote") == "connected"
+    assert second_process.statuses()["remote"].state == "connected"
+    stats = rotating.stats()
+    # One refresh for the expiry: the sign-in's refresh token went to the authorization
+    # server once, and the process that did not send it took the tokens the other stored.
+    assert stats["presented"].count(signed_in["refresh_token"]) == 1
+    # No refresh token was ever presented twice, and none was refused.
+    assert len(set(stats["presented"])) == len(stats["presented"]) == stats["refreshes"]
+    assert stats.get("reuses", 0) == 0
+    grant.refresh_from_db()
+    assert grant.tokens is not None
+    assert grant.tokens["refresh_token"] != signed_in["refresh_token"]
+    assert grant.generation == 1
+
+
+def test_the_servers_own_headers_go_to_the_mcp_server_and_never_to_the_authorization_server(
+    staff, keyed
+):
+    grant = signed_in_and_connected(staff, keyed)
+
+    # Past a refresh too: sign-in, registration, code exchange and refresh all happened.
+    wait_for(lambda: keyed.stats().get("refreshes", 0) >= 1, what="a refresh")
+    result = call("remote__whoami")
+
+    assert not result.is_error, result.content
+    assert result.content == f"client {grant.client_info['client_id']} with scopes mcp"
+    stats = keyed.stats()
+    assert stats["registrations"] == stats["code_exchanges"] == 1
+    assert "x-api-key" in stats["headers"]["mcp_server"]
+    assert "x-api-key" not in stats["headers"]["authorization_server"]
+    # The authorization server was asked for all it was asked for without the header.
+    assert "content-type" in stats["headers"]["authorization_server"]

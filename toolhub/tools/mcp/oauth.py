@@ -1,4 +1,4 @@
-"""OAuth 2.1 for streamable HTTP MCP servers, through the SDK's client auth.
+"""OAuth 2.1 for streamable HTTP MCP servers, with the SDK's client auth helpers.
 
 Two halves, neither of which keeps a flow open between requests:
 
@@ -10,31 +10,40 @@ Two halves, neither of which keeps a flow open between requests:
   other half needs (``OAuthSignIn``), which the caller keeps (toolhub: a database row)
   until the authorization server sends the browser back. ``oauth_sign_in_finish`` checks
   the issuer, exchanges the code and returns the grant to store.
-- **Connecting** (``oauth_transport``) hands the stored grant to the SDK's
-  ``OAuthClientProvider`` through an ``McpOAuthStore``: the provider sends the bearer
-  token, refreshes it with the refresh token before it expires, and writes the new
-  tokens back through the store.
+- **Connecting** (``oauth_transport``) sends the stored grant's access token with every
+  request to the MCP server and refreshes it a little before it expires, through the
+  ``McpOAuthStore``, which every process's and every chat's connection to the server
+  shares.
 
 Invariants:
-- A connection never asks a person anything. Where the SDK would start an interactive
-  authorization (no grant, a refresh refused, a token the server no longer takes), the
-  server needs sign-in (``McpSignInNeeded``): the grant is marked lost through the store,
-  but only while it still holds the tokens this connection used, so a process whose
-  refresh lost a race to another process's reconnects with the newer tokens instead.
+- A grant is refreshed once, whichever of the connections sharing it gets there first:
+  the store re-reads it and holds it exclusively while one refresh runs
+  (``McpOAuthStore.grant_refresh``), and a connection whose copy is older than what the
+  store holds adopts the stored tokens instead of refreshing. An authorization server
+  that rotates refresh tokens, and revokes every token of a grant when an old one comes
+  back, never sees one twice.
+- A connection never asks a person anything. A refresh the authorization server refuses,
+  or a token the MCP server refuses while the store holds no newer one, marks the grant
+  lost (``McpSignInNeeded``); only while the store holds the tokens that failed, so a
+  connection that another connection's refresh overtook adopts the newer tokens instead.
+- What goes to the authorization server (its metadata, registration, code exchange,
+  refresh) never carries the MCP server's configured headers, which are for the MCP
+  server alone; it may be another host.
 - A grant is used only while it fits the configuration: a token goes to no URL outside
   the resource it was issued for (an operator who changes the URL signs in again), and
   belongs to the configured client.
-- Tokens live in the store, the provider and ``McpServerConfig.held_secrets``, whence
+- Tokens live in the store, the connection and ``McpServerConfig.held_secrets``, whence
   ``redact`` removes them from every error and log line of the server.
 - The store is called on the manager's event loop: an implementation must not block it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import logging
 import secrets
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode, urlparse
@@ -42,9 +51,7 @@ from urllib.parse import urlencode, urlparse
 from toolhub.tools.mcp.config import McpServerConfig, untrusted_text
 
 if TYPE_CHECKING:
-    from mcp.client.auth import OAuthClientProvider
     from mcp.shared.auth import (
-        AuthorizationCodeResult,
         OAuthClientInformationFull,
         OAuthClientMetadata,
         OAuthToken,
@@ -55,8 +62,7 @@ GRANT_TYPES = ["authorization_code", "refresh_token"]
 HTTP_SECONDS = 30.0
 MAX_ERROR_CHARS = 300
 # A token is refreshed this long before it expires (at most a third of its life), so that
-# no request leaves with a token that expires on the way: the SDK refreshes only after
-# the expiry, and a 401 would cost the grant.
+# no request leaves with a token that expires on the way: a 401 would cost the grant.
 REFRESH_EARLY_SECONDS = 60.0
 # The version toolhub names when it only wants the server's 401.
 _PROBE_VERSION = "2025-06-18"
@@ -71,7 +77,7 @@ class McpOAuthError(Exception):
 
 
 class _Superseded(Exception):
-    """Another process refreshed the grant while this connection's tokens failed."""
+    """Another connection changed the grant while this connection's tokens failed."""
 
 
 def sign_in_reason(server: str) -> str:
@@ -98,16 +104,36 @@ class McpOAuthStore(Protocol):
         """The server's grant, or None when it has none that works (sign-in needed)."""
         ...
 
-    async def tokens_refreshed(
-        self, server: str, *, tokens: dict[str, Any], expires_at: float | None
-    ) -> None:
-        """Keep the tokens a refresh gave in place of the old ones."""
+    async def grant_refresh(
+        self,
+        server: str,
+        *,
+        access_token: str,
+        refresh: Callable[[], Awaitable[McpOAuthTokens | None]],
+        reason: str,
+    ) -> McpOAuthGrant | None:
+        """Refresh the grant once for every process. Re-read it, holding it exclusively
+        (another call for the server waits): while it still holds ``access_token``, call
+        ``refresh`` and keep the tokens it returns, or, when it returns None (the
+        authorization server refused), mark the grant as needing sign-in with ``reason``.
+        A grant that holds other tokens already (another connection refreshed it) is
+        returned as it is, ``refresh`` not called. Returns the grant as stored after; None
+        when it has none that works. What ``refresh`` raises leaves the grant as it was."""
         ...
 
     async def grant_lost(self, server: str, *, access_token: str, reason: str) -> bool:
         """Mark the grant as needing sign-in if it still holds ``access_token``; False
         when it holds newer tokens (another process refreshed it meanwhile)."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class McpOAuthTokens:
+    """What a refresh gave, to store in place of the grant's tokens: the tokens
+    (``OAuthToken`` as JSON) and when the access token expires (epoch seconds)."""
+
+    tokens: dict[str, Any]
+    expires_at: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,22 +160,23 @@ def sign_in_needed(exc: BaseException) -> McpSignInNeeded | None:
     return None
 
 
-class _QuietSignOut(logging.Filter):
-    """The SDK logs a stack trace for every failed OAuth flow; a server that needs
-    sign-in is a state the ops page shows, not an error for the log."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, (McpSignInNeeded, _Superseded))
-
-
-logging.getLogger("mcp.client.auth.oauth2").addFilter(_QuietSignOut())
-
-
-def _http(config: McpServerConfig) -> Any:
+def _http() -> Any:
+    """A client without the MCP server's configured headers: what goes to the
+    authorization server (which may be another host) must not carry them, so a request
+    to the MCP server adds them itself (``_to_server``)."""
     import httpx2
 
-    return httpx2.AsyncClient(headers=dict(config.headers), timeout=HTTP_SECONDS)
+    return httpx2.AsyncClient(timeout=HTTP_SECONDS)
+
+
+def _to_server(config: McpServerConfig, request: Any) -> Any:
+    """``request`` with the MCP server's headers when it goes to the MCP server's own
+    origin (its protected-resource metadata, normally), else as it is."""
+    target, server = urlparse(str(request.url)), urlparse(config.url)
+    if (target.scheme, target.netloc) == (server.scheme, server.netloc):
+        for name, value in config.headers:
+            request.headers.setdefault(name, value)
+    return request
 
 
 def _client_metadata(redirect_uri: str, scope: str | None) -> OAuthClientMetadata:
@@ -210,8 +237,10 @@ async def oauth_sign_in_begin(
     from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
 
     try:
-        async with _http(config) as http:
-            challenge = await http.post(config.url, json=_probe(), headers=_PROBE_HEADERS)
+        async with _http() as http:
+            challenge = await http.post(
+                config.url, json=_probe(), headers={**dict(config.headers), **_PROBE_HEADERS}
+            )
             if challenge.status_code != 401:
                 raise _error(
                     config,
@@ -223,7 +252,7 @@ async def oauth_sign_in_begin(
                 extract_resource_metadata_from_www_auth(challenge), config.url
             ):
                 prm = await handle_protected_resource_response(
-                    await http.send(create_oauth_metadata_request(url))
+                    await http.send(_to_server(config, create_oauth_metadata_request(url)))
                 )
                 if prm is not None:
                     break
@@ -369,7 +398,6 @@ async def oauth_sign_in_finish(
     ``McpOAuthError`` (an issuer that is not the one asked, a refused code)."""
     import httpx2
     from mcp.client.auth import OAuthFlowError
-    from mcp.client.auth.oauth2 import OAuthContext
     from mcp.client.auth.utils import (
         handle_token_response_scopes,
         validate_authorization_response_iss,
@@ -382,15 +410,10 @@ async def oauth_sign_in_finish(
     client = _client(config, sign_in.client_info)
     try:
         validate_authorization_response_iss(iss, asm)
-        context = OAuthContext(
-            server_url=config.url,
-            client_metadata=_client_metadata(metadata["redirect_uri"], metadata["scope"]),
-            storage=_NoStorage(),
-            redirect_handler=None,
-            callback_handler=None,
-            client_info=client,
-        )
-        data, headers = context.prepare_token_auth(
+        data, headers = _token_request(
+            config,
+            client,
+            metadata,
             {
                 "grant_type": "authorization_code",
                 "code": code,
@@ -399,9 +422,8 @@ async def oauth_sign_in_finish(
                 "code_verifier": sign_in.code_verifier,
                 "resource": metadata["resource"],
             },
-            {"Content-Type": "application/x-www-form-urlencoded"},
         )
-        async with _http(config) as http:
+        async with _http() as http:
             answer = await http.post(str(asm.token_endpoint), data=data, headers=headers)
             if answer.status_code not in (200, 201):
                 body = (await answer.aread()).decode("utf-8", "replace")
@@ -424,8 +446,29 @@ async def oauth_sign_in_finish(
     )
 
 
+def _token_request(
+    config: McpServerConfig,
+    client: OAuthClientInformationFull,
+    metadata: dict[str, Any],
+    data: dict[str, str],
+) -> tuple[dict[str, str], dict[str, str]]:
+    """A token request's form and headers, the client authenticated the SDK's way (its
+    secret in the form or a Basic header, or nothing)."""
+    from mcp.client.auth.oauth2 import OAuthContext
+
+    context = OAuthContext(
+        server_url=config.url,
+        client_metadata=_client_metadata(metadata["redirect_uri"], metadata.get("scope")),
+        storage=_NoStorage(),
+        redirect_handler=None,
+        callback_handler=None,
+        client_info=client,
+    )
+    return context.prepare_token_auth(data, {"Content-Type": "application/x-www-form-urlencoded"})
+
+
 class _NoStorage:
-    """The SDK's context wants a storage; the sign-in keeps nothing there."""
+    """The SDK's context wants a storage; a token request keeps nothing there."""
 
     async def get_tokens(self) -> OAuthToken | None:
         return None
@@ -447,18 +490,29 @@ def _refresh_at(expires_at: float | None, lifetime: float | None) -> float | Non
     return expires_at - early
 
 
-class _GrantStorage:
-    """The SDK's ``TokenStorage`` over one server's grant: what the provider refreshes is
-    written back through the store, and every token it holds is one ``redact`` hides."""
+class _HeldGrant:
+    """One connection's copy of the stored grant. It changes only by a refresh made
+    through the store (``McpOAuthStore.grant_refresh``: one process at a time, and none
+    while the store holds newer tokens than this copy) or by adopting the newer tokens
+    another connection stored. Every token it holds is one ``redact`` hides."""
 
     def __init__(self, config: McpServerConfig, store: McpOAuthStore, grant: McpOAuthGrant):
-        from mcp.shared.auth import OAuthToken
-
         self.config = config
         self.store = store
+        # One refresh at a time on this connection; the store makes it one per grant.
+        self.lock = asyncio.Lock()
+        self._adopt(grant)
+
+    def _adopt(self, grant: McpOAuthGrant) -> None:
+        from mcp.shared.auth import OAuthMetadata, OAuthToken
+
+        self.grant = grant
         self.tokens = OAuthToken.model_validate(grant.tokens)
-        self.client = _client(config, grant.client_info)
-        self.provider: OAuthClientProvider | None = None
+        self.client = _client(self.config, grant.client_info)
+        # Where discovery at sign-in found it, which may be another host than the server's.
+        asm = OAuthMetadata.model_validate(grant.metadata["server_metadata"])
+        self.token_endpoint = str(asm.token_endpoint)
+        self.refresh_at = _refresh_at(grant.expires_at, self.tokens.expires_in)
         self._hold(self.tokens)
 
     def _hold(self, tokens: OAuthToken) -> None:
@@ -466,75 +520,135 @@ class _GrantStorage:
             if value:
                 self.config.held_secrets.add(value)
 
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
+    def _due(self) -> bool:
+        return (
+            bool(self.tokens.refresh_token)
+            and self.refresh_at is not None
+            and time.time() >= self.refresh_at
+        )
 
-    async def set_tokens(self, tokens: OAuthToken) -> None:
+    async def access_token(self) -> str:
+        """The access token to send now, refreshed first when it is about to expire."""
+        async with self.lock:
+            # Adopted tokens may be due in turn (the process that stored them stopped
+            # refreshing): the second round refreshes those.
+            for _ in range(2):
+                if not self._due():
+                    break
+                await self._refresh()
+            return self.tokens.access_token
+
+    async def _refresh(self) -> None:
+        reason = sign_in_reason(self.config.name)
+        grant = await self.store.grant_refresh(
+            self.config.name,
+            access_token=self.tokens.access_token,
+            refresh=self._exchange,
+            reason=reason,
+        )
+        if grant is None or not _fits(self.config, grant):
+            raise McpSignInNeeded(reason)
+        self._adopt(grant)
+
+    async def _exchange(self) -> McpOAuthTokens | None:
+        """New tokens for this copy's refresh token, from the authorization server (the
+        store holds the grant meanwhile); None when it refuses them. Raises
+        ``McpOAuthError`` when it cannot be asked or answers otherwise."""
+        import httpx2
+        from mcp.client.auth import OAuthFlowError
+        from mcp.client.auth.utils import handle_token_response_scopes
         from mcp.shared.auth_utils import calculate_token_expiry
 
+        prior, config = self.tokens, self.config
+        data, headers = _token_request(
+            config,
+            self.client,
+            self.grant.metadata,
+            {
+                "grant_type": "refresh_token",
+                "refresh_token": prior.refresh_token or "",
+                "client_id": self.client.client_id,
+                "resource": self.grant.metadata["resource"],
+            },
+        )
+        try:
+            async with _http() as http:
+                answer = await http.post(self.token_endpoint, data=data, headers=headers)
+                if answer.status_code in (400, 401):
+                    # RFC 6749 §5.2: the refresh token or the client is no good any more.
+                    return None
+                if answer.status_code != 200:
+                    raise _error(
+                        config,
+                        "the authorization server could not refresh the token "
+                        f"(HTTP {answer.status_code})",
+                    )
+                tokens = await handle_token_response_scopes(answer)
+        except (OAuthFlowError, httpx2.HTTPError, ValueError) as exc:
+            detail = f"{type(exc).__name__}: {exc}"
+            raise _error(config, "the token could not be refreshed", detail) from None
+        # RFC 6749 §6: a refresh may leave out the scope and the refresh token, unchanged.
+        if tokens.scope is None:
+            tokens.scope = prior.scope
+        if tokens.refresh_token is None:
+            tokens.refresh_token = prior.refresh_token
         self._hold(tokens)
-        self.tokens = tokens
-        expires_at = calculate_token_expiry(tokens.expires_in)
-        if self.provider is not None:
-            # The SDK has just set the exact expiry; refresh a little before it instead.
-            self.provider.context.token_expiry_time = _refresh_at(expires_at, tokens.expires_in)
-        await self.store.tokens_refreshed(
-            self.config.name,
+        return McpOAuthTokens(
             tokens=tokens.model_dump(mode="json", exclude_none=True),
-            expires_at=expires_at,
+            expires_at=calculate_token_expiry(tokens.expires_in),
         )
 
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client
+    async def after_refusal(self, used: str) -> str:
+        """The access token to try again with after the MCP server refused ``used``: the
+        newer one another connection stored. Raises ``McpSignInNeeded`` when the store
+        holds ``used`` still (the grant is marked lost) or nothing that works."""
+        async with self.lock:
+            if self.tokens.access_token != used:
+                return self.tokens.access_token  # another request here moved on meanwhile
+            reason = sign_in_reason(self.config.name)
+            stored = await self.store.grant(self.config.name)
+            if stored is None:
+                raise McpSignInNeeded(reason)
+            if stored.tokens.get("access_token") != used:
+                if not _fits(self.config, stored):
+                    raise McpSignInNeeded(reason)
+                self._adopt(stored)
+                return self.tokens.access_token
+            if await self.store.grant_lost(self.config.name, access_token=used, reason=reason):
+                raise McpSignInNeeded(reason)
+            raise _Superseded("another process refreshed the tokens; reconnecting with them")
 
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        # Only an interactive authorization registers a client, and a connection stops
-        # before one (``signed_out``): nothing to keep.
-        return None
 
+def _refused(response: Any) -> bool:
+    """Whether the MCP server refused the token a request carried (RFC 6750 §3.1)."""
+    from mcp.client.auth.utils import extract_field_from_www_auth
 
-def _provider(
-    config: McpServerConfig, store: McpOAuthStore, grant: McpOAuthGrant
-) -> OAuthClientProvider:
-    from mcp.client.auth import OAuthClientProvider
-    from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
-
-    storage = _GrantStorage(config, store, grant)
-
-    async def signed_out(_authorization_url: str) -> None:
-        # The SDK wants a person to authorize again: the grant no longer works.
-        reason = sign_in_reason(config.name)
-        if await store.grant_lost(
-            config.name, access_token=storage.tokens.access_token, reason=reason
-        ):
-            raise McpSignInNeeded(reason)
-        raise _Superseded("another process refreshed the tokens; reconnecting with them")
-
-    async def no_code() -> AuthorizationCodeResult:
-        raise McpSignInNeeded(sign_in_reason(config.name))  # signed_out raised already
-
-    metadata = grant.metadata
-    provider = OAuthClientProvider(
-        server_url=config.url,
-        client_metadata=_client_metadata(metadata["redirect_uri"], metadata.get("scope")),
-        storage=storage,
-        redirect_handler=signed_out,
-        callback_handler=no_code,
+    if response.status_code == 401:
+        return True
+    return (
+        response.status_code == 403
+        and extract_field_from_www_auth(response, "error") == "insufficient_scope"
     )
-    storage.provider = provider
-    # What discovery found at sign-in: without it the SDK would send a refresh to the MCP
-    # server's own origin, and it would not know when the stored token expires.
-    context = provider.context
-    if metadata.get("resource_metadata"):
-        context.protected_resource_metadata = ProtectedResourceMetadata.model_validate(
-            metadata["resource_metadata"]
-        )
-    context.oauth_metadata = OAuthMetadata.model_validate(metadata["server_metadata"])
-    context.auth_server_url = metadata.get("auth_server_url")
-    lifetime = storage.tokens.expires_in
-    # Already past: the provider refreshes before its first request.
-    context.token_expiry_time = _refresh_at(grant.expires_at, lifetime)
-    return provider
+
+
+def _bearer(held: _HeldGrant) -> Any:
+    """The ``httpx2.Auth`` of an OAuth server's connection: each request carries the held
+    access token; one the server refuses goes once more with the token another
+    connection stored since, if any."""
+    import httpx2
+
+    class Bearer(httpx2.Auth):
+        async def async_auth_flow(
+            self, request: httpx2.Request
+        ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+            used = await held.access_token()
+            request.headers["Authorization"] = f"Bearer {used}"
+            response = yield request
+            if _refused(response):
+                request.headers["Authorization"] = f"Bearer {await held.after_refusal(used)}"
+                yield request
+
+    return Bearer()
 
 
 def _fits(config: McpServerConfig, grant: McpOAuthGrant) -> bool:
@@ -556,14 +670,15 @@ async def oauth_transport(
     config: McpServerConfig, store: McpOAuthStore | None
 ) -> AsyncIterator[Any]:
     """The streamable HTTP transport of an OAuth server, with the stored grant; raises
-    ``McpSignInNeeded`` at once when there is none."""
+    ``McpSignInNeeded`` at once when there is none. Only the requests to the MCP server
+    carry its configured headers."""
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     grant = await store.grant(config.name) if store is not None else None
     if grant is None or store is None or not _fits(config, grant):
         raise McpSignInNeeded(sign_in_reason(config.name))
-    auth = _provider(config, store, grant)
+    auth = _bearer(_HeldGrant(config, store, grant))
     http = create_mcp_http_client(headers=dict(config.headers), auth=auth)
     async with http, streamable_http_client(config.url, http_client=http) as streams:
         yield streams
