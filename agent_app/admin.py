@@ -7,9 +7,16 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.db import transaction
 from django.urls import reverse
 
-from agent_app.mcp import mcp_config, mcp_grant, server_json
+from agent_app.mcp import (
+    destination_of,
+    mcp_config,
+    mcp_credentials_forget_if_moved,
+    mcp_grant,
+    server_json,
+)
 from agent_app.models import McpServer, Note, ToolRun
 from toolhub.lib.admin_links import NOT_THEIRS, ReadOnlyLog, product_link
 
@@ -201,4 +208,14 @@ class McpServerAdmin(admin.ModelAdmin):
     def save_model(self, request, obj: McpServer, form, change: bool) -> None:
         if not change:
             obj.created_by = request.user
-        super().save_model(request, obj, form, change)
+        stored = McpServer.objects.filter(pk=obj.pk).first() if change else None
+        before = destination_of(stored) if stored is not None else None
+        with transaction.atomic():
+            super().save_model(request, obj, form, change)
+            forgotten = mcp_credentials_forget_if_moved(server=obj, before=before)
+        if forgotten:
+            self.message_user(
+                request,
+                f"Where {obj.name} connects changed: {forgotten} personal credential"
+                f"{'s were' if forgotten > 1 else ' was'} forgotten; people add theirs again.",
+            )

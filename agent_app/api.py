@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent_app import mcp
-from agent_app.frames import APPROVAL_SCOPES
+from agent_app.frames import APPROVAL_KINDS, APPROVAL_SCOPES
 from agent_app.turns import TEXT_LIMIT, turn_approve_sync, turn_elicit_sync, turn_start_sync
 from agent_app.turns.preview import session_plan_reset, session_toolset
 from sessions_app import services
@@ -115,7 +115,8 @@ class McpServerSerializer(serializers.Serializer):
         help_text="The header (HTTP) or variable (stdio) carrying each person's own credential",
     )
     chats = serializers.IntegerField(
-        read_only=True, help_text="Chats with a connection of their own to it in this process"
+        read_only=True,
+        help_text="Connections of a chat's or a person's own open to it in this process",
     )
     auth = serializers.ChoiceField(list(AUTHS), required=False)
     # Blank (none) or these; the schema says so with its own alternative for "".
@@ -292,6 +293,12 @@ class SessionMessagesView(APIView):
 class ApproveSerializer(serializers.Serializer):
     call_id = serializers.CharField(max_length=200)
     allow = serializers.BooleanField()
+    kind = serializers.ChoiceField(
+        list(APPROVAL_KINDS),
+        required=False,
+        help_text="approval (default): the tool's call; sampling: an MCP server's request "
+        "for the model made during it",
+    )
     scope = serializers.ChoiceField(
         list(APPROVAL_SCOPES),
         required=False,
@@ -315,6 +322,7 @@ class SessionApproveView(APIView):
             call_id=data["call_id"],
             allow=data["allow"],
             scope=data.get("scope", "once"),
+            kind=data.get("kind", "approval"),
         )
         return Response(status=204)
 

@@ -161,6 +161,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
                 call_id=frame["call_id"],
                 allow=frame["allow"],
                 scope=frame["scope"],
+                kind=frame["kind"],
             )
         except ServiceError as exc:
             raise FrameError(exc.code, exc.message, "approve") from None

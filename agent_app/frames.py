@@ -19,6 +19,7 @@ from toolhub.tools.mcp.asks import ACTIONS
 
 MAX_FRAME_BYTES = FRAME_MAX_BYTES
 APPROVAL_SCOPES = ("once", "chat")
+APPROVAL_KINDS = ("approval", "sampling")
 TYPES = ("chat", "edit", "regenerate", "cancel", "approve", "elicit", "resume")
 
 
@@ -114,7 +115,12 @@ def _approve(frame: dict[str, Any]) -> dict[str, Any]:
     scope = frame.get("scope", "once")
     if scope not in APPROVAL_SCOPES:
         raise FrameError("bad_frame", "approve's scope is once or chat", "approve")
-    return {"type": "approve", "call_id": call_id, "allow": allow, "scope": scope}
+    # What is approved: the tool's call (the default), or an MCP server's request for the
+    # model made during it; an answer meant for the one never settles the other.
+    kind = frame.get("kind", "approval")
+    if kind not in APPROVAL_KINDS:
+        raise FrameError("bad_frame", "approve's kind is approval or sampling", "approve")
+    return {"type": "approve", "call_id": call_id, "allow": allow, "scope": scope, "kind": kind}
 
 
 def _elicit(frame: dict[str, Any]) -> dict[str, Any]:

@@ -284,7 +284,7 @@ def server_json(server: McpServer) -> dict[str, Any]:
         "sampling": server.sampling,
         "workspace_roots": server.workspace_roots,
         "user_credential": server.user_credential,
-        # Chats with a connection of their own to it in this process (workspace roots).
+        # Connections of a chat's or a person's own open in this process.
         "chats": manager.chats(server.name),
         "auth": server.auth,
         "oauth_scopes": server.oauth_scopes,
@@ -347,6 +347,7 @@ def mcp_server_save(*, user: Any, server: McpServer | None, data: dict[str, Any]
     if not user.is_staff:
         raise Forbidden("MCP servers are managed by staff")
     adding = server is None
+    before = None if server is None else destination_of(server)
     server = server or McpServer(created_by=user)
     changed = [field for field in FIELDS if field in data]
     for field in changed:
@@ -361,8 +362,11 @@ def mcp_server_save(*, user: Any, server: McpServer | None, data: dict[str, Any]
         )
     with transaction.atomic():
         server.save()
+        forgotten = mcp_credentials_forget_if_moved(server=server, before=before)
         # Field names only: env, headers and the OAuth client secret are secrets.
         what = "added" if adding else f"changed {', '.join(changed) or 'nothing'}"
+        if forgotten:
+            what += f"; forgot {forgotten} personal credential{'s' if forgotten > 1 else ''}"
         LogEntry.objects.log_actions(
             user.pk, [server], ADDITION if adding else CHANGE, change_message=what
         )
@@ -401,6 +405,25 @@ class CredentialView:
             "set": self.updated is not None,
             "updated": self.updated,
         }
+
+
+# Where a person's own credential goes: change any of these and it would go somewhere its
+# owner never gave it for.
+DESTINATION = ("transport", "command", "args", "url", "user_credential")
+
+
+def destination_of(server: McpServer) -> dict[str, Any]:
+    return {field: getattr(server, field) for field in DESTINATION}
+
+
+def mcp_credentials_forget_if_moved(*, server: McpServer, before: dict[str, Any] | None) -> int:
+    """Forget every person's own credential for ``server`` when where it goes changed
+    since ``before`` (a new command, URL or header): each person adds theirs again,
+    knowing where it now goes. Returns how many were forgotten."""
+    if before is None or before == destination_of(server):
+        return 0
+    forgotten, _ = McpCredential.objects.filter(server=server).delete()
+    return forgotten
 
 
 def _personal_servers() -> Any:

@@ -197,7 +197,7 @@ def own_connection_times(port: int) -> tuple[float, float]:
 
 
 class _Person:
-    async def elicit(self, form):
+    async def elicit(self, form, *, withdrawn):
         from toolhub.tools.mcp.asks import ElicitAnswer
 
         return ElicitAnswer("accept", {"name": "A", "age": 1, "colour": "red"})

@@ -186,7 +186,7 @@ async def turn_cancel(*, session: ChatSession) -> str:
 
 
 async def turn_approve(
-    *, session: ChatSession, call_id: str, allow: bool, scope: str = "once"
+    *, session: ChatSession, call_id: str, allow: bool, scope: str = "once", kind: str = "approval"
 ) -> None:
     """Answer the call waiting for approval. ``scope="chat"`` also allows its tool for the
     rest of the chat where the policies let a person lift the ask; the runner stores that
@@ -194,8 +194,9 @@ async def turn_approve(
     nothing)."""
     running = await on_db_thread(running_turn, session_id=session.pk)
     waiting = (running or {}).get("turn_waiting") or {}
-    # A tool's approval, or an MCP server's sampling request made during its call.
-    if waiting.get("kind") not in ("approval", "sampling") or waiting.get("call_id") != call_id:
+    # A tool's approval, or (kind "sampling") an MCP server's request for the model made
+    # during its call: one is never answered by what was meant for the other.
+    if waiting.get("kind") != kind or waiting.get("call_id") != call_id:
         raise UnknownCall(
             "That call is not waiting for approval any more: it was answered, or its turn ended."
         )
@@ -208,7 +209,7 @@ async def turn_approve(
     await control_send(
         running["turn_channel"],
         running["turn_id"],
-        {"type": "turn.approve", "call_id": call_id, "allow": allow, "scope": scope},
+        {"type": "turn.approve", "call_id": call_id, "allow": allow, "scope": scope, "kind": kind},
     )
 
 

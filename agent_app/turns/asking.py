@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from agent_app.providers import ProviderError, ProviderRequest, Stop, TextDelta, Usage
 from agent_app.turns.events import TurnEvents
+from toolhub.tools import CancelToken
 from toolhub.tools.mcp.asks import AskRefused, ElicitAnswer, ElicitForm, Sampled, SamplingAsk
 
 if TYPE_CHECKING:
     from agent_app.turns.begin import PreparedTurn
-    from toolhub.tools import CancelToken
 
 
 class McpAsks(TurnEvents):
@@ -42,17 +42,22 @@ class McpAsks(TurnEvents):
         # One form or sampling request on the cards at a time: a person answers in order.
         self._asking = asyncio.Lock()
 
-    async def _wait_for_person(self, kind: str, call_id: str, **waiting: Any) -> Any:
+    async def _wait_for_person(
+        self, kind: str, call_id: str, *, withdrawn: CancelToken | None = None, **waiting: Any
+    ) -> Any:
         raise NotImplementedError
 
-    async def elicit(self, form: ElicitForm) -> ElicitAnswer:
+    async def elicit(self, form: ElicitForm, *, withdrawn: CancelToken) -> ElicitAnswer:
         async with self._asking:
             call_id = self._current_call
+            if withdrawn.cancelled:
+                return ElicitAnswer("cancel")
             shown = form.to_json()
             self._emit("elicitation_request", {"call_id": call_id, **shown})
             answer = await self._wait_for_person(
                 "elicitation",
                 call_id,
+                withdrawn=withdrawn,
                 server=form.server,
                 mode=shown["mode"],
                 fields=shown["fields"],
@@ -61,14 +66,18 @@ class McpAsks(TurnEvents):
             return ElicitAnswer("cancel")
         return ElicitAnswer(answer["action"], answer.get("content"))
 
-    async def sample(self, ask: SamplingAsk) -> Sampled:
+    async def sample(self, ask: SamplingAsk, *, withdrawn: CancelToken) -> Sampled:
         prep = self._prep
         async with self._asking:
             call_id = self._current_call
+            if withdrawn.cancelled:
+                raise AskRefused("the call it belongs to has ended")
             self._emit(
                 "sampling_request", {"call_id": call_id, "model": prep.model, **ask.to_json()}
             )
-            answer = await self._wait_for_person("sampling", call_id, server=ask.server)
+            answer = await self._wait_for_person(
+                "sampling", call_id, withdrawn=withdrawn, server=ask.server
+            )
         if answer is None:
             raise AskRefused("the turn stopped" if self.cancel.cancelled else "no answer in time")
         if not answer[0]:

@@ -615,7 +615,9 @@ class TurnRunner(McpAsks):
                 return {"waiting": {"kind": "question", "call_id": call_id}}
         return {}
 
-    async def _wait_for_person(self, kind: str, call_id: str, **waiting: Any) -> Any:
+    async def _wait_for_person(
+        self, kind: str, call_id: str, *, withdrawn: CancelToken | None = None, **waiting: Any
+    ) -> Any:
         """Wait for an approval or an answer; ``None`` on timeout or cancel. ``waiting`` is
         stored with the wait, for whoever answers (``turn_approve``) to read."""
         future = self._answers.get(call_id) or asyncio.get_running_loop().create_future()
@@ -625,18 +627,17 @@ class TurnRunner(McpAsks):
         # Storable: a server's form may hold text no database takes (a NUL).
         await self._flush(waiting=storable({"kind": kind, "call_id": call_id, **waiting}))
         stop = asyncio.ensure_future(self.cancel.wait())
-        withdrawn = False
+        # An MCP server's question ends with its call too (``withdrawn``).
+        gone = asyncio.ensure_future(withdrawn.wait()) if withdrawn is not None else None
         try:
             await asyncio.wait(
-                {future, stop},
+                {future, stop, *([gone] if gone is not None else [])},
                 timeout=settings.TOOLHUB_APPROVAL_TIMEOUT,
                 return_when=asyncio.FIRST_COMPLETED,
             )
-        except asyncio.CancelledError:
-            # Withdrawn (an MCP server's question whose call ended): said, then it goes on.
-            withdrawn = True
-            raise
         finally:
+            if gone is not None:
+                gone.cancel()
             stop.cancel()
             self._answers.pop(call_id, None)
             answer = future.result() if future.done() else None
@@ -648,7 +649,13 @@ class TurnRunner(McpAsks):
                     )
                 else:
                     answer = (True, "once")
-            self._answered(kind, call_id, answer, withdrawn=withdrawn)
+            ended = (
+                withdrawn is not None
+                and withdrawn.cancelled
+                and not future.done()
+                and not self.cancel.cancelled
+            )
+            self._answered(kind, call_id, answer, withdrawn=ended)
             # A withdrawn wait may end after the next one began: that one's stays stored.
             if self._waiting_for == key:
                 self._waiting_for = None
@@ -664,7 +671,12 @@ class TurnRunner(McpAsks):
         if kind == "turn.cancel":
             self.cancel.cancel()
         elif kind in ("turn.approve", "turn.answer", "turn.elicit"):
-            future = self._answers.get(message.get("call_id"))
+            call_id = message.get("call_id")
+            waits = {"turn.answer": "question", "turn.elicit": "elicitation"}
+            meant = waits.get(kind) or str(message.get("kind") or "approval")
+            if self._waiting_for != (meant, call_id):
+                return  # meant for a wait that is over (a late tab, a retried request)
+            future = self._answers.get(call_id)
             value: Any = message.get("text")
             if kind == "turn.approve":
                 value = (bool(message.get("allow")), str(message.get("scope") or "once"))

@@ -405,6 +405,8 @@ list.addEventListener("click", async (clicked) => {
       call_id: card.dataset.call,
       allow: target.dataset.approve === "allow",
       scope: target.dataset.scope || "once",
+      // The tool's own approval, or an MCP server's request for the model during it.
+      kind: target.dataset.kind || "approval",
     });
     // Until the answer is stored and comes back for every tab, nothing is clicked twice.
     for (const button of card.querySelectorAll("[data-approve]")) button.disabled = true;

@@ -276,8 +276,8 @@ async def test_a_sampling_request_cannot_be_allowed_for_the_whole_chat_nor_answe
     owner, model, hostile
 ):
     """Resisted: "Allow for this chat" is refused for a server's request for the model,
-    and an ``elicit`` frame for a waiting sampling request is ``unknown_call``; neither
-    reaches the model."""
+    and an ``elicit`` frame or the tool's own ``approve`` for a waiting sampling request
+    is ``unknown_call``; none reaches the model."""
     await database_sync_to_async(hostile)(sampling=True)
     params = {
         "messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
@@ -290,16 +290,21 @@ async def test_a_sampling_request_cannot_be_allowed_for_the_whole_chat_nor_answe
     await send(socket, {"type": "chat", "text": "sample"})
     asked = events(await until(socket, ("sampling_request",), timeout=20), "sampling_request")[0]
     call_id = asked["data"]["call_id"]
-    await send(socket, {"type": "approve", "call_id": call_id, "allow": True, "scope": "chat"})
+    sampling = {"type": "approve", "call_id": call_id, "kind": "sampling"}
+    await send(socket, {**sampling, "allow": True, "scope": "chat"})
     chat_wide = await receive(socket)
     await send(socket, {"type": "elicit", "call_id": call_id, "action": "accept", "content": {}})
     as_form = await receive(socket)
-    await send(socket, {"type": "approve", "call_id": call_id, "allow": False})
+    # A late "allow" for the tool itself (another tab, a retried request) allows nothing.
+    await send(socket, {"type": "approve", "call_id": call_id, "allow": True})
+    as_the_tools = await receive(socket)
+    await send(socket, {**sampling, "allow": False})
     frames = await until(socket, timeout=20)
     await socket.disconnect()
 
     assert chat_wide["code"] == "ask_every_time"
     assert as_form["code"] == "unknown_call"
+    assert as_the_tools["code"] == "unknown_call"
     assert events(frames, "sampling_answered")[0]["data"]["outcome"] == "denied"
     assert len(model.requests) == 3
 

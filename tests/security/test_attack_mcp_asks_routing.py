@@ -6,6 +6,7 @@ scripted ``Elicitor``/``Sampler``s that note what they were shown."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from pathlib import Path
 
@@ -26,11 +27,11 @@ class Person:
         self.forms: list[ElicitForm] = []
         self.asks: list[SamplingAsk] = []
 
-    async def elicit(self, form: ElicitForm) -> ElicitAnswer:
+    async def elicit(self, form: ElicitForm, *, withdrawn=None) -> ElicitAnswer:
         self.forms.append(form)
         return self.answer
 
-    async def sample(self, ask: SamplingAsk) -> Sampled:
+    async def sample(self, ask: SamplingAsk, *, withdrawn=None) -> Sampled:
         self.asks.append(ask)
         return Sampled(text="sampled", model="test-model")
 
@@ -101,13 +102,13 @@ class SlowPerson(Person):
         self.withdrawn = False
         self.answered = False
 
-    async def elicit(self, form: ElicitForm) -> ElicitAnswer:
+    async def elicit(self, form: ElicitForm, *, withdrawn) -> ElicitAnswer:
         self.forms.append(form)
-        try:
-            await asyncio.sleep(4)
-        except asyncio.CancelledError:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(withdrawn.wait(), 4)
+        if withdrawn.cancelled:
             self.withdrawn = True
-            raise
+            return ElicitAnswer("cancel")
         self.answered = True
         return self.answer
 

@@ -205,3 +205,17 @@ def test_a_sampling_request_becomes_text_messages_with_the_token_limit_capped():
 def test_a_sampling_request_toolhub_will_not_send_is_refused_with_the_reason(messages, why):
     with pytest.raises(AskRefused, match=why):
         sampling_ask("srv", CreateMessageRequestParams(messages=messages, max_tokens=10))
+
+
+def test_a_server_cannot_both_sign_in_with_oauth_and_take_personal_credentials():
+    """The grant's bearer token would go with every person's call, over theirs."""
+    from toolhub.tools.mcp import McpServerConfig
+
+    with pytest.raises(ValueError, match="cannot also take each person's own credential"):
+        McpServerConfig(
+            name="both",
+            transport="streamable_http",
+            url="https://mcp.example/mcp",
+            auth="oauth",
+            user_credential="Authorization",
+        )

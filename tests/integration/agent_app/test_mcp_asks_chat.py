@@ -179,7 +179,8 @@ async def test_sampling_asks_the_person_then_the_chats_model_and_is_counted(owne
     )
     socket, asked = await asked_in_a_new_chat(owner, "sum it up", "sampling_request")
     seen_before = len(model.requests)
-    await send(socket, {"type": "approve", "call_id": asked["data"]["call_id"], "allow": True})
+    approve = {"type": "approve", "call_id": asked["data"]["call_id"], "kind": "sampling"}
+    await send(socket, {**approve, "allow": True})
     frames = await until(socket, timeout=30)
     await socket.disconnect()
 
@@ -200,7 +201,8 @@ async def test_a_denied_sampling_request_never_reaches_the_model(owner, model, a
     await database_sync_to_async(asking)(sampling=True)
     load_then_call(model, "ask__sum_up", {"text": "a saga"})
     socket, asked = await asked_in_a_new_chat(owner, "sum it up", "sampling_request")
-    await send(socket, {"type": "approve", "call_id": asked["data"]["call_id"], "allow": False})
+    approve = {"type": "approve", "call_id": asked["data"]["call_id"], "kind": "sampling"}
+    await send(socket, {**approve, "allow": False})
     frames = await until(socket, timeout=30)
     await socket.disconnect()
 

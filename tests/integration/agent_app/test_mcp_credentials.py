@@ -158,3 +158,22 @@ def test_the_credentials_page_sets_replaces_and_removes_a_persons_own(owner, per
     assert refused.status_code == 400
     assert "cannot be sent" in refused.content.decode()
     assert foreign.status_code == 404
+
+
+def test_credentials_are_forgotten_when_where_they_go_changes(owner, staff, personal, api):
+    """A person gave their token for one command or URL; re-pointed, the server gets none
+    of it until they add it again."""
+    api(owner).put(f"/api/mcp-credentials/{personal.pk}/", {"value": ADA}, format="json")
+    renamed = api(staff).patch(f"/api/mcp-servers/{personal.pk}/", {"timeout": 30}, format="json")
+    kept = McpCredential.objects.count()
+
+    moved = api(staff).patch(
+        f"/api/mcp-servers/{personal.pk}/", {"args": [str(SERVER), "--lively"]}, format="json"
+    )
+
+    assert renamed.status_code == moved.status_code == 200
+    assert kept == 1
+    assert not McpCredential.objects.exists()
+    from django.contrib.admin.models import LogEntry
+
+    assert "forgot 1 personal credential" in LogEntry.objects.latest("action_time").change_message

@@ -31,19 +31,19 @@ class Person:
         self.asks: list[SamplingAsk] = []
         self.loops: set[int] = set()
 
-    async def elicit(self, form: ElicitForm) -> ElicitAnswer:
+    async def elicit(self, form: ElicitForm, *, withdrawn=None) -> ElicitAnswer:
         self.forms.append(form)
         self.loops.add(threading.get_ident())
         await asyncio.sleep(self.delay)
         return self.answer
 
-    async def sample(self, ask: SamplingAsk) -> Sampled:
+    async def sample(self, ask: SamplingAsk, *, withdrawn=None) -> Sampled:
         self.asks.append(ask)
         return Sampled(text="A short summary.", model="test-model")
 
 
 class Refuser:
-    async def sample(self, ask: SamplingAsk) -> Sampled:
+    async def sample(self, ask: SamplingAsk, *, withdrawn=None) -> Sampled:
         raise AskRefused("the person denied it")
 
 
@@ -225,10 +225,12 @@ def test_a_chats_connection_is_its_own_and_closes_when_idle(reg, tmp_path):
             return asyncio.run(pid.execute({}, in_chat(chat, tmp_path))).content
 
         first, again, other = pid_in("chat-a"), pid_in("chat-a"), pid_in("chat-b")
-        wait_for(lambda: pid_in("chat-a") != first, 10, "the idle connection to be replaced")
+        wait_for(lambda: manager.chats("ask") == 0, 10, "the idle connections to close")
+        later = pid_in("chat-a")
 
         assert first == again
         assert other != first
+        assert later not in (first, other)
     finally:
         manager.stop()
 
@@ -377,3 +379,68 @@ def test_a_personal_servers_resources_and_prompts_are_read_with_the_persons_own_
     assert manager.chats("ask") == 1
     # What the server's own credential lists is not offered to everybody after "@".
     assert manager.resources() == []
+
+
+def test_a_late_question_after_another_chats_call_was_given_up_on_is_refused(manager, reg):
+    """A handshake-era server may go on working for a call toolhub gave up on (a timeout)
+    and ask for it later, while another chat's call is the one waiting: nothing says
+    whose the question is, so nobody is asked."""
+    connect(manager, raw_config("--asks", timeout=0.5))
+    first = Person(ElicitAnswer("accept", {"name": "B"}))
+    second = Person(ElicitAnswer("accept", {"name": "A"}))
+
+    def in_chat_of(user: str, person: Person) -> ToolContext:
+        return ToolContext(
+            env={}, user_id=user, session_id=f"chat-{user}", services=ToolServices(elicitor=person)
+        )
+
+    async def given_up_then_asked():
+        given_up = await reg.get("raw__hold").execute({}, in_chat_of("bob", first))
+        asked = await reg.get("raw__ask").execute({}, in_chat_of("ada", second))
+        return given_up, asked
+
+    given_up, asked = asyncio.run(given_up_then_asked())
+
+    assert "timed out" in given_up.content
+    assert first.forms == second.forms == []
+    assert "another chat's call on this server ended lately" in asked.content
+
+
+def test_a_call_that_began_as_its_server_was_removed_opens_nothing(manager, reg):
+    """The person's credential is read off the loop; a server removed meanwhile gets no
+    connection carrying it."""
+    connect(manager, stdio_config("ask", "--asking", user_credential="PERSON_TOKEN"))
+
+    class SlowVault(Vault):
+        async def get(self, *, server: str, user_id: str) -> str | None:
+            await asyncio.sleep(1.0)
+            return await super().get(server=server, user_id=user_id)
+
+    whoami = reg.get("ask__whoami")
+
+    async def call_while_removed():
+        call = asyncio.ensure_future(whoami.execute({}, as_person("ada", SlowVault(ada="t-1"))))
+        await asyncio.sleep(0.3)
+        await asyncio.to_thread(manager.reconcile, [], wait=15)
+        return await call
+
+    result = asyncio.run(call_while_removed())
+
+    assert result.is_error
+    assert manager.chats("ask") == 0
+
+
+def test_a_chats_connection_opened_by_a_resource_read_closes_when_idle(reg, tmp_path):
+    manager = make_manager(reg, tmp_path, chat_idle=0.5)
+    try:
+        connect(manager, stdio_config("ask", "--lively", workspace_roots=True))
+        read = reg.get("ask__read_resource")
+
+        result = asyncio.run(read.execute({"uri": "note://greeting"}, in_chat("chat-a", tmp_path)))
+        opened = manager.chats("ask")
+        wait_for(lambda: manager.chats("ask") == 0, 10, "the idle connection to close")
+
+        assert not result.is_error
+        assert opened == 1
+    finally:
+        manager.stop()

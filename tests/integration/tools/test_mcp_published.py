@@ -101,13 +101,13 @@ class Person:
         self.content = content
         self.forms: list[ElicitForm] = []
 
-    async def elicit(self, form: ElicitForm) -> ElicitAnswer:
+    async def elicit(self, form: ElicitForm, *, withdrawn=None) -> ElicitAnswer:
         self.forms.append(form)
         if form.url:
             return ElicitAnswer("accept")
         return ElicitAnswer("accept", form_answer(form.fields, self.content))
 
-    async def sample(self, ask: SamplingAsk) -> Sampled:
+    async def sample(self, ask: SamplingAsk, *, withdrawn=None) -> Sampled:
         return Sampled(text=f"a model read {ask.messages[-1][1]!r}", model="toolhub-test")
 
 

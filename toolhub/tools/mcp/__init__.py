@@ -40,15 +40,17 @@ Invariants:
   must be valid JSON Schema and below a size cap); arguments are validated against them
   by ``Tool.execute`` before anything is sent.
 - **OAuth.** A streamable HTTP server with ``auth="oauth"`` connects with the grant a
-  staff member's sign-in stored (``oauth``: the SDK's client auth over an
-  ``McpOAuthStore``); the SDK refreshes its access token. Without a grant that works it
+  staff member's sign-in stored (``oauth``: the SDK's client auth helpers over an
+  ``McpOAuthStore``); its access token is refreshed once for every process, through the
+  store, never twice with one refresh token. Without a grant that works it
   is ``needs_sign_in``: not retried, its tools unavailable with that reason, until a
   sign-in changes ``oauth_generation`` and a reconcile reconnects it.
 - **Asked mid-call.** A server's form (elicitation) or request for the model (sampling,
   only where its operator allows it) goes to the person whose call caused it, or is
   refused with the reason: on 2026-07-28 it rides the call's own answer; a handshake-era
   server's names no call, so it goes to the one call waiting on that server and is
-  refused when several are (``asks.py``, ``_Connection._caller``).
+  refused when several are, or when another chat's call was lately given up on before
+  its answer (``asks.py``, ``_Connection._caller``). It ends with its call.
 - **Own connections.** A server with workspace roots gets a connection per chat whose only
   root is the chat's workspace; one that takes each person's own credential gets one per
   person carrying theirs (and never the server's own in its place). The server-wide

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from toolhub.tools.context import CancelToken
 from toolhub.tools.mcp.config import untrusted_text, visible
 
 MAX_FIELDS = 30
@@ -139,16 +140,18 @@ class Sampled:
 
 
 class Elicitor(Protocol):
-    """Puts a server's form to the person whose call caused it (the apps' turn runner)."""
+    """Puts a server's form to the person whose call caused it (the apps' turn runner).
+    ``withdrawn`` is cancelled when the call ends first: the form then leaves the person
+    (a dismissal), without anything else being stopped mid-way."""
 
-    async def elicit(self, form: ElicitForm) -> ElicitAnswer: ...
+    async def elicit(self, form: ElicitForm, *, withdrawn: CancelToken) -> ElicitAnswer: ...
 
 
 class Sampler(Protocol):
     """Asks the person, then the chat's model, for a server's sampling request. Raises
-    ``AskRefused`` saying why when either says no."""
+    ``AskRefused`` saying why when either says no, or when ``withdrawn`` ends it first."""
 
-    async def sample(self, ask: SamplingAsk) -> Sampled: ...
+    async def sample(self, ask: SamplingAsk, *, withdrawn: CancelToken) -> Sampled: ...
 
 
 def fields_from_json(data: Any) -> tuple[FormField, ...]:

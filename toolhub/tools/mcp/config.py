@@ -169,6 +169,11 @@ class McpServerConfig:
             raise ValueError(f"auth must be one of {AUTHS}")
         if self.auth == "oauth" and self.transport != "streamable_http":
             raise ValueError("OAuth is for streamable HTTP servers")
+        if self.auth == "oauth" and self.user_credential:
+            # The grant's bearer token would go with every person's call, over theirs.
+            raise ValueError(
+                "a server that signs in with OAuth cannot also take each person's own credential"
+            )
         if not OAUTH_SCOPES.fullmatch(self.oauth_scopes):
             raise ValueError("OAuth scopes are scope names separated by single spaces")
         for what, value in (

@@ -5,7 +5,6 @@ manager that reconciles the configured servers."""
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import contextvars
 import dataclasses
@@ -19,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from pathlib import Path
 from typing import IO, Any, TextIO, cast
 
-from toolhub.tools.context import ToolContext
+from toolhub.tools.context import CancelToken, ToolContext
 from toolhub.tools.mcp.asks import AskRefused, elicit_form, sampling_ask
 from toolhub.tools.mcp.config import (
     CLOSE_SECONDS,
@@ -165,6 +164,9 @@ class _Connection:
         # Which chat's call each waiting request is: a form or a sampling request the
         # server sends mid-call goes to that person, never to another (``_caller``).
         self.callers: dict[asyncio.Task[Any], _Caller] = {}
+        # Calls given up on before the server answered (a timeout, a cancel), with when:
+        # the server may still be working for them, and ask for them, for a while.
+        self.abandoned: deque[tuple[float, _Caller]] = deque(maxlen=64)
         self.dropped: set[asyncio.Task[Any]] = set()
         self.hold: asyncio.TimerHandle | None = None
         # Set by a list_changed notification: relist now, not at the next interval.
@@ -561,8 +563,11 @@ class _Connection:
             # 2026-07-28 answers a call with the questions it needs answered, and the SDK
             # asks them from within this task: the question knows its call for certain.
             _CALLER.set(caller)
+        answered = False
         try:
-            return await send(client)
+            result = await send(client)
+            answered = True
+            return result
         except asyncio.CancelledError:
             if task not in self.dropped:
                 raise
@@ -582,6 +587,8 @@ class _Connection:
             self.callers.pop(task, None)
             self.dropped.discard(task)
             if caller is not None:
+                if not answered:
+                    self.abandoned.append((time.monotonic(), caller))
                 caller.end()
 
     def _caller(self) -> _Caller:
@@ -593,14 +600,24 @@ class _Connection:
         if caller is not None:
             return caller
         waiting = list(self.callers.values())
-        if len(waiting) == 1:
-            return waiting[0]
         if not waiting:
             raise AskRefused("no call of a chat is waiting on this server now")
-        raise AskRefused(
-            "several calls are waiting on this server, and its request does not say which "
-            "one it belongs to"
-        )
+        if len(waiting) > 1:
+            raise AskRefused(
+                "several calls are waiting on this server, and its request does not say "
+                "which one it belongs to"
+            )
+        # A call given up on lately may be what the server is still working for: unless it
+        # was the same chat's, the request could be its, and is nobody's to answer.
+        horizon = time.monotonic() - max(self.config.timeout, self.config.timeout_ceiling)
+        while self.abandoned and self.abandoned[0][0] < horizon:
+            self.abandoned.popleft()
+        if any(_scope(gone) != _scope(waiting[0]) for _, gone in self.abandoned):
+            raise AskRefused(
+                "another chat's call on this server ended lately without its answer, and the "
+                "request does not say which call it belongs to"
+            )
+        return waiting[0]
 
     async def _elicit(self, context: Any, params: Any) -> Any:
         from mcp_types import INVALID_REQUEST, ElicitResult, ErrorData
@@ -611,7 +628,7 @@ class _Connection:
             if elicitor is None or not caller.ctx.attended:
                 raise AskRefused("nobody is watching this chat to answer a form")
             form = elicit_form(self.config.name, params)
-            answer = await caller.run(elicitor.elicit(form))
+            answer = await caller.run(lambda withdrawn: elicitor.elicit(form, withdrawn=withdrawn))
         except _CallEnded:
             return ElicitResult(action="cancel")
         except AskRefused as exc:
@@ -629,7 +646,8 @@ class _Connection:
             sampler = caller.ctx.services.sampler
             if sampler is None or not caller.ctx.attended:
                 raise AskRefused("nobody is watching this chat to approve a sampling request")
-            sampled = await caller.run(sampler.sample(sampling_ask(self.config.name, params)))
+            ask = sampling_ask(self.config.name, params)
+            sampled = await caller.run(lambda withdrawn: sampler.sample(ask, withdrawn=withdrawn))
         except AskRefused as exc:
             return ErrorData(code=INVALID_REQUEST, message=f"toolhub refused: {exc}")
         except Exception:
@@ -704,6 +722,7 @@ class _ChatConnection(_Connection):
         self,
         manager: McpManager,
         primary: _Connection,
+        *,
         scope: str,
         config: McpServerConfig,
         workspace: Path | None,
@@ -716,8 +735,10 @@ class _ChatConnection(_Connection):
         self.used = time.monotonic()
         self.rooted = asyncio.Event()
         super().__init__(manager, config)
-        # What the server logs on a chat's connection shows with the server's own.
-        self.logs = primary.logs
+        if not config.user_credential:
+            # What the server logs on a chat's connection shows with the server's own; on
+            # a person's own it may be about them, and stays with it.
+            self.logs = primary.logs
 
     async def _supervise(self) -> None:
         error = "the connection closed"
@@ -729,6 +750,8 @@ class _ChatConnection(_Connection):
                 self.client = client
                 self._set("connected")
                 self.ready.set_result(None)
+                # From now on it closes once nothing uses it (never while it opens).
+                self._idle_later()
                 probe = asyncio.get_running_loop().create_task(self._probe_forever(client))
                 try:
                     await self.lost.wait()
@@ -778,23 +801,43 @@ class _ChatConnection(_Connection):
         self, remote: str, arguments: dict[str, Any], progress: Any, caller: _Caller
     ) -> Any:
         self.offered = self.primary.offered
-        if self.idle is not None:
-            self.idle.cancel()
+        return await super().call(remote, arguments, progress, caller)
+
+    async def request(
+        self, send: Callable[[Any], Awaitable[Any]], caller: _Caller | None = None
+    ) -> Any:
+        # Every request keeps it open (a call, a resource read, a prompt), not only calls.
+        self.used = time.monotonic()
         try:
-            return await super().call(remote, arguments, progress, caller)
+            return await super().request(send, caller)
         finally:
             self.used = time.monotonic()
-            self.idle = asyncio.get_running_loop().call_later(self.manager.chat_idle, self._if_idle)
+            self._idle_later()
+
+    def _idle_later(self) -> None:
+        if self.idle is not None:
+            self.idle.cancel()
+        self.idle = asyncio.get_running_loop().call_later(self.manager.chat_idle, self._if_idle)
 
     def _if_idle(self) -> None:
-        if not self.calls and not self.closing:
-            self.manager._forget_chat(self)
-            asyncio.get_running_loop().create_task(self.close())
+        self.idle = None
+        if self.closing:
+            return
+        if self.calls:
+            self._idle_later()  # still in use: the clock starts again when it is not
+            return
+        self.manager._forget_chat(self)
+        asyncio.get_running_loop().create_task(self.close())
 
     async def close(self) -> None:
         if self.idle is not None:
             self.idle.cancel()
         await super().close()
+
+
+def _scope(caller: _Caller) -> tuple[str | None, str | None]:
+    """Whose a call is: the person and the chat."""
+    return caller.ctx.user_id, caller.ctx.session_id
 
 
 class _CallEnded(AskRefused):
@@ -809,36 +852,40 @@ class _Caller:
 
     ctx: ToolContext
     loop: asyncio.AbstractEventLoop
-    # What is being asked of the person for this call now (on the caller's loop).
-    asking: set[concurrent.futures.Future[Any]] = dataclasses.field(default_factory=set)
+    # One token per question asked for this call now: cancelled when the call ends.
+    asking: set[CancelToken] = dataclasses.field(default_factory=set)
     ended: bool = False
 
-    async def run(self, asking: Coroutine[Any, Any, Any]) -> Any:
-        """``asking`` on the caller's loop; while it waits on a person the call is not
-        idle. The server withdrawing it ends it, and so does the call ending: a handshake-
-        era server may answer its call without waiting for its own question, which must
-        not then wait on the person (and hold up the turn) with nothing to answer."""
+    async def run(self, asking: Callable[[CancelToken], Coroutine[Any, Any, Any]]) -> Any:
+        """``asking(withdrawn)`` on the caller's loop; while it waits on a person the call
+        is not idle. The call ending withdraws it: a handshake-era server may answer its
+        call without waiting for its own question, which must not then wait on the person
+        (and hold up the turn) with nothing to answer. Withdrawing never cancels the
+        caller's task mid-way (it may be storing events): it tells it, and it ends."""
+        withdrawn = CancelToken()
         if self.ended:
             raise _CallEnded("the call it belongs to has ended")
-        with self.ctx.waiting_for_person():
-            future = asyncio.run_coroutine_threadsafe(asking, self.loop)
-            self.asking.add(future)
-            try:
-                return await asyncio.wrap_future(future)
-            except asyncio.CancelledError:
-                future.cancel()
-                task = asyncio.current_task()
-                if self.ended and task is not None and not task.cancelling():
-                    raise _CallEnded("the call it belongs to has ended") from None
-                raise
-            finally:
-                self.asking.discard(future)
+        self.asking.add(withdrawn)
+        try:
+            with self.ctx.waiting_for_person():
+                future = asyncio.run_coroutine_threadsafe(asking(withdrawn), self.loop)
+                try:
+                    answer = await asyncio.wrap_future(future)
+                except asyncio.CancelledError:
+                    # The server withdrew its request: told the same way.
+                    withdrawn.cancel()
+                    raise
+        finally:
+            self.asking.discard(withdrawn)
+        if withdrawn.cancelled:
+            raise _CallEnded("the call it belongs to has ended")
+        return answer
 
     def end(self) -> None:
         """The call is over: whatever is still asked for it is withdrawn."""
         self.ended = True
-        for future in list(self.asking):
-            future.cancel()
+        for withdrawn in list(self.asking):
+            withdrawn.cancel()
 
 
 _CALLER: contextvars.ContextVar[_Caller | None] = contextvars.ContextVar(
@@ -1058,6 +1105,7 @@ class McpManager:
         if config.user_credential:
             config = await _personal(config, ctx)
             scope.append(f"person {ctx.user_id}")
+            self._still_current(primary)
         if config.workspace_roots:
             if ctx.session_id is None or ctx.workspace is None:
                 raise McpUnavailableError(
@@ -1067,25 +1115,45 @@ class McpManager:
             scope.append(f"chat {ctx.session_id}")
         key = (config.name, " ".join(scope))
         own = self._chats.get(key)
-        if own is not None and own.config != config:
-            # The person changed their credential: the old connection carries the old one.
+        if own is not None and (own.config != config or own.primary is not primary):
+            # A changed credential, or a server reconnected since: the old connection
+            # carries what no call may go with any more.
             self._forget_chat(own)
             asyncio.get_running_loop().create_task(own.close())
             own = None
-        if own is None or own.closing or own.lost.is_set() or own.primary is not primary:
+        if own is None or own.closing or own.lost.is_set():
             self._make_room(config.name)
             if workspace is not None:
                 # The folder a root names must be there for the server to accept it.
                 workspace.mkdir(parents=True, exist_ok=True)
-            own = self._chats[key] = _ChatConnection(self, primary, key[1], config, workspace)
+            own = _ChatConnection(self, primary, scope=key[1], config=config, workspace=workspace)
+            self._chats[key] = own
         # Shielded: one caller giving up must not end the opening the others wait for.
         await asyncio.shield(own.ready)
+        if self._connections.get(config.name) is not primary or primary.closing:
+            # Reconciled while it opened (the server changed or went): not for this call.
+            self._forget_chat(own)
+            await own.close()
+            self._still_current(primary)
         return own
+
+    def _still_current(self, primary: _Connection) -> None:
+        """After a wait: the server must still be configured as it was when the call
+        began, or the call goes nowhere (a disabled or re-pointed server gets nothing)."""
+        if self._connections.get(primary.config.name) is not primary or primary.closing:
+            raise McpUnavailableError(
+                f"MCP server {primary.config.name} was changed or removed as this call "
+                "began; try again"
+            )
 
     def _make_room(self, server: str) -> None:
         """Close the longest-idle chat connection of ``server`` when it has its maximum;
         with every one busy the call is refused, never queued behind another chat."""
-        mine = [chat for key, chat in self._chats.items() if key[0] == server]
+        mine = [
+            chat
+            for key, chat in self._chats.items()
+            if key[0] == server and not chat.closing and not chat.lost.is_set()
+        ]
         if len(mine) < self.max_chats:
             return
         # One still opening has a caller waiting on it: busy too.
