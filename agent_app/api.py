@@ -108,7 +108,8 @@ class McpServerSerializer(serializers.Serializer):
     approve_destructive = serializers.BooleanField(required=False)
     sampling = serializers.BooleanField(required=False)
     workspace_roots = serializers.BooleanField(required=False)
-    user_credential = serializers.CharField(
+    user_credential = serializers.RegexField(
+        HEADER_NAME.pattern,
         required=False,
         allow_blank=True,
         max_length=200,
@@ -151,6 +152,13 @@ class StdioMcpServerSerializer(McpServerSerializer):
     transport = serializers.ChoiceField(["stdio"])
     command = serializers.CharField(max_length=500, validators=[RegexValidator(TEXT_PATTERN)])
     auth = serializers.ChoiceField(["none"], required=False)
+    user_credential = serializers.RegexField(
+        ENV_NAME.pattern,
+        required=False,
+        allow_blank=True,
+        max_length=200,
+        help_text="The environment variable carrying each person's own credential",
+    )
 
 
 class HttpMcpServerSerializer(McpServerSerializer):
@@ -206,7 +214,11 @@ class McpCredentialSerializer(serializers.Serializer):
     set = serializers.BooleanField(read_only=True)
     updated = serializers.DateTimeField(read_only=True, allow_null=True)
     value = serializers.CharField(
-        write_only=True, max_length=mcp.MAX_CREDENTIAL_CHARS, trim_whitespace=False
+        write_only=True,
+        max_length=mcp.MAX_CREDENTIAL_CHARS,
+        trim_whitespace=False,
+        # What a header or a variable can carry: no spaces around it, no control characters.
+        validators=[RegexValidator(_HEADER_VALUE)],
     )
 
 

@@ -41,6 +41,7 @@ from sessions_app.services import session_context
 from toolhub.lib.catalog_news import catalog_changed, catalog_changed_now
 from toolhub.lib.errors import Conflict, Forbidden, Invalid, NotFound
 from toolhub.tools.mcp import (
+    ConflictingSettings,
     McpLogLine,
     McpManager,
     McpServerConfig,
@@ -354,6 +355,8 @@ def mcp_server_save(*, user: Any, server: McpServer | None, data: dict[str, Any]
         setattr(server, field, data[field])
     try:
         mcp_config(server)
+    except ConflictingSettings as exc:
+        raise Conflict(str(exc)) from exc
     except ValueError as exc:
         raise Invalid(str(exc)) from exc
     if McpServer.objects.exclude(pk=server.pk).filter(name=server.name).exists():

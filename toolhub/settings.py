@@ -428,6 +428,11 @@ SPECTACULAR_SETTINGS = {
     # Swagger UI from the installed sidecar package: no CDN, and no inline script (CSP).
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # A stdio server's "auth" can only be none; a streamable HTTP server's, none or oauth.
+    "ENUM_NAME_OVERRIDES": {
+        "McpServerAuthEnum": ["none", "oauth"],
+        "StdioMcpServerAuthEnum": ["none"],
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "toolhub.lib.api.add_error_responses",

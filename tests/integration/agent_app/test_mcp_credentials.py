@@ -177,3 +177,22 @@ def test_credentials_are_forgotten_when_where_they_go_changes(owner, staff, pers
     from django.contrib.admin.models import LogEntry
 
     assert "forgot 1 personal credential" in LogEntry.objects.latest("action_time").change_message
+
+
+def test_a_server_that_signs_in_with_oauth_cannot_take_personal_credentials(staff, api):
+    """The grant's bearer token would go with every person's call, over theirs."""
+    both = api(staff).post(
+        "/api/mcp-servers/",
+        {
+            "name": "both",
+            "transport": "streamable_http",
+            "url": "https://mcp.example/mcp",
+            "auth": "oauth",
+            "user_credential": "Authorization",
+        },
+        format="json",
+    )
+
+    assert both.status_code == 409
+    assert "cannot also take each person's own credential" in both.json()["message"]
+    assert not McpServer.objects.filter(name="both").exists()

@@ -1,7 +1,9 @@
 """MCP servers as a tool source: connect through the official ``mcp`` SDK, register each
 server's tools, call them, and live through the server going away. ``config`` holds the
-names and limits, ``tools`` turns a listing into ``Tool`` objects, ``manager`` keeps the
-connections.
+names and limits, ``tools`` turns a listing into ``Tool`` objects, ``connection`` is one
+server's connection, ``scoped`` a chat's or person's own, ``callers`` whose call a
+server's question belongs to, ``asks`` what it may ask, ``oauth`` the sign-in, and
+``manager`` keeps them all.
 
 Invariants:
 - **Names.** A server's tool ``t`` is the tool ``<server>__<t>``. Server names are
@@ -50,7 +52,7 @@ Invariants:
   refused with the reason: on 2026-07-28 it rides the call's own answer; a handshake-era
   server's names no call, so it goes to the one call waiting on that server and is
   refused when several are, or when another chat's call was lately given up on before
-  its answer (``asks.py``, ``_Connection._caller``). It ends with its call.
+  its answer (``asks.py``, ``callers.py``, ``Connection._caller``). It ends with its call.
 - **Own connections.** A server with workspace roots gets a connection per chat whose only
   root is the chat's workspace; one that takes each person's own credential gets one per
   person carrying theirs (and never the server's own in its place). The server-wide
@@ -69,6 +71,7 @@ from toolhub.tools.mcp.config import (
     HEADER_NAME,
     MAX_DESCRIPTION_CHARS,
     SERVER_NAME,
+    ConflictingSettings,
     McpLogLine,
     McpPrompt,
     McpResource,
@@ -102,6 +105,7 @@ __all__ = [
     "HEADER_NAME",
     "MAX_DESCRIPTION_CHARS",
     "SERVER_NAME",
+    "ConflictingSettings",
     "Effect",
     "McpLogLine",
     "McpManager",

@@ -171,7 +171,7 @@ class McpServerConfig:
             raise ValueError("OAuth is for streamable HTTP servers")
         if self.auth == "oauth" and self.user_credential:
             # The grant's bearer token would go with every person's call, over theirs.
-            raise ValueError(
+            raise ConflictingSettings(
                 "a server that signs in with OAuth cannot also take each person's own credential"
             )
         if not OAUTH_SCOPES.fullmatch(self.oauth_scopes):
@@ -276,6 +276,10 @@ def instructions_note(server: str, text: str | None) -> str:
 
 class McpUnavailableError(Exception):
     pass
+
+
+class ConflictingSettings(ValueError):
+    """Settings that are each valid but cannot go together."""
 
 
 class CredentialStore(Protocol):
