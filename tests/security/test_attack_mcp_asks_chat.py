@@ -5,7 +5,6 @@ API, with the fake Messages API as the model."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from channels.db import database_sync_to_async
 from agent_app import mcp
 from agent_app.models import McpServer
 from tests.fakes import Reply
-from tests.integration.agent_app.test_mcp_servers import connected, load_then_call
+from tests.integration.agent_app.test_mcp_servers import load_then_call, server_row
 from tests.integration.chat import events, open_socket, receive, send, until
 from tests.mcp import SERVER, wait_for
 
@@ -30,16 +29,7 @@ def hostile(registry_state, staff, settings, tmp_path):
     log = tmp_path / "hostile.log"
 
     def connect(**switches) -> Path:
-        McpServer.objects.create(
-            name="hostile",
-            transport="stdio",
-            command=sys.executable,
-            args=[str(HOSTILE), "--log", str(log)],
-            created_by=staff,
-            **switches,
-        )
-        mcp.mcp_sync(wait=10)
-        wait_for(lambda: connected("hostile"), what="the hostile server to connect")
+        server_row(name="hostile", args=[str(HOSTILE), "--log", str(log)], staff=staff, **switches)
         return log
 
     yield connect
@@ -53,16 +43,7 @@ def asking(registry_state, staff, settings, tmp_path):
     settings.TOOLHUB_WORKSPACE_ROOT = tmp_path / "workspaces"
 
     def connect(**switches) -> None:
-        McpServer.objects.create(
-            name="ask",
-            transport="stdio",
-            command=sys.executable,
-            args=[str(SERVER), "--asking"],
-            created_by=staff,
-            **switches,
-        )
-        mcp.mcp_sync(wait=10)
-        wait_for(lambda: connected("ask"), what="the asking server to connect")
+        server_row(name="ask", args=[str(SERVER), "--asking"], staff=staff, **switches)
 
     yield connect
     McpServer.objects.all().delete()

@@ -5,7 +5,6 @@ own workspace. The server is real (tests/mcp/server.py --asking) over stdio."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -15,9 +14,9 @@ from agent_app import mcp
 from agent_app.models import McpServer
 from sessions_app.models import ProviderCall
 from tests.fakes import Reply
-from tests.integration.agent_app.test_mcp_servers import chat, connected, load_then_call
+from tests.integration.agent_app.test_mcp_servers import chat, load_then_call, server_row
 from tests.integration.chat import events, open_socket, send, until
-from tests.mcp import SERVER, wait_for
+from tests.mcp import SERVER
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,17 +27,7 @@ def asking(registry_state, staff, settings, tmp_path):
     settings.TOOLHUB_WORKSPACE_ROOT = tmp_path / "workspaces"
 
     def connect(**switches) -> McpServer:
-        server = McpServer.objects.create(
-            name="ask",
-            transport="stdio",
-            command=os.sys.executable,
-            args=[str(SERVER), "--asking"],
-            created_by=staff,
-            **switches,
-        )
-        mcp.mcp_sync(wait=10)
-        wait_for(lambda: connected("ask"), what="the asking server to connect")
-        return server
+        return server_row(name="ask", args=[str(SERVER), "--asking"], staff=staff, **switches)
 
     yield connect
     McpServer.objects.all().delete()

@@ -69,6 +69,21 @@ def add_remote(client, authorization: str, **fields):
     return client.post("/api/mcp-servers/", body, format="json")
 
 
+def server_row(*, name: str, args: list[str], staff, **switches) -> McpServer:
+    """A stdio server row of the test's, connected in this process before it returns."""
+    server = McpServer.objects.create(
+        name=name,
+        transport="stdio",
+        command=os.sys.executable,
+        args=args,
+        created_by=staff,
+        **switches,
+    )
+    mcp.mcp_sync(wait=10)
+    wait_for(lambda: connected(name), what=f"the {name} server to connect")
+    return server
+
+
 def connected(name: str) -> bool:
     status = mcp.manager.statuses().get(name)
     return status is not None and status.state == "connected"

@@ -612,14 +612,20 @@ class Connection:
             )
         return waiting[0]
 
+    def _answerer(self, service: str, what: str) -> tuple[Caller, Any]:
+        """The call a server's request belongs to, and who answers it there (its chat's
+        ``elicitor`` or ``sampler``); ``AskRefused`` when nobody can."""
+        caller = self._caller()
+        answerer = getattr(caller.ctx.services, service)
+        if answerer is None or not caller.ctx.attended:
+            raise AskRefused(f"nobody is watching this chat {what}")
+        return caller, answerer
+
     async def _elicit(self, context: Any, params: Any) -> Any:
         from mcp_types import INVALID_REQUEST, ElicitResult, ErrorData
 
         try:
-            caller = self._caller()
-            elicitor = caller.ctx.services.elicitor
-            if elicitor is None or not caller.ctx.attended:
-                raise AskRefused("nobody is watching this chat to answer a form")
+            caller, elicitor = self._answerer("elicitor", "to answer a form")
             form = elicit_form(self.config.name, params)
             answer = await caller.run(lambda withdrawn: elicitor.elicit(form, withdrawn=withdrawn))
         except CallEnded:
@@ -635,10 +641,7 @@ class Connection:
         from mcp_types import INVALID_REQUEST, CreateMessageResult, ErrorData, TextContent
 
         try:
-            caller = self._caller()
-            sampler = caller.ctx.services.sampler
-            if sampler is None or not caller.ctx.attended:
-                raise AskRefused("nobody is watching this chat to approve a sampling request")
+            caller, sampler = self._answerer("sampler", "to approve a sampling request")
             ask = sampling_ask(self.config.name, params)
             sampled = await caller.run(lambda withdrawn: sampler.sample(ask, withdrawn=withdrawn))
         except AskRefused as exc:
