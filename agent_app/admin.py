@@ -11,6 +11,8 @@ from django.db import transaction
 from django.urls import reverse
 
 from agent_app.mcp import (
+    FIELDS,
+    SECRET_FIELDS,
     destination_of,
     mcp_config,
     mcp_credentials_forget_if_moved,
@@ -76,25 +78,8 @@ class McpServerForm(forms.ModelForm):
 
     class Meta:
         model = McpServer
-        fields = [
-            "name",
-            "transport",
-            "command",
-            "args",
-            "url",
-            "enabled",
-            "defer",
-            "timeout",
-            "timeout_ceiling",
-            "allowlist",
-            "approve_destructive",
-            "sampling",
-            "workspace_roots",
-            "user_credential",
-            "auth",
-            "oauth_scopes",
-            "oauth_client_id",
-        ]
+        # Every field the service saves, but the secrets: those have write-only boxes above.
+        fields = [field for field in FIELDS if field not in SECRET_FIELDS]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -306,6 +306,8 @@ def server_json(server: McpServer) -> dict[str, Any]:
     }
 
 
+# Written, never shown back (pages and the API show their keys, or whether they are set).
+SECRET_FIELDS = ("env", "headers", "oauth_client_secret")
 FIELDS = (
     "name",
     "transport",

@@ -350,16 +350,8 @@ class Connection:
                 self._went_away(client, self.config.redact(describe(exc)))
 
     async def _relist(self, client: Any) -> None:
-        listing: list[Any] = []
-        cursor = None
         self.wire_annotations.clear()
-        async with asyncio.timeout(self.manager.list_timeout):
-            for _ in range(self.manager.max_pages):
-                page = await client.list_tools(cursor=cursor, cache_mode="refresh")
-                listing.extend(page.tools)
-                cursor = page.next_cursor
-                if not cursor:
-                    break
+        listing = await self._all_pages(client.list_tools, "tools")
         check = functools.partial(self.manager.check, self.config.name)
         tools, skipped = build_tools(
             self.config,
@@ -404,21 +396,26 @@ class Connection:
             self.hold.cancel()
             self.hold = None
 
+    async def _all_pages(self, fetch: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
+        """Every page of a listing, fresh, within the listing's time limit and page cap."""
+        items: list[Any] = []
+        cursor = None
+        async with asyncio.timeout(self.manager.list_timeout):
+            for _ in range(self.manager.max_pages):
+                page = await fetch(cursor=cursor, cache_mode="refresh")
+                items.extend(getattr(page, field))
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        return items
+
     async def _listed_prompts(self, client: Any) -> tuple[McpPrompt, ...]:
         """The server's prompts; none when it has none or lists them badly (its tools
         must not depend on its prompts)."""
         if client.server_capabilities.prompts is None:
             return ()
-        listed: list[Any] = []
-        cursor = None
         try:
-            async with asyncio.timeout(self.manager.list_timeout):
-                for _ in range(self.manager.max_pages):
-                    page = await client.list_prompts(cursor=cursor, cache_mode="refresh")
-                    listed.extend(page.prompts)
-                    cursor = page.next_cursor
-                    if not cursor:
-                        break
+            listed = await self._all_pages(client.list_prompts, "prompts")
             return prompt_entries(self.config.name, listed)
         except Exception as exc:
             logger.info("MCP server %s: listing prompts failed: %s", self.config.name, exc)
