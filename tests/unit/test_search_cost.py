@@ -5,6 +5,7 @@ never waits for the model before its first search."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -246,3 +247,37 @@ def test_batches_go_shortest_first_and_stay_within_their_token_budget(semantic):
     for batch in lengths:
         assert len(batch) <= embeddings._BATCH
         assert len(batch) == 1 or len(batch) * max(batch) <= embeddings._BATCH_TOKENS
+
+
+def test_processes_encoding_the_same_tools_at_once_share_one_cache_file_without_error(
+    semantic, tmp_path
+):
+    cache = tmp_path / "shared.sqlite3"
+    script = textwrap.dedent(
+        f"""
+        from toolhub.tools import embeddings
+        embeddings.configure(semantic_search=True, cache_file={str(cache)!r})
+        odd = "\\u00e9\\u0000\\U0001f600"
+        texts = [f"concurrent tool {{n}}: does thing {{n}} {{odd}}" for n in range(40)]
+        index = embeddings.SemanticIndex.build(texts)
+        print(len(index._tokens))
+        """
+    )
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", script],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    outputs = [child.communicate(timeout=180) for child in children]
+
+    assert [child.returncode for child in children] == [0, 0, 0], [err for _, err in outputs]
+    assert [out.strip() for out, _ in outputs] == ["40", "40", "40"]
+    rows = sqlite3.connect(cache).execute("SELECT COUNT(*) FROM encoding").fetchone()[0]
+    # The 40 texts once each, plus whatever built-in tools the background encoded.
+    assert rows >= 40
+    keys = sqlite3.connect(cache).execute("SELECT COUNT(DISTINCT key) FROM encoding").fetchone()
+    assert keys[0] == rows
