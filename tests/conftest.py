@@ -112,6 +112,9 @@ def app_env(var_dir: Path, **overrides: str) -> dict[str, str]:
         if key not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}
     }
     env.update({"DEBUG": "1", "PYTHONPATH": str(ROOT), "TOOLHUB_VAR_DIR": str(var_dir)})
+    # Derived data every process may share, as a deployment's do: the suite's processes
+    # encode a tool text and rewrite the embedding model once, not once per var_dir.
+    env.setdefault("TOOLHUB_EMBEDDING_CACHE", str(ROOT / "var" / "test-embeddings.sqlite3"))
     env.update(overrides)
     return env
 

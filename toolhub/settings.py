@@ -329,7 +329,9 @@ if TOOLHUB_BASH_UID == 0:
 # process that loads them about 100 MB, docs/tool-search.md). Off: BM25 only.
 TOOLHUB_SEMANTIC_SEARCH = _env_bool("TOOLHUB_SEMANTIC_SEARCH", True)
 # Where tool texts' encodings are kept by the hash of the model and the text, shared by
-# every process and kept across restarts (a SQLite file); empty: in memory only.
+# every process and kept across restarts (a SQLite file); empty: in memory only. The
+# embedding model rewritten to int8 weights is kept beside it (docs/tool-search.md);
+# empty: every process runs the packaged model, which holds ~110 MB more.
 TOOLHUB_EMBEDDING_CACHE = os.environ.get(
     "TOOLHUB_EMBEDDING_CACHE", str(VAR_DIR / "embeddings.sqlite3")
 )
@@ -364,6 +366,10 @@ TOOLHUB_PROVIDER_RETRIES = _env_int("TOOLHUB_PROVIDER_RETRIES", 3)
 # With a real provider, a chat's first answer is followed by one short call asking the
 # same model for the chat's title (agent_app/turns/titles.py); off, the first message is.
 TOOLHUB_AUTO_TITLES = _env_bool("TOOLHUB_AUTO_TITLES", True)
+# With a real provider, each tool definition is sent once (a few per request, in the
+# background) to TOOLHUB_MODEL, which writes how people ask for it; tool_search reads
+# that too (toolhub/tools/phrasings.py). Kept beside TOOLHUB_EMBEDDING_CACHE; off: none.
+TOOLHUB_TOOL_PHRASINGS = _env_bool("TOOLHUB_TOOL_PHRASINGS", True)
 TOOLHUB_PROVIDER_BACKOFF = _env_float("TOOLHUB_PROVIDER_BACKOFF", 1.0)
 # Seconds a tool that needs approval (or a question to the person) waits for an answer.
 TOOLHUB_APPROVAL_TIMEOUT = _env_float("TOOLHUB_APPROVAL_TIMEOUT", 300.0)

@@ -21,6 +21,7 @@ from agent_app.providers.base import (
     TextDelta,
     ToolUse,
     Usage,
+    collect_text,
 )
 from agent_app.providers.demo import DemoProvider
 
@@ -34,6 +35,7 @@ __all__ = [
     "TextDelta",
     "ToolUse",
     "Usage",
+    "collect_text",
     "provider_for",
 ]
 

@@ -204,6 +204,15 @@ class Provider(Protocol):
     def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]: ...
 
 
+async def collect_text(provider: Provider, request: ProviderRequest) -> str:
+    """The text of a one-shot request's answer (tool calls and usage ignored)."""
+    text = ""
+    async for event in provider.stream(request):
+        if isinstance(event, TextDelta):
+            text += event.text
+    return text
+
+
 class PerLoop[Client]:
     """One HTTP client per event loop: a client's connection pool belongs to the loop it
     was first used on, and keeping it lets every turn on that loop reuse its connections

@@ -15,7 +15,7 @@ import asyncio
 import logging
 from typing import Any
 
-from agent_app.providers import Provider, ProviderRequest, TextDelta
+from agent_app.providers import Provider, ProviderRequest, collect_text
 from agent_app.turns.loop import on_db_thread
 from sessions_app.eventlog import notify_events
 from sessions_app.services import session_title_from_model
@@ -53,7 +53,7 @@ async def name_chat(
         max_tokens=40,
     )
     try:
-        written = await asyncio.wait_for(_title(provider, request), TITLE_SECONDS)
+        written = await asyncio.wait_for(collect_text(provider, request), TITLE_SECONDS)
         events = await on_db_thread(
             session_title_from_model,
             session_id=session_id,
@@ -64,11 +64,3 @@ async def name_chat(
         await notify_events(session_id, events)
     except Exception as exc:
         logger.info("chat %s keeps its first message as title (%s)", session_id, exc)
-
-
-async def _title(provider: Provider, request: ProviderRequest) -> str:
-    text = ""
-    async for event in provider.stream(request):
-        if isinstance(event, TextDelta):
-            text += event.text
-    return text

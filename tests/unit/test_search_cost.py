@@ -8,8 +8,10 @@ import os
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -54,14 +56,19 @@ def semantic():
         pytest.skip("the semantic extra is not installed")
 
 
+# Where the tests' processes keep the rewritten model: the suite rewrites it once, not
+# once per temporary cache file.
+MODEL_DIR = embeddings.rewritten_dir or Path(tempfile.gettempdir()) / "toolhub-test-models"
+
+
 @pytest.fixture
 def cache_file(tmp_path):
     path = tmp_path / "encodings.sqlite3"
-    before = (embeddings.enabled, embeddings.cache_path)
-    embeddings.configure(semantic_search=embeddings.enabled, cache_file=path)
+    before = (embeddings.enabled, embeddings.cache_path, embeddings.rewritten_dir)
+    embeddings.configure(semantic_search=embeddings.enabled, cache_file=path, model_dir=MODEL_DIR)
     embeddings.forget_in_memory()
     yield path
-    embeddings.configure(semantic_search=before[0], cache_file=before[1])
+    embeddings.configure(semantic_search=before[0], cache_file=before[1], model_dir=before[2])
 
 
 # --- the glossary
@@ -184,7 +191,9 @@ def test_another_process_reads_the_encodings_from_disk_without_running_the_model
     script = textwrap.dedent(
         f"""
         from toolhub.tools import embeddings
-        embeddings.configure(semantic_search=True, cache_file={str(cache_file)!r})
+        embeddings.configure(
+            semantic_search=True, cache_file={str(cache_file)!r}, model_dir={str(MODEL_DIR)!r}
+        )
         encoder = embeddings._encoder()
         def refuse(texts, **kwargs):
             raise SystemExit("the model ran for " + repr(texts))
@@ -208,7 +217,7 @@ def test_a_cache_file_that_is_not_a_database_costs_speed_never_a_search(
     semantic, cache_file, caplog
 ):
     cache_file.write_bytes(b"\x00this is not sqlite\xff" * 100)
-    embeddings.configure(semantic_search=True, cache_file=cache_file)
+    embeddings.configure(semantic_search=True, cache_file=cache_file, model_dir=MODEL_DIR)
     embeddings.forget_in_memory()
     index = ToolIndex(TEAM_TOOLS)
 
@@ -220,7 +229,7 @@ def test_a_cache_file_that_is_not_a_database_costs_speed_never_a_search(
 
 def test_semantic_search_switched_off_encodes_nothing_in_the_background(monkeypatch):
     started = []
-    before = (embeddings.enabled, embeddings.cache_path)
+    before = (embeddings.enabled, embeddings.cache_path, embeddings.rewritten_dir)
     monkeypatch.setattr(embeddings._background, "_kick", lambda: started.append(True))
     embeddings.configure(semantic_search=False, cache_file=None)
     try:
@@ -229,7 +238,7 @@ def test_semantic_search_switched_off_encodes_nothing_in_the_background(monkeypa
         assert started == []
     finally:
         monkeypatch.undo()
-        embeddings.configure(semantic_search=before[0], cache_file=before[1])
+        embeddings.configure(semantic_search=before[0], cache_file=before[1], model_dir=before[2])
 
 
 def test_batches_go_shortest_first_and_stay_within_their_token_budget(semantic):
@@ -256,11 +265,13 @@ def test_processes_encoding_the_same_tools_at_once_share_one_cache_file_without_
     script = textwrap.dedent(
         f"""
         from toolhub.tools import embeddings
-        embeddings.configure(semantic_search=True, cache_file={str(cache)!r})
+        embeddings.configure(
+            semantic_search=True, cache_file={str(cache)!r}, model_dir={str(MODEL_DIR)!r}
+        )
         odd = "\\u00e9\\u0000\\U0001f600"
         texts = [f"concurrent tool {{n}}: does thing {{n}} {{odd}}" for n in range(40)]
         index = embeddings.SemanticIndex.build(texts)
-        print(len(index._tokens))
+        print(len(index._encoded))
         """
     )
     children = [
@@ -276,8 +287,125 @@ def test_processes_encoding_the_same_tools_at_once_share_one_cache_file_without_
 
     assert [child.returncode for child in children] == [0, 0, 0], [err for _, err in outputs]
     assert [out.strip() for out, _ in outputs] == ["40", "40", "40"]
-    rows = sqlite3.connect(cache).execute("SELECT COUNT(*) FROM encoding").fetchone()[0]
+    rows = sqlite3.connect(cache).execute("SELECT COUNT(*) FROM encodings").fetchone()[0]
     # The 40 texts once each, plus whatever built-in tools the background encoded.
     assert rows >= 40
-    keys = sqlite3.connect(cache).execute("SELECT COUNT(DISTINCT key) FROM encoding").fetchone()
+    keys = sqlite3.connect(cache).execute("SELECT COUNT(DISTINCT key) FROM encodings").fetchone()
     assert keys[0] == rows
+
+
+# --- the rewritten model and compact token vectors
+
+
+def _child(script: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+_SEARCH_IN_A_NEW_PROCESS = """
+    import logging, sys
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    from toolhub.tools import embeddings
+    embeddings.configure(semantic_search=True, cache_file={cache!r}, model_dir={models!r})
+    index = embeddings.SemanticIndex.build(["Post a message to a channel.", "Delete a file."])
+    query = index.encode("send a note to the team channel")
+    print(embeddings._encoder().model.tag.split("/")[0])
+    print(index.sentence(query).argmax())
+"""
+
+
+def test_the_model_is_rewritten_once_per_machine_into_one_a_quarter_of_the_float_size(
+    semantic, tmp_path
+):
+    models = tmp_path / "models"
+    script = _SEARCH_IN_A_NEW_PROCESS.format(cache=str(tmp_path / "c.sqlite3"), models=str(models))
+
+    first = _child(script)
+    made = embeddings.rewritten_model(models)
+    inode = made.stat().st_ino
+    second = _child(script)
+
+    assert first.returncode == 0, first.stderr
+    assert second.returncode == 0, second.stderr
+    assert first.stdout.split() == second.stdout.split() == [f"{embeddings.MODEL}-dynamic", "0"]
+    assert "rewriting the embedding model" in first.stderr
+    assert "rewriting the embedding model" not in second.stderr
+    assert made.stat().st_ino == inode
+    # int8 weights: the packaged model's weights folded to float32 take ~90 MB.
+    assert made.stat().st_size < 30_000_000
+    assert [path.name for path in models.iterdir() if not path.name.endswith(".lock")] == [
+        made.name
+    ]
+
+
+def test_a_rewritten_model_that_does_not_load_is_removed_and_the_packaged_one_answers(
+    semantic, tmp_path
+):
+    models = tmp_path / "models"
+    models.mkdir()
+    broken = embeddings.rewritten_model(models)
+    broken.write_bytes(b"\x00not a model\xff" * 64)
+    script = _SEARCH_IN_A_NEW_PROCESS.format(cache=str(tmp_path / "c.sqlite3"), models=str(models))
+
+    child = _child(script)
+
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split() == [embeddings.MODEL, "0"]
+    assert "did not load; running the packaged one" in child.stderr
+    assert not broken.exists()
+
+
+def test_a_model_directory_that_cannot_be_made_leaves_the_packaged_model_answering(
+    semantic, tmp_path
+):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    script = _SEARCH_IN_A_NEW_PROCESS.format(
+        cache=str(tmp_path / "c.sqlite3"), models=str(blocker / "models")
+    )
+
+    child = _child(script)
+
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split() == [embeddings.MODEL, "0"]
+    assert "could not be rewritten" in child.stderr
+
+
+def test_a_tool_texts_token_vectors_kept_as_int8_score_as_the_float_ones(semantic):
+    encoder = embeddings._encoder()
+    np = encoder.np
+    texts = [tool.description for tool in TEAM_TOOLS]
+    full = encoder.model.encode(texts)
+    compact = [item.compact(np) for item in full]
+    query = encoder.query("tell priya something privately")
+
+    for item, small in zip(full, compact, strict=True):
+        assert small.tokens.dtype == np.int8
+        assert small.tokens.nbytes * 4 == item.tokens.nbytes
+        assert np.abs(small.widened(np) - item.tokens).max() < 0.01
+    exact = embeddings.SemanticIndex(encoder, full).token(query, range(len(texts)))
+    kept = embeddings.SemanticIndex(encoder, compact).token(query, range(len(texts)))
+    assert np.abs(exact - kept).max() < 0.01
+    assert exact.argmax() == kept.argmax() == texts.index("Send a private message to one person.")
+
+
+def test_a_search_while_the_model_is_still_loading_ranks_lexically_instead_of_waiting(
+    semantic, monkeypatch
+):
+    monkeypatch.setattr(embeddings, "_SEARCH_WAIT_SECONDS", 0.2)
+    index = ToolIndex(TEAM_TOOLS)
+    # Another thread is loading (or rewriting) the model.
+    assert embeddings._load_lock.acquire(timeout=10)
+    try:
+        hits = index.search("post a message to a channel")
+    finally:
+        embeddings._load_lock.release()
+
+    assert hits[0].tool.name == "chat_send_message"
+    assert index.modes == ("lexical",)
+    assert ToolIndex(TEAM_TOOLS).modes == ("lexical", "semantic", "hybrid")

