@@ -2,7 +2,12 @@
 
 For registries of 50, 500 and 5,000 corpus tools (one in five deferred, as MCP tools
 would be), prints p50 figures per size:
-- ``first``: the very first resolution (tool wire JSON and token counts not cached yet);
+- ``register_count``: what registration adds (``resolve.count_ahead``: each piece a
+  resolution may send of each tool is counted), as a server's listing or a starting
+  server pays it, off any turn's path;
+- ``first``: the first resolution after that registration;
+- ``first_uncounted``: the first resolution when registration counted nothing (what a
+  turn pays if it resolves before the counting is done);
 - ``cold``: a memo miss (new inputs) with tools' own caches warm, as on a new turn;
 - ``memo``: the same inputs again, as on an unchanged turn;
 - ``token_cost``: counting the resolved toolset, per-piece token counts cached.
@@ -22,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import corpus_registry
 
 from toolhub.tools import ToolContext
-from toolhub.tools.resolve import _Memo, resolve, token_cost
-from toolhub.tools.tokens import encoding
+from toolhub.tools.resolve import _Memo, count_ahead, resolve, token_cost
+from toolhub.tools.tokens import count_cached, encoding
 
 ROUNDS = {50: 400, 500: 100, 5000: 15}
 
@@ -36,8 +41,20 @@ def main() -> None:
     encoding()
     ctx = ToolContext(env={})
     for size, rounds in ROUNDS.items():
+        # Nothing counted yet: new Tool objects, and no text in the piece counts.
+        count_cached._counts.clear()
+        uncounted = corpus_registry(size, defer_every=5)
+        names = uncounted.names()
+        started = time.perf_counter()
+        token_cost(resolve(uncounted, intent={"disabled": [names[0]]}, ctx=ctx))
+        first_uncounted = time.perf_counter() - started
+
+        count_cached._counts.clear()
         registry = corpus_registry(size, defer_every=5)
-        names = registry.names()
+        started = time.perf_counter()
+        count_ahead(registry.all_tools())
+        registered = time.perf_counter() - started
+        sys.modules["toolhub.tools.resolve"]._memo = _Memo(512)
         started = time.perf_counter()
         resolved = resolve(registry, intent={"disabled": [names[0]]}, ctx=ctx)
         token_cost(resolved)
@@ -61,7 +78,9 @@ def main() -> None:
             figures = token_cost(again)
             counted.append(time.perf_counter() - t0)
         print(
-            f"resolve-bench tools={size} first={first * 1e3:.1f}ms cold={_p50_us(cold)} "
+            f"resolve-bench tools={size} register_count={registered * 1e3:.1f}ms "
+            f"first={first * 1e3:.2f}ms first_uncounted={first_uncounted * 1e3:.1f}ms "
+            f"cold={_p50_us(cold)} "
             f"memo={_p50_us(memo)} token_cost={_p50_us(counted)} resident={len(resolved.resident)} "
             f"deferred={len(resolved.deferred)} resident_tokens={figures.resident} "
             f"catalog_tokens={figures.catalog}"

@@ -565,6 +565,10 @@ def session_context(
     )
 
 
+def _claimed_token(session: ChatSession) -> dict[str, Any]:
+    return {"token": session.disables_token} if hasattr(session, "disables_token") else {}
+
+
 def session_resolve(
     *,
     session: ChatSession,
@@ -587,7 +591,8 @@ def session_resolve(
             intent=session.tool_intent,
             agent_intent=agent.tool_intent,
             profile_lookup=profile_lookup_for(session.owner_id),
-            disabled=global_disables(),
+            # A session a turn just claimed carries the disables' token, read by the claim.
+            disabled=global_disables(**_claimed_token(session)),
             ctx=session_context(session=session, attended=attended, channel=channel),
             strategy=strategy or agent.strategy,
             plan=plan,

@@ -132,6 +132,34 @@ def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 @contextmanager
+def scratch_database(postgres_url: str, prefix: str) -> Iterator[str]:
+    """A PostgreSQL database of the test's own (its URL), dropped afterwards even if
+    processes still hold connections to it."""
+    import uuid
+
+    import psycopg
+
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{postgres_url.rsplit('/', 1)[0]}/{name}"
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def demo_token(env: dict[str, str]) -> str:
+    """Migrate the database ``env`` names, make the demo user, and return its API token."""
+    import re
+
+    for args in (("migrate", "--noinput"), ("toolhub_demo",), ("drf_create_token", "demo")):
+        result = manage(*args, env=env)
+        assert result.returncode == 0, result.stderr
+    return re.search(r"Generated token (\w+)", result.stdout).group(1)
+
+
+@contextmanager
 def daphne(
     env: dict[str, str],
     *,

@@ -29,6 +29,7 @@ turn.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import Any
 
@@ -51,7 +52,9 @@ from sessions_app.limits import MESSAGE_MAX_CHARS
 from sessions_app.models import ChatSession
 from toolhub.lib.errors import Conflict, Invalid, ServiceError
 from toolhub.lib.storable import storable_text
+from toolhub.tools import registry as tool_registry
 from toolhub.tools.mcp.asks import ACTIONS, FormError, fields_from_json, form_answer
+from toolhub.tools.resolve import count_ahead_in_background
 
 TEXT_LIMIT = MESSAGE_MAX_CHARS
 
@@ -115,6 +118,8 @@ async def turn_start(
     text = clean_text(text)
     turn_id = str(uuid.uuid4())
     control = await control_channel()
+    # Before the claim, so the runner's first lease renewal is never late.
+    claimed_at = time.monotonic()
     try:
         begun = await on_db_thread(
             begin_turn,
@@ -153,16 +158,19 @@ async def turn_start(
         control=control,
         prepared=begun.prepared,
         started=begun.events,
+        claimed_at=claimed_at,
     )
     spawn(runner)
     return turn_id
 
 
 def serve_turns_here() -> None:
-    """Called by the server on its loop: turns of sync callers run here, and this
-    process's reaper ends the turns of servers that died."""
+    """Called by the server on its loop: turns of sync callers run here, this process's
+    reaper ends the turns of servers that died, and the registered tools' array costs
+    are counted before the first turn needs them (``resolve.count_ahead``)."""
     remember_server_loop()
     reaper_start()
+    count_ahead_in_background(tool_registry.all_tools())
 
 
 def turn_start_sync(**kwargs: Any) -> str:

@@ -125,8 +125,11 @@ class TurnRunner(McpAsks):
         control: str,
         prepared: PreparedTurn,
         started: list[SessionEvent],
+        claimed_at: float,
     ) -> None:
         super().__init__(session_id=session_id, turn_id=turn_id)
+        # When the claim took its lease (time.monotonic(), taken just before it).
+        self._claimed_at = claimed_at
         self.text = text
         self.attended = attended
         self.control = control
@@ -690,14 +693,16 @@ class TurnRunner(McpAsks):
                 done.set()
 
     async def _heartbeat(self) -> None:
-        # The first beat comes at once: preparing the turn (a cold tool index, say) may
-        # have used most of the lease its claim took, and until it is renewed the turn
-        # looks gone to whoever answers it (an approval, a form) or claims the chat.
-        first = True
+        # The first beat comes one beat after the claim, so the lease is renewed as
+        # often as ever: at once when preparing the turn (a cold tool index, say) took
+        # that long, and never for a turn that ends sooner (most of them: a statement a
+        # turn saved). Until renewed, a turn past its lease looks gone to whoever
+        # answers it (an approval, a form) or claims the chat.
+        wait = heartbeat_seconds() - (time.monotonic() - self._claimed_at)
         while True:
-            if not first:
-                await asyncio.sleep(heartbeat_seconds())
-            first = False
+            if wait > 0:
+                await asyncio.sleep(wait)
+            wait = heartbeat_seconds()
             try:
                 held = await on_db_thread(renew, session_id=self.session_id, turn_id=self.turn_id)
             except Exception as exc:

@@ -23,7 +23,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from agent_app.turns.runs import runs_cancel_for_turn
-from profiles_app.models import Agent
+from profiles_app.models import Agent, DisablesGeneration
 from profiles_app.services import agent_current
 from sessions_app.eventlog import events_append
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
@@ -104,11 +104,13 @@ def _claim_row(
     free_only: bool,
 ) -> ChatSession | None:
     """One UPDATE … RETURNING: the claim, the seq reservation, the title of a new session,
-    the whole row back, and the stamp of its agent (so a cached agent is checked for
-    free)."""
+    the whole row back, the stamp of its agent (so a cached agent is checked for free),
+    and the disables' generation token (so the turn's resolution checks this process's
+    copy of the disables without a statement of its own: ``disables_token``)."""
     meta = ChatSession._meta
     quote = connection.ops.quote_name
     agents = quote(Agent._meta.db_table)
+    generation = quote(DisablesGeneration._meta.db_table)
     where = " AND turn_id = ''" if free_only else ""
     # Only the models' own table names are interpolated; values are parameters.
     sql = (
@@ -117,7 +119,8 @@ def _claim_row(
         "title = CASE WHEN title = '' THEN %s ELSE title END, last_seq = last_seq + %s "
         f"WHERE id = %s AND deleted IS NULL{where} RETURNING *, "
         f"(SELECT version FROM {agents} WHERE {agents}.id = agent_id) AS agent_version, "
-        f"(SELECT updated FROM {agents} WHERE {agents}.id = agent_id) AS agent_updated"
+        f"(SELECT updated FROM {agents} WHERE {agents}.id = agent_id) AS agent_updated, "
+        f"(SELECT token FROM {generation} WHERE {generation}.id = 1) AS disables_token"
     )
     until = meta.get_field("turn_lease").get_db_prep_save(now + lease(), connection)
     stamp = meta.get_field("updated").get_db_prep_save(now, connection)

@@ -48,17 +48,22 @@ class _DisablesCopy:
 # under. Readers swap the whole object, so a thread sees an old copy or a new one, never
 # half of each.
 _copy: _DisablesCopy | None = None
+# ``token``'s default: read it now.
+_READ: Any = object()
 
 
-def _operator_rules() -> _DisablesCopy:
+def _operator_rules(token: int | None = _READ) -> _DisablesCopy:
     """The disables and policies as committed at the moment of the call: a change whose
     transaction committed before this call is always in them.
 
     The generation token is read first, then the rows. A change that commits between the
     two reads makes the rows newer than the token they are kept under, so the next call
-    reloads them; the other order could keep old rows under a new token for good."""
+    reloads them; the other order could keep old rows under a new token for good. A
+    caller that read the token itself, in its own transaction, passes it (a turn's claim
+    returns it: ``agent_app.turns.state``); the copy is then checked with no statement."""
     global _copy
-    token = DisablesGeneration.objects.filter(pk=1).values_list("token", flat=True).first()
+    if token is _READ:
+        token = DisablesGeneration.objects.filter(pk=1).values_list("token", flat=True).first()
     copy = _copy
     if copy is not None and token is not None and copy.token == token:
         return copy
@@ -74,9 +79,10 @@ def _operator_rules() -> _DisablesCopy:
     return fresh
 
 
-def global_disables() -> dict[str, str]:
-    """Globally disabled tool -> the reason a person reads, as committed now."""
-    return _operator_rules().disables
+def global_disables(*, token: int | None = _READ) -> dict[str, str]:
+    """Globally disabled tool -> the reason a person reads, as committed now (or when
+    ``token``, the generation token, was read)."""
+    return _operator_rules(token).disables
 
 
 def operator_policies() -> dict[str, OperatorPolicy]:

@@ -5,6 +5,7 @@ effects go to files named in the arguments, so a test sees what ran in another p
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
@@ -103,3 +104,14 @@ def tally(path: str) -> str:
 
 
 TOOLS = [chatter, flood, sleeper, napper, blocker, tally]
+
+
+@function(runs_on="worker", timeout=60)
+async def whoami(seconds: float = 1.0) -> str:
+    """Say which worker process ran this call, after a pause (so calls overlap).
+
+    Args:
+        seconds: How long to pause first.
+    """
+    await asyncio.sleep(seconds)
+    return f"worker pid {os.getpid()}"

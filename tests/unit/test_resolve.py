@@ -477,3 +477,39 @@ def test_no_removal_of_a_meta_tool_is_ever_reported_or_enforced(reg):
     assert deferring.deferred
     assert deferring.reason_for("tool_search") is None
     assert {"tool_search", "call_tool"} <= set(deferring.array_names)
+
+
+def test_the_first_resolution_after_a_server_lists_its_tools_tokenizes_nothing(monkeypatch):
+    from toolhub.tools import tokens
+
+    registry = ToolRegistry()
+    registry.register(get("tool_search"))
+    listed = []
+    for n, spec in enumerate(synthetic_tools(60, seed=23)):
+        listed.append(
+            function(
+                lambda **kwargs: kwargs,
+                name=f"{spec['name']}_{n}_listed",
+                description=spec["description"],
+                parameters=spec["parameters"],
+                register_globally=False,
+                defer=n % 3 == 0,
+            )
+        )
+    # What every process counts once (the array's frame, the catalog's header, the
+    # built-in tool_search) is counted by a resolution before the server lists.
+    token_cost(resolve(registry, intent={"enabled": True}, ctx=KEYED))
+    registry.sync_origin("mcp:synthetic", listed)
+    tokenized = []
+    real = tokens.count
+    monkeypatch.setattr(tokens, "count", lambda text: tokenized.append(text) or real(text))
+
+    # A budget that lists some tools and keeps others: both catalog forms are sent.
+    resolved = resolve(registry, intent={"enabled": True}, ctx=KEYED, budget_tokens=3_000)
+    cost = token_cost(resolved)
+
+    assert {"core", "listed", "deferred"} <= set(resolved.tiers.values())
+    # At most the array's last piece, which ends the array instead of a separator.
+    assert tokenized in ([], [resolved.array_pieces[-1]])
+    assert cost.resident == count("".join(resolved.array_pieces))
+    assert cost.catalog == count("".join(resolved.catalog_pieces))

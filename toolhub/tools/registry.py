@@ -99,6 +99,11 @@ class ToolRegistry:
             if changed:
                 self.generation += 1
         prepare(fresh)
+        # A server's listing arrives off any turn's path: count its tools now, not on the
+        # first turn that resolves them (imported here: resolve imports this module).
+        from toolhub.tools.resolve import count_ahead
+
+        count_ahead(fresh)
         return skipped
 
     def set_note(self, origin: str, text: str) -> None:

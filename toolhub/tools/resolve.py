@@ -20,11 +20,12 @@ Invariants (docs/architecture.md, hard lines 1 and 2):
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -393,7 +394,8 @@ def _build_tiers(
     that join it once anything is deferred (tool_search, and call_tool under that
     strategy) included, so the array counted afterwards stays within the budget."""
     tiers: dict[str, str] = {}
-    cost = {tool.name: tool_tokens(tool) for tool in candidates}
+    # Only a tool that may be resident is counted: one declared deferred never is.
+    cost = {tool.name: tool_tokens(tool) for tool in candidates if not tool.defer}
     core: list[Tool] = []
     for tool in candidates:
         if tool.defer or (cost[tool.name] > BIG_TOOL_TOKENS and not usage.get(tool.name)):
@@ -521,9 +523,59 @@ def _tier_plan(
 def _catalog_pieces(deferred: list[Tool], tiers: Mapping[str, str]) -> tuple[str, ...]:
     if not deferred:
         return ()
-    lines = [CATALOG_HEADER]
     by_name = {tool.name: tool for tool in deferred}
-    for name in sorted(by_name):
-        line = listed_line(by_name[name]) if tiers[name] == "listed" else ""
-        lines.append(f"- {name}: {line}\n" if line else f"- {name}\n")
-    return tuple(lines)
+    return (
+        CATALOG_HEADER,
+        *(_catalog_line(by_name[name], listed=tiers[name] == "listed") for name in sorted(by_name)),
+    )
+
+
+def _catalog_line(tool: Tool, *, listed: bool) -> str:
+    line = listed_line(tool) if listed else ""
+    return f"- {tool.name}: {line}\n" if line else f"- {tool.name}\n"
+
+
+def count_ahead(tools: Iterable[Tool]) -> int:
+    """Count now every piece a resolution may send of each tool: its array piece where it
+    may be resident (never for one declared deferred), and its catalog line in either
+    form. Tools are immutable and counts are kept by text, so the first resolution after
+    tools register only looks them up. Returns how many tools were counted."""
+    counted = 0
+    for tool in tools:
+        count_cached(_catalog_line(tool, listed=False))
+        if not tool.defer:
+            _ = tool.wire_tokens
+            count_cached(_catalog_line(tool, listed=True))
+        counted += 1
+    return counted
+
+
+_stop_counting = threading.Event()
+_counting: list[threading.Thread] = []
+# How long exit waits for a count in progress (one takes microseconds; loading the
+# encoding, about a second): a native call must not be torn down under it.
+_EXIT_WAIT_SECONDS = 5.0
+
+
+def count_ahead_in_background(tools: Iterable[Tool]) -> threading.Thread:
+    """``count_ahead`` on a daemon thread: a server starting up counts its registered
+    tools while it waits for its first request."""
+    todo = list(tools)
+
+    def run() -> None:
+        for tool in todo:
+            if _stop_counting.is_set():
+                return
+            count_ahead([tool])
+
+    thread = threading.Thread(target=run, name="toolhub-token-counts", daemon=True)
+    _counting.append(thread)
+    thread.start()
+    return thread
+
+
+@atexit.register
+def _stop_counting_ahead() -> None:
+    _stop_counting.set()
+    for thread in _counting:
+        thread.join(timeout=_EXIT_WAIT_SECONDS)

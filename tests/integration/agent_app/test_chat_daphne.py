@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import threading
-import uuid
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from tests.conftest import app_env, daphne, manage
+from tests.conftest import app_env, daphne, demo_token, scratch_database
 from tests.fakes import FakeAnthropic, Reply
 
 pytestmark = pytest.mark.services
@@ -31,34 +28,23 @@ _LOGS: list[str] = []
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, postgres_url, redis_url):
-    name = f"toolhub_ws_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    database = f"{postgres_url.rsplit('/', 1)[0]}/{name}"
-    try:
-        with FakeAnthropic() as model:
-            env = app_env(
-                tmp_path_factory.mktemp("stack"),
-                DATABASE_URL=database,
-                REDIS_URL=f"{redis_url.rsplit('/', 1)[0]}/5",
-                TOOLHUB_PROVIDER="anthropic",
-                ANTHROPIC_BASE_URL=model.url,
-                ANTHROPIC_API_KEY="test-key",
-            )
-            for args in (("migrate", "--noinput"), ("toolhub_demo",), ("drf_create_token", "demo")):
-                result = manage(*args, env=env)
-                assert result.returncode == 0, result.stderr
-            token = re.search(r"Generated token (\w+)", result.stdout).group(1)
-            logs = [env["TOOLHUB_VAR_DIR"] + f"/daphne-{n}.log" for n in (1, 2)]
-            with (
-                daphne(env, log=Path(logs[0])) as first,
-                daphne(env, log=Path(logs[1])) as second,
-            ):
-                _LOGS[:] = logs
-                yield first, second, token, model
-    finally:
-        with psycopg.connect(postgres_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database(postgres_url, "toolhub_ws") as database, FakeAnthropic() as model:
+        env = app_env(
+            tmp_path_factory.mktemp("stack"),
+            DATABASE_URL=database,
+            REDIS_URL=f"{redis_url.rsplit('/', 1)[0]}/5",
+            TOOLHUB_PROVIDER="anthropic",
+            ANTHROPIC_BASE_URL=model.url,
+            ANTHROPIC_API_KEY="test-key",
+        )
+        token = demo_token(env)
+        logs = [env["TOOLHUB_VAR_DIR"] + f"/daphne-{n}.log" for n in (1, 2)]
+        with (
+            daphne(env, log=Path(logs[0])) as first,
+            daphne(env, log=Path(logs[1])) as second,
+        ):
+            _LOGS[:] = logs
+            yield first, second, token, model
 
 
 async def _new_session(base: str, token: str) -> str:

@@ -397,6 +397,26 @@ async def test_a_global_disable_made_during_a_turn_vetoes_the_next_execution(
     await socket.disconnect()
 
 
+async def test_a_disable_committed_between_turns_leaves_the_next_turns_array(
+    owner, staff, model, executed
+):
+    model.replies.extend([Reply(text="one"), Reply(text="two")])
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "chat", "text": "first"})
+    first = events(await until(socket), "turn_started")[0]["data"]
+
+    # The turn's claim reads the disables' token; this process's copy is older than it.
+    await database_sync_to_async(_disable)(staff, "counter_tool")
+    await send(socket, {"type": "chat", "text": "second"})
+    second = events(await until(socket), "turn_started")[0]["data"]
+    await socket.disconnect()
+
+    assert "counter_tool" in first["resident"]
+    assert "counter_tool" not in second["resident"]
+    assert first["fingerprint"] != second["fingerprint"]
+
+
 @pytest.mark.parametrize(
     ("answer", "status", "ran"),
     [(True, "ok", ["guarded:a"]), (False, "denied", []), (None, "denied", [])],

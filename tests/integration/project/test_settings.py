@@ -19,6 +19,7 @@ print(json.dumps({
     "channel_layer": settings.CHANNEL_LAYERS["default"]["BACKEND"],
     "broker": settings.CELERY_BROKER_URL,
     "eager": settings.CELERY_TASK_ALWAYS_EAGER,
+    "pool": settings.DATABASES["default"].get("OPTIONS", {}).get("pool"),
 }))
 """
 
@@ -44,6 +45,7 @@ def test_without_urls_the_embedded_default_uses_sqlite_memory_layers_and_inline_
     assert config["cache"] == "django.core.cache.backends.locmem.LocMemCache"
     assert config["channel_layer"] == "channels.layers.InMemoryChannelLayer"
     assert config["eager"] is True
+    assert config["pool"] is None
 
 
 def test_with_urls_postgres_redis_cache_redis_channels_and_redis_broker_are_used(tmp_path):
@@ -59,6 +61,19 @@ def test_with_urls_postgres_redis_cache_redis_channels_and_redis_broker_are_used
     assert config["channel_layer"] == "channels_redis.core.RedisChannelLayer"
     assert config["broker"] == "redis://cache.internal:6379/2"
     assert config["eager"] is False
+    assert config["pool"] == {"min_size": 2, "max_size": 20, "timeout": 10.0}
+
+
+def test_the_database_pool_is_sized_from_the_settings_and_zero_connects_per_request(tmp_path):
+    url = "postgres://u:p@db.internal:5432/toolhub"
+    sized = _configured(
+        tmp_path, DATABASE_URL=url, TOOLHUB_DB_POOL_MIN="8", TOOLHUB_DB_POOL_MAX="4"
+    )
+    off = _configured(tmp_path, DATABASE_URL=url, TOOLHUB_DB_POOL_MAX="0")
+
+    # A minimum above the maximum is held to it.
+    assert sized["pool"] == {"min_size": 4, "max_size": 4, "timeout": 10.0}
+    assert off["pool"] is None
 
 
 def test_production_configuration_passes_check_deploy_without_warnings(tmp_path):
