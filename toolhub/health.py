@@ -43,10 +43,14 @@ class PartStatus:
 
 
 def _check_database() -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-        cursor.fetchone()
-    return connection.vendor
+    # On a thread of its own (see health_report), whose connection goes back when done.
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+        return connection.vendor
+    finally:
+        connection.close()
 
 
 async def _check_cache() -> str:
@@ -93,7 +97,9 @@ async def _run(name: str, check: Callable[[], Awaitable[str]]) -> PartStatus:
 async def health_report() -> dict[str, object]:
     """Check every part concurrently; ``status`` is ``ok`` only when all of them are."""
     parts = await asyncio.gather(
-        _run("database", sync_to_async(_check_database)),
+        # Not on the shared sync thread: a pool waiting for an unreachable database
+        # would hold it, and the checks queued behind it (the cache's) would time out too.
+        _run("database", sync_to_async(_check_database, thread_sensitive=False)),
         _run("cache", _check_cache),
         _run("channel_layer", _check_channel_layer),
         _run("broker", sync_to_async(_check_broker, thread_sensitive=False)),

@@ -149,17 +149,22 @@ DATABASES = {
 # borrowing one costs a health check (~0.05 ms) where connecting cost ~2.5 ms. The pool
 # keeps TOOLHUB_DB_POOL_MIN open and opens at most TOOLHUB_DB_POOL_MAX; the 8 turn threads
 # keep theirs while the process runs. A thread that finds none free waits
-# TOOLHUB_DB_POOL_TIMEOUT seconds, then its request fails. Every process has its own pool:
-# the MAX of all web and worker processes together must stay under PostgreSQL's
-# max_connections (README, "Scaling out"). 0 for TOOLHUB_DB_POOL_MAX: no pool.
+# TOOLHUB_DB_POOL_TIMEOUT seconds, then its request fails, so the cap sits well above a
+# process's usual needs (about 10, plus one per request in flight). Every process has its
+# own pool: what all of them open at their busiest must fit PostgreSQL's max_connections
+# (README, "Scaling out"). 0 for TOOLHUB_DB_POOL_MAX: no pool.
 TOOLHUB_DB_POOL_MIN = _env_int("TOOLHUB_DB_POOL_MIN", 2)
-TOOLHUB_DB_POOL_MAX = _env_int("TOOLHUB_DB_POOL_MAX", 20)
-TOOLHUB_DB_POOL_TIMEOUT = _env_float("TOOLHUB_DB_POOL_TIMEOUT", 10.0)
+TOOLHUB_DB_POOL_MAX = _env_int("TOOLHUB_DB_POOL_MAX", 40)
+TOOLHUB_DB_POOL_TIMEOUT = _env_float("TOOLHUB_DB_POOL_TIMEOUT", 5.0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and TOOLHUB_DB_POOL_MAX:
+    from toolhub.lib.dbpool import check_pooled
+
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": min(TOOLHUB_DB_POOL_MIN, TOOLHUB_DB_POOL_MAX),
         "max_size": TOOLHUB_DB_POOL_MAX,
         "timeout": TOOLHUB_DB_POOL_TIMEOUT,
+        # The first dead connection found sweeps the others (a restart kills them all).
+        "check": check_pooled,
     }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the chat's event writes and page reads proceed side by side.

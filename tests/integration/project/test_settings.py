@@ -19,7 +19,11 @@ print(json.dumps({
     "channel_layer": settings.CHANNEL_LAYERS["default"]["BACKEND"],
     "broker": settings.CELERY_BROKER_URL,
     "eager": settings.CELERY_TASK_ALWAYS_EAGER,
-    "pool": settings.DATABASES["default"].get("OPTIONS", {}).get("pool"),
+    "pool": {
+        key: getattr(value, "__qualname__", value)
+        for key, value in (settings.DATABASES["default"].get("OPTIONS", {}).get("pool") or {})
+        .items()
+    } or None,
 }))
 """
 
@@ -61,7 +65,12 @@ def test_with_urls_postgres_redis_cache_redis_channels_and_redis_broker_are_used
     assert config["channel_layer"] == "channels_redis.core.RedisChannelLayer"
     assert config["broker"] == "redis://cache.internal:6379/2"
     assert config["eager"] is False
-    assert config["pool"] == {"min_size": 2, "max_size": 20, "timeout": 10.0}
+    assert config["pool"] == {
+        "min_size": 2,
+        "max_size": 40,
+        "timeout": 5.0,
+        "check": "check_pooled",
+    }
 
 
 def test_the_database_pool_is_sized_from_the_settings_and_zero_connects_per_request(tmp_path):
@@ -72,7 +81,7 @@ def test_the_database_pool_is_sized_from_the_settings_and_zero_connects_per_requ
     off = _configured(tmp_path, DATABASE_URL=url, TOOLHUB_DB_POOL_MAX="0")
 
     # A minimum above the maximum is held to it.
-    assert sized["pool"] == {"min_size": 4, "max_size": 4, "timeout": 10.0}
+    assert sized["pool"] == {"min_size": 4, "max_size": 4, "timeout": 5.0, "check": "check_pooled"}
     assert off["pool"] is None
 
 
