@@ -157,7 +157,7 @@ TOOLHUB_DB_POOL_MIN = _env_int("TOOLHUB_DB_POOL_MIN", 2)
 TOOLHUB_DB_POOL_MAX = _env_int("TOOLHUB_DB_POOL_MAX", 40)
 TOOLHUB_DB_POOL_TIMEOUT = _env_float("TOOLHUB_DB_POOL_TIMEOUT", 5.0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and TOOLHUB_DB_POOL_MAX:
-    from toolhub.lib.dbpool import check_pooled
+    from toolhub.dbpool import check_pooled
 
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": min(TOOLHUB_DB_POOL_MIN, TOOLHUB_DB_POOL_MAX),
