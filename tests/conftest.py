@@ -119,6 +119,25 @@ def app_env(var_dir: Path, **overrides: str) -> dict[str, str]:
     return env
 
 
+def plain_tool(name: str, description: str, registry=None, **fields):
+    """A tool taking no arguments that returns what it is given: registered in
+    ``registry`` when one is named, else in none."""
+    from toolhub.tools import function
+
+    def body(**kwargs):
+        return kwargs
+
+    return function(
+        body,
+        name=name,
+        description=description,
+        parameters={"type": "object", "properties": {}},
+        register_globally=registry is not None,
+        registry=registry,
+        **fields,
+    )
+
+
 def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "manage.py", *args],

@@ -14,21 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolhub.tools import function, phrasings
+from tests.conftest import plain_tool
+from toolhub.tools import phrasings
 from toolhub.tools.search import ToolIndex, document_text
 
-
-def _tool(name, description):
-    def body(**kwargs):
-        return kwargs
-
-    return function(
-        body,
-        name=name,
-        description=description,
-        parameters={"type": "object", "properties": {}},
-        register_globally=False,
-    )
+_tool = plain_tool
 
 
 TOOLS = [

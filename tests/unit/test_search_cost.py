@@ -17,25 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolhub.tools import ToolRegistry, embeddings, function, glossary
+from tests.conftest import plain_tool
+from toolhub.tools import ToolRegistry, embeddings, glossary
 from toolhub.tools.resolve import resolve
 from toolhub.tools.search import ToolIndex, document_text
 from toolhub.tools.turn import TurnTools
 
-
-def _tool(name, description, registry=None, **fields):
-    def body(**kwargs):
-        return kwargs
-
-    return function(
-        body,
-        name=name,
-        description=description,
-        parameters={"type": "object", "properties": {}},
-        register_globally=registry is not None,
-        registry=registry,
-        **fields,
-    )
+_tool = plain_tool
 
 
 TEAM_TOOLS = [

@@ -9,19 +9,12 @@ import json
 import pytest
 
 from agent_app.phrasings import configure_from_settings
+from tests.conftest import plain_tool
 from tests.fakes import Reply
-from toolhub.tools import function, phrasings
+from toolhub.tools import phrasings
 from toolhub.tools.search import ToolIndex
 
-
-def _tool(name, description):
-    return function(
-        lambda: None,
-        name=name,
-        description=description,
-        parameters={"type": "object", "properties": {}},
-        register_globally=False,
-    )
+_tool = plain_tool
 
 
 TOOLS = [
