@@ -2,22 +2,26 @@
 
 Creates (or reuses) the database ``toolhub_bench`` on the PostgreSQL at BENCH_DATABASE_URL
 (default postgres://postgres@127.0.0.1:5432/toolhub_bench), migrates it, makes a user with
-50 profiles and a session, then drives ``toolhub.asgi.application`` in-process with httpx
-(8 requests in flight) for:
+50 profiles and a session, then drives ``toolhub.asgi.application`` in-process with the
+ASGI messages daphne would hand it (8 requests in flight; no HTTP client in the process,
+whose time is not the product's) for:
 - GET /api/profiles/ (default, presets, 50 own profiles);
 - GET /api/sessions/<uuid>/toolset/ (resolution, token counts and hidden reasons).
-Prints requests per second, p50 latency and the query count of one request.
+Prints requests per second, p50 latency and the query count of one request, and the floor
+the issue measures it against, from the same run: a ``SELECT 1`` round trip on a kept
+connection, and the rendering the profiles list must do (its 50+ profiles built and encoded
+as JSON, no query). ``x_select1`` is (time per request - rendering) / SELECT 1.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -49,6 +53,36 @@ def _setup() -> tuple[str, str]:
     return token.key, str(session.pk)
 
 
+def _per_call_ms(fn: Any, calls: int = 300) -> float:
+    for _ in range(20):
+        fn()
+    started = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - started) / calls * 1000
+
+
+def _select1_ms() -> float:
+    """The median of five runs: one round trip is short enough for a pause to double it."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        return statistics.median(
+            _per_call_ms(lambda: (cursor.execute("SELECT 1"), cursor.fetchone()), calls=200)
+            for _ in range(5)
+        )
+
+
+def _render_ms(views: list[Any]) -> float:
+    """The profiles list's rendering: each profile's JSON object, then the body's bytes."""
+    from rest_framework.renderers import JSONRenderer
+
+    from profiles_app.api import _profile_json
+
+    renderer = JSONRenderer()
+    return _per_call_ms(lambda: renderer.render([_profile_json(view) for view in views]))
+
+
 def _queries(path: str, token: str) -> int:
     from django.db import connection
     from django.test import Client
@@ -61,45 +95,90 @@ def _queries(path: str, token: str) -> int:
     return len(captured)
 
 
-async def _drive(path: str, token: str) -> tuple[float, float]:
-    import httpx
-
+async def _get(path: str, token: str) -> int:
+    """One GET through the ASGI application, as daphne hands it over once it has parsed
+    the HTTP request (no HTTP client in this process: its time is not the product's)."""
     from toolhub.asgi import application
 
-    transport = httpx.ASGITransport(app=application)
-    headers = {"Authorization": f"Token {token}"}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "https",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"localhost"), (b"authorization", f"Token {token}".encode())],
+        "client": ("127.0.0.1", 50000),
+        "server": ("localhost", 443),
+    }
+    sent: list[dict[str, Any]] = []
+    done = asyncio.Event()
+    requested = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    try:
+        await application(scope, receive, send)
+    finally:
+        done.set()
+    return int(sent[0]["status"])
+
+
+async def _drive(path: str, token: str) -> tuple[float, float]:
     latencies: list[float] = []
-    async with httpx.AsyncClient(transport=transport, base_url="https://localhost") as client:
-        for _ in range(20):
-            (await client.get(path, headers=headers)).raise_for_status()
-        queue = list(range(REQUESTS))
+    for _ in range(20):
+        assert await _get(path, token) == 200
+    queue = list(range(REQUESTS))
 
-        async def worker() -> None:
-            while queue:
-                queue.pop()
-                started = time.perf_counter()
-                response = await client.get(path, headers=headers)
-                latencies.append(time.perf_counter() - started)
-                response.raise_for_status()
+    async def worker() -> None:
+        while queue:
+            queue.pop()
+            started = time.perf_counter()
+            status = await _get(path, token)
+            latencies.append(time.perf_counter() - started)
+            assert status == 200, status
 
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
-        elapsed = time.perf_counter() - started
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+    elapsed = time.perf_counter() - started
     return REQUESTS / elapsed, statistics.median(latencies) * 1000
 
 
 def main() -> None:
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     token, session_id = _setup()
+    from django.contrib.auth import get_user_model
+
+    from profiles_app.services import profiles_for_user
+
+    select1 = _select1_ms()
+    render = _render_ms(profiles_for_user(user=get_user_model().objects.get(username="bench")))
+    print(
+        f"api-bench floor    SELECT 1 round trip={select1:.3f}ms profiles rendering={render:.3f}ms"
+    )
     for label, path in (
         ("profiles", "/api/profiles/"),
         ("toolset", f"/api/sessions/{session_id}/toolset/"),
     ):
         queries = _queries(path, token)
         rps, p50 = asyncio.run(_drive(path, token))
+        # Served one at a time per process (the GIL): a request's own cost is 1/rps.
+        per_request = 1000 / rps
+        floor = f" x_select1={(per_request - render) / select1:.1f}" if label == "profiles" else ""
         print(
             f"api-bench {label:<8} GET {path} rps={rps:.0f} p50={p50:.1f}ms "
-            f"in_flight={IN_FLIGHT} queries={queries}"
+            f"per_request={per_request:.2f}ms in_flight={IN_FLIGHT} queries={queries}{floor}"
         )
 
 

@@ -142,10 +142,19 @@ ToolListSerializer = inline_serializer(
 
 
 def _profile_json(view: services.ProfileView) -> dict[str, Any]:
-    data = asdict(view)
-    data["tools"], data["missing"] = list(view.tools), list(view.missing)
-    data["approvals"] = dict(view.approvals)
-    return data
+    # Field by field, not dataclasses.asdict: that deep-copies every tuple, a third of the
+    # profiles list's time.
+    return {
+        "id": view.id,
+        "name": view.name,
+        "source": view.source,
+        "mode": view.mode,
+        "tools": list(view.tools),
+        "missing": list(view.missing),
+        "readonly": view.readonly,
+        "version": view.version,
+        "approvals": dict(view.approvals),
+    }
 
 
 def _stored_json(profile: ToolProfile, user: Any) -> dict[str, Any]:

@@ -1,8 +1,10 @@
 """ASGI entry point served by daphne: Django for HTTP, Channels for WebSockets.
 
-WebSocket connections authenticate with the session cookie after the Origin check against
-ALLOWED_HOSTS (so another site's page cannot open a socket with a visitor's cookie), or
-with a DRF token header (toolhub.ws_auth). The application records the server's event
+HTTP requests go to Django through ``OneHopASGIHandler`` (toolhub.lib.asgi_handler: a
+request's sync work in one hop on a kept thread). WebSocket connections authenticate with
+the session cookie after the Origin check against ALLOWED_HOSTS (so another site's page
+cannot open a socket with a visitor's cookie), or with a DRF token header
+(toolhub.ws_auth). The application records the server's event
 loop on its first call (``toolhub.serve`` calls it as the server starts): chat turns
 started from sync views run there, and the turn reaper too (agent_app.turns).
 Loading this module connects the configured MCP servers (agent_app.mcp) and kills bash
@@ -13,12 +15,16 @@ from __future__ import annotations
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
 
 # Django must be set up before anything imports models (the routing does).
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)
+
+from toolhub.lib.asgi_handler import OneHopASGIHandler  # noqa: E402
+
+django_asgi_app = OneHopASGIHandler()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 

@@ -29,6 +29,7 @@ turn.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from typing import Any
@@ -164,13 +165,20 @@ async def turn_start(
     return turn_id
 
 
+_counted_ahead = threading.Event()
+
+
 def serve_turns_here() -> None:
-    """Called by the server on its loop: turns of sync callers run here, this process's
-    reaper ends the turns of servers that died, and the registered tools' array costs
-    are counted before the first turn needs them (``resolve.count_ahead``)."""
+    """Called by the server on its loop, and by the ASGI application on every request
+    (so it must stay a few checks once done): turns of sync callers run here, this
+    process's reaper ends the turns of servers that died, and, once per process, the
+    registered tools' array costs are counted before the first turn needs them
+    (``resolve.count_ahead``; tools registered later are counted as they register)."""
     remember_server_loop()
     reaper_start()
-    count_ahead_in_background(tool_registry.all_tools())
+    if not _counted_ahead.is_set():
+        _counted_ahead.set()
+        count_ahead_in_background(tool_registry.all_tools())
 
 
 def turn_start_sync(**kwargs: Any) -> str:

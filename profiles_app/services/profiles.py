@@ -226,7 +226,11 @@ def profile_token_cost(*, user: Any, name: str, agent: Any, ctx: ToolContext) ->
 
 
 def profiles_for_user(*, user: Any) -> list[ProfileView]:
-    """``default``, the presets, the shared profiles, then the user's own."""
+    """``default``, the presets, the shared profiles, then the user's own (each by name).
+
+    The stored ones are read as rows, not model instances: the list is the API's busiest
+    read, and a model per profile (init signals, field descriptors) cost more than the
+    query (docs/architecture.md, "Request path")."""
     views = [ProfileView(None, DEFAULT_TOOLSET, "builtin", "all_except", (), (), True, None)]
     for name, preset in TOOLSETS.items():
         if preset.everything:
@@ -234,21 +238,25 @@ def profiles_for_user(*, user: Any) -> list[ProfileView]:
         members = toolset_members(name, registry)
         tools = tuple(tool.name for tool in registry.all_tools() if tool.name in members)
         views.append(ProfileView(None, name, "preset", "only", tools, (), True, None))
-    stored = sorted(
-        profiles_visible_to(user), key=lambda profile: (not profile.is_shared, profile.name)
+    rows = profiles_visible_to(user).values_list(
+        "pk", "name", "owner_id", "mode", "tools", "version", "approvals"
     )
-    for profile in stored:
+    staff = bool(user.is_staff)
+    for pk, name, owner_id, mode, tools, version, approvals in sorted(
+        rows, key=lambda row: (row[2] is not None, row[1])
+    ):
+        shared = owner_id is None
         views.append(
             ProfileView(
-                id=profile.pk,
-                name=profile.name,
-                source="shared" if profile.is_shared else "user",
-                mode=profile.mode,
-                tools=tuple(profile.tools),
-                missing=missing_tools(profile.tools),
-                readonly=profile.is_shared and not user.is_staff,
-                version=profile.version,
-                approvals=profile_spec(profile).approvals,
+                id=pk,
+                name=name,
+                source="shared" if shared else "user",
+                mode=mode,
+                tools=tuple(tools),
+                missing=missing_tools(tools),
+                readonly=shared and not staff,
+                version=version,
+                approvals=approval_pairs(approvals),
             )
         )
     return views
@@ -269,13 +277,16 @@ def profile_lookup_preloaded(user: Any) -> Callable[[str], ProfileSpec | None]:
 
 def profile_spec(profile: ToolProfile) -> ProfileSpec:
     """A stored profile as the runtime reads it (policies in name order: a frozen value)."""
-    approvals = profile.approvals if isinstance(profile.approvals, dict) else {}
     return ProfileSpec(
-        profile.name,
-        profile.mode,
-        tuple(profile.tools),
-        tuple(sorted((str(name), str(policy)) for name, policy in approvals.items())),
+        profile.name, profile.mode, tuple(profile.tools), approval_pairs(profile.approvals)
     )
+
+
+def approval_pairs(approvals: Any) -> tuple[tuple[str, str], ...]:
+    """A profile's stored policies as (tool, policy) pairs in name order: a frozen value."""
+    if not isinstance(approvals, dict):
+        return ()
+    return tuple(sorted((str(name), str(policy)) for name, policy in approvals.items()))
 
 
 def profile_lookup_for(user: Any) -> Callable[[str], ProfileSpec | None]:

@@ -1,0 +1,100 @@
+"""Django's ASGI handler for HTTP, with a request's sync work done in one hop on a kept thread.
+
+Django's own handler gives every request a new thread (a ``ThreadSensitiveContext`` of its
+own) and crosses between the server's loop and that thread five times: the request_started
+signal, into the sync middleware, back out for the view's async wrapper, into the view, and
+the response's close. On this machine a crossing costs about 0.2 ms and a new thread about
+0.5 ms: more than the profiles list's queries (docs/architecture.md, "Request path").
+
+Here a request takes an idle single-thread executor (or makes one) and does everything sync
+in one call on it: the request_started signal, the request's creation, the middleware chain
+loaded in sync mode (as under WSGI) with the view, and, for a response whose body is already
+bytes, its ``close()`` (request_finished: the thread's database connection goes back to the
+pool). Then the loop sends the bytes.
+
+Invariants:
+- Everything sync in one request runs on one thread, as under Django's handler: the
+  database connection a view used is the one its request_finished returns.
+- One request at a time per thread: an executor goes back to the idle list only once its
+  request is done, and is dropped instead if the request was cancelled mid-call.
+- A streaming response (a static file) is sent as Django sends one, and closed afterwards on
+  the same thread.
+- Nothing async runs in the middleware chain: an async-only middleware or an async view
+  would be adapted with ``async_to_sync`` per request. There is none; a test checks so.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from typing import Any
+
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.core.handlers.base import BaseHandler
+from django.http import HttpResponseBase
+from django.urls import set_script_prefix
+
+# Idle threads kept for the next requests; a burst beyond this makes threads that end after.
+_IDLE_KEPT = 64
+
+
+class OneHopASGIHandler(ASGIHandler):
+    def __init__(self) -> None:
+        # Not ASGIHandler's own: that loads the chain in async mode.
+        BaseHandler.__init__(self)
+        self.load_middleware(is_async=False)
+        self._idle: list[ThreadPoolExecutor] = []
+        self._idle_lock = threading.Lock()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        executor = self._take()
+        finished = False
+        try:
+            async with ThreadSensitiveContext(executor=executor):
+                await self.handle(scope, receive, send)
+            finished = True
+        finally:
+            self._give_back(executor, reuse=finished)
+
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        with closing(body_file):
+            response = await sync_to_async(self._respond)(scope, body_file)
+            await self.send_response(response, send)
+            if response.streaming:
+                await sync_to_async(response.close)()
+
+    def _respond(self, scope: dict[str, Any], body_file: Any) -> HttpResponseBase:
+        set_script_prefix(get_script_prefix(scope))
+        signals.request_started.send(sender=ASGIHandler, scope=scope)
+        request, refusal = self.create_request(scope, body_file)
+        response = self.get_response(request) if request is not None else refusal
+        assert response is not None  # create_request gives a request or a refusal
+        if not response.streaming:
+            response.close()
+        return response
+
+    def _take(self) -> ThreadPoolExecutor:
+        with self._idle_lock:
+            if self._idle:
+                return self._idle.pop()
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
+
+    def _give_back(self, executor: ThreadPoolExecutor, *, reuse: bool) -> None:
+        if reuse:
+            with self._idle_lock:
+                if len(self._idle) < _IDLE_KEPT:
+                    self._idle.append(executor)
+                    return
+        # Cancelled mid-call (its thread may still be busy) or one too many: it ends once
+        # its work is done.
+        executor.shutdown(wait=False)
