@@ -1,25 +1,37 @@
-"""Chat under load over real sockets: 200 sessions, 5 turns each, through two daphne servers.
+"""Chat under load over real sockets: 200 sessions, 5 turns each, over 1, 2 and 4 daphne
+servers, beside the floor the same sockets reach with no turns.
 
-Drops and recreates the database ``toolhub_bench_ws`` on the PostgreSQL at
-BENCH_WS_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/toolhub_bench_ws), flushes
-the Redis database at BENCH_WS_REDIS_URL (default redis://127.0.0.1:6379/4), migrates, and
-makes one user with a token and the sessions. Two daphne processes share that database and
-the Redis channel layer; the fake Anthropic Messages API (tests.fakes) answers every model
-call with 50 words streamed as 50 deltas. One warm-up turn per server goes first (its time
-is printed apart); then the 200 clients, spread across the servers alternately, all connect
-at once, resume from seq 0 and run 5 turns each, each turn reading frames until its
-terminal event. A client whose socket the server closes reconnects to the same server and
-resumes after the last seq it received, as the real client does; that is counted.
+For each server count (BENCH_WS_SERVERS, default "1,2,4"): drops and recreates the database
+``toolhub_bench_ws`` on the PostgreSQL at BENCH_WS_DATABASE_URL (default
+postgres://postgres@127.0.0.1:5432/toolhub_bench_ws), flushes the Redis database at
+BENCH_WS_REDIS_URL (default redis://127.0.0.1:6379/4), migrates, and makes one user with a
+token and the sessions. The servers run as in production (DEBUG off) and share that
+database and the Redis channel layer; the fake Anthropic Messages API (tests.fakes) answers
+every model call with 50 words streamed as 50 deltas. Tool phrasings are off: they are
+asked once per machine, and a fresh database would ask again during the load.
 
-Prints events per second (events received over the time from the start of the load to the
-last event received), delivery latency (receipt on the client minus
-``SessionEvent.created``, stamped by the writing server on this machine), turn latency
-(``chat`` sent to terminal event received), and the delivery check: per session the seqs
-received must be 1..last, each once, in order, and every stored event must have arrived.
-Figures are printed, not asserted; details of anything that went wrong go to stderr. A
-client that cannot finish (a turn silent for 120 s, or no socket) makes the run exit
-non-zero after the figures. Everything it started is stopped, the database dropped and the
-Redis index flushed at the end.
+The load: one warm-up turn per server goes first (its time is printed apart); then the 200
+clients, spread across the servers in turn, all connect at once, resume from seq 0 and run
+5 turns each, each turn reading frames until its terminal event. A client whose socket the
+server closes reconnects to the same server and resumes after the last seq it received, as
+the real client does; that is counted.
+
+The floor: 200 more sockets on the same servers, and this process sends each of them,
+through plain channels-redis group sends to its session's group (no turn, no database),
+the frames one load client received: the same kinds, sizes and number, each turn's in two
+sends, back to back. A probe frame per socket goes first, so that sending starts once every
+socket listens.
+
+Prints, per server count, events per second (events received over the time from the start
+of the phase to the last event received), delivery latency (receipt on the client minus
+``SessionEvent.created``, stamped by the writing server on this machine; for the floor,
+minus the publisher's stamp), turn latency (``chat`` sent to terminal event received), and
+the delivery check: per session the seqs received must be 1..last, each once, in order, and
+every stored event must have arrived. Then a table of the counts side by side, with each
+load's share of its floor's events per second. Figures are printed, not asserted; details
+of anything that went wrong go to stderr. A client that cannot finish (a turn silent for
+120 s, or no socket) makes the run exit non-zero after the figures. Everything it started
+is stopped, the database dropped and the Redis index flushed at the end.
 """
 
 from __future__ import annotations
@@ -47,7 +59,11 @@ REDIS_URL = os.environ.get("BENCH_WS_REDIS_URL", "redis://127.0.0.1:6379/4")
 SESSIONS = 200
 TURNS = 5
 DELTAS = 50
-SERVERS = 2
+# The load runs once per server count; the figures without a count are from the first.
+SERVER_COUNTS = tuple(
+    int(count) for count in os.environ.get("BENCH_WS_SERVERS", "1,2,4").split(",") if count
+)
+FLOOR_TIMEOUT = 120.0
 CONNECT_TIMEOUT = 30.0
 CONNECT_ATTEMPTS = 5
 TURN_TIMEOUT = 120.0
@@ -62,8 +78,11 @@ class _Client:
     session_id: str
     server: int
     url: str
-    # (seq, kind, wall-clock receipt time) per event frame.
+    # (seq, kind, wall-clock receipt time) per event frame, and each frame's size.
     events: list[tuple[int, str, float]] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    # The floor's clients: receipt minus the publisher's stamp, per frame.
+    floor_ms: list[float] = field(default_factory=list)
     open_ms: list[float] = field(default_factory=list)
     turn_ms: list[float] = field(default_factory=list)
     failed: list[dict[str, Any]] = field(default_factory=list)
@@ -82,18 +101,17 @@ class _Stuck(Exception):
     """A client cannot go on: no socket opens, or a turn never ends."""
 
 
-def _setup(var_dir: Path) -> tuple[str, list[str]]:
-    """Django in this process, on the database the servers use: a user, a token, sessions."""
-    os.environ.update(
-        DATABASE_URL=DATABASE_URL,
-        REDIS_URL=REDIS_URL,
-        DEBUG="1",
-        TOOLHUB_VAR_DIR=str(var_dir),
-        DJANGO_SETTINGS_MODULE="toolhub.settings",
-    )
+def _django(var_dir: Path, env: dict[str, str]) -> None:
+    """Django in this process, on the database and channel layer the servers use."""
+    os.environ.update({key: env[key] for key in _SHARED_SETTINGS})
+    os.environ.update(TOOLHUB_VAR_DIR=str(var_dir), DJANGO_SETTINGS_MODULE="toolhub.settings")
     import django
 
     django.setup()
+
+
+def _setup(servers: int) -> tuple[str, list[str]]:
+    """A user, a token, and sessions: the load's, the floor's, one warm-up per server."""
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
@@ -101,7 +119,7 @@ def _setup(var_dir: Path) -> tuple[str, list[str]]:
 
     user = get_user_model().objects.create_user(username="bench")
     token = Token.objects.create(user=user)
-    sessions = [str(session_create(user=user).pk) for _ in range(SESSIONS + SERVERS)]
+    sessions = [str(session_create(user=user).pk) for _ in range(2 * SESSIONS + servers)]
     return token.key, sessions
 
 
@@ -183,6 +201,7 @@ async def _turn(client: _Client, socket: Any, token: str, number: int) -> Any:
         if frame["type"] != "event":
             continue
         client.events.append((frame["seq"], frame["kind"], received))
+        client.sizes.append(len(raw))
         if frame["kind"] in TERMINAL:
             client.turn_ms.append((time.perf_counter() - started) * 1000)
             if frame["kind"] == "turn_failed":
@@ -201,6 +220,130 @@ async def _load(clients: list[_Client], warmups: list[_Client], token: str) -> f
         await _converse(warmup, token, turns=1)
     started = time.time()
     await asyncio.gather(*(_converse(client, token) for client in clients))
+    return started
+
+
+def _turns_of(client: _Client) -> list[list[tuple[str, int]]]:
+    """The frames a load client received, as (kind, size), cut into its turns."""
+    turns: list[list[tuple[str, int]]] = [[]]
+    for (_, kind, _), size in zip(client.events, client.sizes, strict=True):
+        turns[-1].append((kind, size))
+        if kind in TERMINAL:
+            turns.append([])
+    return [turn for turn in turns if turn]
+
+
+@dataclass
+class _FloorSocket:
+    """How far one floor socket has got: its publisher sends a turn's frames only once the
+    previous turn's arrived, as a load client sends its next chat only after a turn ends."""
+
+    expected: int
+    received: int = 0
+    listening: asyncio.Event = field(default_factory=asyncio.Event)
+    moved: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def reached(self, count: int) -> None:
+        while self.received < count:
+            self.moved.clear()
+            await asyncio.wait_for(self.moved.wait(), FLOOR_TIMEOUT)
+
+
+async def _floor_client(client: _Client, token: str, state: _FloorSocket) -> None:
+    """Receive the expected frames after the probe; each frame's delivery is its receipt
+    minus the time the publisher stamped on it."""
+    try:
+        socket = await _open(client, token)
+    except _Stuck as exc:
+        client.stuck = f"floor session {client.session_id}: {exc}"
+        state.listening.set()
+        return
+    try:
+        while state.received < state.expected:
+            raw = await asyncio.wait_for(socket.recv(), FLOOR_TIMEOUT)
+            received = time.time()
+            frame = json.loads(raw)
+            if frame["type"] != "event":
+                continue
+            if frame["kind"] == "probe":
+                state.listening.set()
+                continue
+            client.events.append((frame["seq"], frame["kind"], received))
+            client.floor_ms.append((received - frame["data"]["sent"]) * 1000)
+            state.received += 1
+            state.moved.set()
+    except TimeoutError:
+        client.stuck = f"floor session {client.session_id}: {state.received} of {state.expected}"
+    finally:
+        state.listening.set()
+        await socket.close()
+
+
+async def _publish(client: _Client, plan: list[list[tuple[str, int]]], state: _FloorSocket):
+    """Plain channels-redis group sends to the session's sockets, no turn: the load's frames
+    for this socket, each turn's in two sends (its first two events, then the rest, as a
+    one-step turn sends them), the next turn's once this one's arrived."""
+    from channels.layers import get_channel_layer
+
+    from sessions_app.eventlog import session_group
+
+    layer, group = get_channel_layer(), session_group(client.session_id)
+    seq, sent = 1, 0
+    for turn in plan:
+        frames = []
+        for kind, size in turn:
+            seq += 1
+            # Padded to the size the load's frame had on the wire.
+            data = {"pad": "x" * max(size - 110, 0)}
+            frames.append(
+                {"type": "event", "seq": seq, "turn": "floor", "kind": kind, "data": data}
+            )
+        for batch in (frames[:2], frames[2:]):
+            if batch:
+                stamp = time.time()
+                for frame in batch:
+                    frame["data"]["sent"] = stamp
+                await layer.group_send(group, {"type": "session.events", "frames": batch})
+        sent += len(frames)
+        try:
+            await state.reached(sent)
+        except TimeoutError:
+            return  # the receiver says which frames never came
+
+
+async def _probe(client: _Client, state: _FloorSocket) -> None:
+    """Seq 1 until the socket has it: its consumer has joined the group and resumed."""
+    from channels.layers import get_channel_layer
+
+    from sessions_app.eventlog import session_group
+
+    layer, group = get_channel_layer(), session_group(client.session_id)
+    probe = {"type": "event", "seq": 1, "turn": "", "kind": "probe", "data": {}}
+    while not state.listening.is_set():
+        await layer.group_send(group, {"type": "session.events", "frames": [probe]})
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(state.listening.wait(), 0.1)
+
+
+async def _floor(load: list[_Client], floor: list[_Client], token: str) -> float:
+    """The floor: as many sockets on the same servers receive the same frames (kinds,
+    sizes, per socket, turn by turn) through plain group sends; returns when sending
+    began."""
+    plans = [_turns_of(client) for client in load]
+    states = [_FloorSocket(expected=sum(map(len, plan))) for plan in plans]
+    receivers = [
+        asyncio.create_task(_floor_client(client, token, state))
+        for client, state in zip(floor, states, strict=True)
+    ]
+    await asyncio.gather(*(_probe(c, state) for c, state in zip(floor, states, strict=True)))
+    started = time.time()
+    await asyncio.gather(
+        *(
+            _publish(client, plan, state)
+            for client, plan, state in zip(floor, plans, states, strict=True)
+        )
+    )
+    await asyncio.gather(*receivers)
     return started
 
 
@@ -228,9 +371,12 @@ def _report(
     model_calls: int,
     started: float,
     logs: list[Path],
-) -> list[str]:
+    floor: list[_Client],
+    floor_started: float,
+) -> tuple[list[str], dict[str, float]]:
     """Print the figures and, on stderr, what went wrong where; returns the clients that
-    could not finish, which make the run fail."""
+    could not finish, which make the run fail, and the figures the closing table shows."""
+    servers = len(logs)
     stored = _stored()
     received = sum(len(client.events) for client in clients)
     kinds = Counter(kind for client in clients for _, kind, _ in client.events)
@@ -282,7 +428,7 @@ def _report(
     )
 
     print(
-        f"ws_load sessions={len(clients)} servers={SERVERS} turns={len(turn_ms)} "
+        f"ws_load sessions={len(clients)} servers={servers} turns={len(turn_ms)} "
         f"events={received} stored={sum(len(stored.get(c.session_id, {})) for c in clients)} "
         f"model_calls={model_calls} text_delta_events={kinds['text_delta']}"
     )
@@ -312,6 +458,22 @@ def _report(
     print(f"ws_load stuck_clients {len(stuck)}")
     print(f"ws_load server_errors {len(server_errors)}")
     print(f"ws_load layer_over_capacity {len(layer_drops)}")
+    floor_received = sum(len(client.events) for client in floor)
+    floor_ms = [ms for client in floor for ms in client.floor_ms]
+    floor_elapsed = max(
+        max((at for c in floor for _, _, at in c.events), default=floor_started) - floor_started,
+        1e-9,
+    )
+    floor_lost = sum(
+        len(plan_frames) - len({seq for seq, _, _ in c.events})
+        for c, plan_frames in zip(floor, (c.events for c in clients), strict=True)
+    )
+    stuck += [client.stuck for client in floor if client.stuck]
+    print(
+        f"ws_load floor events={floor_received} events_per_s {floor_received / floor_elapsed:.0f} "
+        f"delivery_p50_ms {_percentile(floor_ms, 0.50):.1f} "
+        f"delivery_p99_ms {_percentile(floor_ms, 0.99):.1f} lost {floor_lost}"
+    )
 
     # A few of each kind, so one loud kind does not hide the others.
     details = [
@@ -327,15 +489,46 @@ def _report(
     for kind in details:
         for line in kind[:5]:
             print(f"ws_load {line}", file=sys.stderr)
-    return stuck
+    figures = {
+        "servers": servers,
+        "events_per_s": received / elapsed,
+        "floor_events_per_s": floor_received / floor_elapsed,
+        "delivery_p50_ms": _percentile(delivery_ms, 0.50),
+        "floor_delivery_p50_ms": _percentile(floor_ms, 0.50),
+        "delivery_p99_ms": _percentile(delivery_ms, 0.99),
+        "turn_p50_ms": _percentile(turn_ms, 0.50),
+        "lost": lost,
+        "duplicated": duplicated,
+    }
+    return stuck, figures
 
 
-def _run(var_dir: Path) -> list[str]:
+# What this process shares with the servers (it writes their sessions, publishes the floor).
+_SHARED_SETTINGS = (
+    "DATABASE_URL",
+    "REDIS_URL",
+    "DEBUG",
+    "SECRET_KEY",
+    "ALLOWED_HOSTS",
+    "TOOLHUB_TOOL_PHRASINGS",
+    "TOOLHUB_EMBEDDING_CACHE",
+)
+
+
+async def _phases(
+    load: list[_Client], floor: list[_Client], warmups: list[_Client], token: str
+) -> tuple[float, float]:
+    started = await _load(load, warmups, token)
+    return started, await _floor(load, floor, token)
+
+
+def _run(var_dir: Path, servers: int) -> tuple[list[str], dict[str, float]]:
     from _django import flush_redis, recreate_database
 
     from tests.conftest import app_env, daphne, manage
     from tests.fakes import FakeAnthropic, Reply
 
+    _close_django()  # the previous count's connection: the database is dropped
     recreate_database(DATABASE_URL)
     flush_redis(REDIS_URL)
     with FakeAnthropic(responder=lambda body: Reply(text=REPLY, chunks=DELTAS)) as model:
@@ -343,32 +536,65 @@ def _run(var_dir: Path) -> list[str]:
             var_dir,
             DATABASE_URL=DATABASE_URL,
             REDIS_URL=REDIS_URL,
+            # Production shape: DEBUG off (no query log per statement).
+            DEBUG="0",
+            SECRET_KEY="bench-" + "x" * 60,
+            ALLOWED_HOSTS="127.0.0.1,localhost",
             TOOLHUB_PROVIDER="anthropic",
             ANTHROPIC_BASE_URL=model.url,
             ANTHROPIC_API_KEY="bench",
+            # Tools are phrased once per machine; a fresh bench database would ask again.
+            TOOLHUB_TOOL_PHRASINGS="0",
+            TOOLHUB_EMBEDDING_CACHE=str(ROOT / "var" / "bench" / "embeddings.sqlite3"),
         )
+        (ROOT / "var" / "bench").mkdir(parents=True, exist_ok=True)
         migrated = manage("migrate", "--noinput", env=env)
         if migrated.returncode != 0:
             raise SystemExit(f"ws_load: migrate failed:\n{migrated.stderr}")
-        token, sessions = _setup(var_dir)
-        logs = [var_dir / f"daphne-{number}.log" for number in range(SERVERS)]
-        with contextlib.ExitStack() as servers:
+        if "django" not in sys.modules or not _django_ready():
+            _django(var_dir, env)
+        token, sessions = _setup(servers)
+        logs = [var_dir / f"daphne-{servers}-{number}.log" for number in range(servers)]
+        with contextlib.ExitStack() as running:
             # Server output goes to files: under load a full pipe would stall a server.
-            bases = [servers.enter_context(daphne(env, log=log)) for log in logs]
+            bases = [running.enter_context(daphne(env, log=log)) for log in logs]
             everyone = [
                 _Client(
                     session_id=session_id,
-                    server=index % SERVERS,
-                    url=bases[index % SERVERS].replace("http://", "ws://")
+                    server=index % servers,
+                    url=bases[index % servers].replace("http://", "ws://")
                     + f"/ws/sessions/{session_id}/",
                 )
                 for index, session_id in enumerate(sessions)
             ]
-            clients, warmups = everyone[:SESSIONS], everyone[SESSIONS:]
-            started = asyncio.run(_load(clients, warmups, token))
+            load, floor = everyone[:SESSIONS], everyone[SESSIONS : 2 * SESSIONS]
+            warmups = everyone[2 * SESSIONS :]
+            started, floor_started = asyncio.run(_phases(load, floor, warmups, token))
         # The servers are stopped: every event that will ever be stored is stored.
-        calls = sum(1 for seen in model.requests if seen.path == "/v1/messages") - SERVERS
-        return _report(clients, warmups, calls, started, logs)
+        calls = sum(1 for seen in model.requests if seen.path == "/v1/messages") - servers
+        return _report(load, warmups, calls, started, logs, floor, floor_started)
+
+
+def _django_ready() -> bool:
+    from django.apps import apps
+
+    return apps.ready
+
+
+def _table(rows: list[dict[str, float]]) -> None:
+    print(
+        "ws_load table servers events_per_s floor_events_per_s share_of_floor "
+        "delivery_p50_ms floor_delivery_p50_ms delivery_p99_ms turn_p50_ms lost duplicated"
+    )
+    for row in rows:
+        print(
+            f"ws_load table {row['servers']:.0f} {row['events_per_s']:.0f} "
+            f"{row['floor_events_per_s']:.0f} "
+            f"{row['events_per_s'] / row['floor_events_per_s']:.2f} "
+            f"{row['delivery_p50_ms']:.1f} {row['floor_delivery_p50_ms']:.1f} "
+            f"{row['delivery_p99_ms']:.1f} {row['turn_p50_ms']:.1f} "
+            f"{row['lost']:.0f} {row['duplicated']:.0f}"
+        )
 
 
 def _close_django() -> None:
@@ -376,6 +602,10 @@ def _close_django() -> None:
         from django.db import connections
 
         connections.close_all()
+        for connection in connections.all(initialized_only=True):
+            # Its pool's connections too: the database they are on is about to go.
+            if getattr(connection, "pool", None) is not None:
+                connection.close_pool()
 
 
 def main() -> None:
@@ -383,8 +613,14 @@ def main() -> None:
 
     started = time.perf_counter()
     var_dir = Path(tempfile.mkdtemp(prefix="toolhub-ws-load-"))
+    stuck: list[str] = []
+    rows: list[dict[str, float]] = []
     try:
-        stuck = _run(var_dir)
+        for servers in SERVER_COUNTS:
+            stuck_here, figures = _run(var_dir, servers)
+            stuck += stuck_here
+            rows.append(figures)
+        _table(rows)
     finally:
         _close_django()
         with contextlib.suppress(Exception):

@@ -88,6 +88,13 @@ class SessionEvent(models.Model):
         verbose_name = "chat event"
         ordering = ["session", "seq"]
         constraints = [models.UniqueConstraint(fields=["session", "seq"], name="event_seq_unique")]
+        indexes = [
+            # A person's tool calls, counted when a chat's tier plan is (re)built
+            # (sessions_app.services._usage): read through this, not all their events.
+            models.Index(
+                fields=["session"], condition=models.Q(kind="tool_call"), name="event_tool_calls"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.session_id} #{self.seq} {self.kind}"
