@@ -442,7 +442,8 @@ USE_TZ = True
 REST_FRAMEWORK = {
     # Token first, so an anonymous request is told how to authenticate (401, not 403).
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        # DRF's, with the token's user read in one statement (toolhub.lib.token_auth).
+        "toolhub.lib.token_auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

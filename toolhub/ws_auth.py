@@ -27,12 +27,12 @@ def _token(scope: dict[str, Any]) -> str | None:
 
 @database_sync_to_async
 def _user_for_token(key: str) -> Any:
-    from rest_framework.authtoken.models import Token
+    from toolhub.lib.token_auth import user_for_token
 
-    token = Token.objects.select_related("user").filter(key=key).first()
-    if token is None or not token.user.is_active:
+    user = user_for_token(key)
+    if user is None or not user.is_active:
         return AnonymousUser()
-    return token.user
+    return user
 
 
 class TokenOrSessionAuth:
