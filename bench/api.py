@@ -98,42 +98,11 @@ def _queries(path: str, token: str) -> int:
 async def _get(path: str, token: str) -> int:
     """One GET through the ASGI application, as daphne hands it over once it has parsed
     the HTTP request (no HTTP client in this process: its time is not the product's)."""
+    from tests.conftest import asgi_get
     from toolhub.asgi import application
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "https",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"localhost"), (b"authorization", f"Token {token}".encode())],
-        "client": ("127.0.0.1", 50000),
-        "server": ("localhost", 443),
-    }
-    sent: list[dict[str, Any]] = []
-    done = asyncio.Event()
-    requested = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal requested
-        if not requested:
-            requested = True
-            return {"type": "http.request", "body": b"", "more_body": False}
-        await done.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    try:
-        await application(scope, receive, send)
-    finally:
-        done.set()
-    return int(sent[0]["status"])
+    status, _ = await asgi_get(application, path, [(b"authorization", f"Token {token}".encode())])
+    return status
 
 
 async def _drive(path: str, token: str) -> tuple[float, float]:

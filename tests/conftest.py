@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -166,6 +167,50 @@ def scratch_database(postgres_url: str, prefix: str) -> Iterator[str]:
     finally:
         with psycopg.connect(postgres_url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def asgi_get(
+    app: Callable[..., Any], path: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> tuple[int, bytes]:
+    """One GET through an ASGI application, in the messages daphne hands it once it has
+    parsed the request: no HTTP client (the API bench times the application alone).
+    Returns the status and the body."""
+    import asyncio
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "https",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"localhost"), *(headers or [])],
+        "client": ("127.0.0.1", 50000),
+        "server": ("localhost", 443),
+    }
+    sent: list[dict[str, Any]] = []
+    done = asyncio.Event()
+    asked = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal asked
+        if not asked:
+            asked = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await done.wait()  # connected until the answer is out
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    try:
+        await app(scope, receive, send)
+    finally:
+        done.set()
+    return sent[0]["status"], b"".join(message.get("body", b"") for message in sent[1:])
 
 
 def demo_token(env: dict[str, str]) -> str:

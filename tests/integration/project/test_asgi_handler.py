@@ -13,46 +13,10 @@ from django.conf import settings
 from django.core import signals
 from django.utils.module_loading import import_string
 
+from tests.conftest import asgi_get
 from toolhub.lib.asgi_handler import OneHopASGIHandler
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _scope(path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "https",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"localhost"), *headers],
-        "client": ("127.0.0.1", 50000),
-        "server": ("localhost", 443),
-    }
-
-
-async def _get(app: Any, path: str, headers: list[tuple[bytes, bytes]]) -> tuple[int, bytes]:
-    sent: list[dict[str, Any]] = []
-    asked = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal asked
-        if not asked:
-            asked = True
-            return {"type": "http.request", "body": b"", "more_body": False}
-        await asyncio.Event().wait()  # the client stays connected
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    await app(_scope(path, headers), receive, send)
-    body = b"".join(message.get("body", b"") for message in sent[1:])
-    return sent[0]["status"], body
 
 
 @pytest.fixture
@@ -86,7 +50,7 @@ def test_requests_one_after_another_run_on_one_kept_thread(token, threads_of_req
     headers = [(b"authorization", f"Token {token}".encode())]
 
     async def twenty() -> list[int]:
-        return [(await _get(app, "/api/profiles/", headers))[0] for _ in range(20)]
+        return [(await asgi_get(app, "/api/profiles/", headers))[0] for _ in range(20)]
 
     assert asyncio.run(twenty()) == [200] * 20
     began, finished = threads_of_requests
@@ -100,7 +64,7 @@ def test_requests_in_flight_together_each_keep_to_a_thread_of_their_own(token, t
     headers = [(b"authorization", f"Token {token}".encode())]
 
     async def together() -> list[int]:
-        batch = [_get(app, "/api/profiles/", headers) for _ in range(6)]
+        batch = [asgi_get(app, "/api/profiles/", headers) for _ in range(6)]
         return [status for status, _ in await asyncio.gather(*batch)]
 
     assert asyncio.run(together()) == [200] * 6
@@ -116,7 +80,7 @@ def test_a_static_file_is_streamed_and_its_request_ends_on_its_thread(
     settings.STATIC_ROOT = tmp_path
     app = OneHopASGIHandler()  # WhiteNoise lists STATIC_ROOT as it starts
 
-    status, body = asyncio.run(_get(app, "/static/hello.txt", []))
+    status, body = asyncio.run(asgi_get(app, "/static/hello.txt", []))
 
     assert (status, body) == (200, b"static bytes " * 1000)
     began, finished = threads_of_requests
@@ -125,7 +89,7 @@ def test_a_static_file_is_streamed_and_its_request_ends_on_its_thread(
 
 
 def test_an_unknown_path_is_a_404_page():
-    status, body = asyncio.run(_get(OneHopASGIHandler(), "/no/such/page/", []))
+    status, body = asyncio.run(asgi_get(OneHopASGIHandler(), "/no/such/page/", []))
     assert status == 404
     assert b"<html" in body.lower()
 
