@@ -43,6 +43,10 @@ def _statement(vendor: str) -> str:
 
 def user_for_token(key: str) -> Any | None:
     """The user ``key`` belongs to, active or not; ``None`` for an unknown key."""
+    # No stored key is longer or holds a NUL (which PostgreSQL refuses in a parameter
+    # with an error): such a key is unknown, and costs no statement.
+    if len(key) > Token._meta.get_field("key").max_length or "\x00" in key:
+        return None
     users = get_user_model().objects.raw(_statement(connection.vendor), [key])
     return next(iter(users), None)
 

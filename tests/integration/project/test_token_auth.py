@@ -45,8 +45,9 @@ def test_a_token_reads_its_owners_profiles_and_not_anothers(owner, other_user):
         # UTF-8 bytes, as a server hands a header over (Latin-1).
         "ключ".encode().decode("latin-1"),
         "a" * 300,
+        "abc\x00def",
     ],
-    ids=["unknown", "sql-quote", "utf-8-bytes", "long"],
+    ids=["unknown", "sql-quote", "utf-8-bytes", "long", "nul"],
 )
 def test_a_key_nobody_holds_is_a_401_invalid_token(owner, key):
     Token.objects.create(user=owner)
