@@ -551,7 +551,7 @@ def _run(var_dir: Path, servers: int) -> tuple[list[str], dict[str, float]]:
         migrated = manage("migrate", "--noinput", env=env)
         if migrated.returncode != 0:
             raise SystemExit(f"ws_load: migrate failed:\n{migrated.stderr}")
-        if "django" not in sys.modules or not _django_ready():
+        if not _django_ready():  # this process sets Django up once, for the first count
             _django(var_dir, env)
         token, sessions = _setup(servers)
         logs = [var_dir / f"daphne-{servers}-{number}.log" for number in range(servers)]
