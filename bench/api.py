@@ -95,27 +95,28 @@ def _queries(path: str, token: str) -> int:
     return len(captured)
 
 
-async def _get(path: str, token: str) -> int:
-    """One GET through the ASGI application, as daphne hands it over once it has parsed
-    the HTTP request (no HTTP client in this process: its time is not the product's)."""
+async def _drive(path: str, token: str) -> tuple[float, float]:
+    """GETs through the ASGI application as daphne hands them over once it has parsed the
+    HTTP request (no HTTP client in this process: its time is not the product's)."""
     from tests.conftest import asgi_get
     from toolhub.asgi import application
 
-    status, _ = await asgi_get(application, path, [(b"authorization", f"Token {token}".encode())])
-    return status
+    headers = [(b"authorization", f"Token {token}".encode())]
 
+    async def get() -> int:
+        status, _ = await asgi_get(application, path, headers)
+        return status
 
-async def _drive(path: str, token: str) -> tuple[float, float]:
     latencies: list[float] = []
     for _ in range(20):
-        assert await _get(path, token) == 200
+        assert await get() == 200
     queue = list(range(REQUESTS))
 
     async def worker() -> None:
         while queue:
             queue.pop()
             started = time.perf_counter()
-            status = await _get(path, token)
+            status = await get()
             latencies.append(time.perf_counter() - started)
             assert status == 200, status
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -141,20 +141,16 @@ ToolListSerializer = inline_serializer(
 )
 
 
+_PROFILE_FIELDS = tuple(field.name for field in fields(services.ProfileView))
+
+
 def _profile_json(view: services.ProfileView) -> dict[str, Any]:
     # Field by field, not dataclasses.asdict: that deep-copies every tuple, a third of the
     # profiles list's time.
-    return {
-        "id": view.id,
-        "name": view.name,
-        "source": view.source,
-        "mode": view.mode,
-        "tools": list(view.tools),
-        "missing": list(view.missing),
-        "readonly": view.readonly,
-        "version": view.version,
-        "approvals": dict(view.approvals),
-    }
+    data = {name: getattr(view, name) for name in _PROFILE_FIELDS}
+    data["tools"], data["missing"] = list(view.tools), list(view.missing)
+    data["approvals"] = dict(view.approvals)
+    return data
 
 
 def _stored_json(profile: ToolProfile, user: Any) -> dict[str, Any]:
