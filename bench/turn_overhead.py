@@ -8,7 +8,10 @@ provider's stream (HTTP, SDK parsing, the fake server) is measured separately an
 off, leaving what is ours. Sessions carry up to 20 earlier turns, so the history rebuild
 is realistic. Prints p50 and p99 in milliseconds.
 
-The fake answers as a real API server does, with TCP_NODELAY: without it each reply
+The fake runs in a process of its own, as a real model's API is elsewhere: in this
+process its request threads took the GIL from the turn's database thread just as the reply
+ended, and their finishing work was counted as ours. It answers as a real API server does,
+with TCP_NODELAY: without it each reply
 stalled ~40 ms on the client's delayed ACK, and the idle gap that left made the next
 database and Redis round trips several times slower than warm ones. A real model's reply
 leaves such gaps too, so on an idle host a turn after a slow reply costs more than this.
@@ -25,11 +28,14 @@ Redis: BENCH_REDIS_URL (default redis://127.0.0.1:6379/3).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import statistics
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +50,35 @@ REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/3")
 SESSIONS = 15
 TURNS_PER_SESSION = 20
 WARMUP_TURNS = 5
+
+
+# The fake model's process: prints its URL, then serves until its stdin closes.
+_FAKE_MODEL = """
+import sys
+from tests.fakes import FakeAnthropic, Reply
+
+with FakeAnthropic(responder=lambda body: Reply(text="one two three four five")) as model:
+    print(model.url, flush=True)
+    sys.stdin.read()
+"""
+
+
+@contextlib.contextmanager
+def _fake_model() -> Iterator[str]:
+    child = subprocess.Popen(
+        [sys.executable, "-c", _FAKE_MODEL],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        yield child.stdout.readline().strip()
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=10)
 
 
 class _TimedProvider:
@@ -122,8 +157,6 @@ async def _floor(session_id) -> list[float]:
 
 
 def main() -> None:
-    from tests.fakes import FakeAnthropic, Reply
-
     logging.disable(logging.INFO)
     # A fresh database and Redis each run: the figure must not depend on the dead rows
     # and keys earlier runs left behind.
@@ -141,8 +174,8 @@ def main() -> None:
     user, _ = get_user_model().objects.get_or_create(username="bench-turns")
     ChatSession.objects.filter(owner=user).delete()
     sessions = [session_create(user=user) for _ in range(SESSIONS)]
-    with FakeAnthropic(responder=lambda body: Reply(text="one two three four five")) as model:
-        provider = _TimedProvider(AnthropicProvider(api_key="bench", base_url=model.url))
+    with _fake_model() as model_url:
+        provider = _TimedProvider(AnthropicProvider(api_key="bench", base_url=model_url))
         providers.PROVIDERS["bench"] = lambda: provider
         settings.TOOLHUB_PROVIDER = "bench"
         overheads = asyncio.run(_run(sessions, provider))

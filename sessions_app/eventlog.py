@@ -4,8 +4,9 @@ the API, and delivers it.
 Invariants (docs/architecture.md, "The event log"):
 
 - **Contiguous seqs.** A writer reserves ``len(items)`` numbers with one conditional UPDATE
-  of ``ChatSession.last_seq`` inside the insert's transaction (row lock held to the
-  commit), so concurrent writers in several processes never share or skip a number.
+  of ``ChatSession.last_seq`` inside the insert's transaction or, on PostgreSQL, its
+  statement (row lock held to the commit), so concurrent writers in several processes
+  never share or skip a number.
   ``events_insert`` writes under numbers a turn's claim reserved the same way.
 - **Stored before sent.** ``notify_events`` is called after the commit; a socket that
   replays from the log therefore never misses what a live socket was sent.
@@ -22,17 +23,17 @@ import asyncio
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from channels.layers import get_channel_layer
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 from django.db.models import Field
 from django.utils import timezone
 
 from sessions_app.models import ChatSession, SessionEvent
 from toolhub.lib.errors import Invalid, NotFound
-from toolhub.lib.rows import rows_insert
+from toolhub.lib.rows import rows_insert, rows_values
 
 HISTORY_KINDS = ("user_message", "assistant_message", "tool_call", "tool_result", "rewind")
 # A stored row of history: seq, kind, data.
@@ -52,56 +53,104 @@ def events_append(
     items: list[tuple[str, dict[str, Any]]],
     holder: str | None = None,
     changes: dict[str, Any] | None = None,
+    rows: Sequence[models.Model] = (),
 ) -> list[SessionEvent] | None:
-    """Store events with the session's next contiguous seqs, in one transaction.
+    """Store events with the session's next contiguous seqs, all or nothing.
 
     One conditional UPDATE reserves ``len(items)`` numbers and returns the last (row lock
-    held to the commit), so a batch costs two statements whatever its size, and
-    concurrent writers get disjoint ranges. ``changes`` (session fields to values) are
-    written by that same UPDATE. With ``holder``, only while that turn holds the session:
-    otherwise nothing is stored or changed and the result is ``None``.
+    held to the commit), so concurrent writers get disjoint ranges. ``changes`` (session
+    fields to values) are written by that same UPDATE, and ``rows`` (new rows of other
+    models, every field set) are inserted with the events. With ``holder``, only while
+    that turn holds the session: otherwise nothing is stored or changed and the result is
+    ``None``.
+
+    On PostgreSQL all of it is one statement, the UPDATE and the INSERTs in one
+    data-modifying ``WITH`` (one round trip, and no BEGIN or COMMIT of its own); elsewhere
+    it is one transaction of one statement per table.
     """
-    if not items and not changes:
+    if not items and not changes and not rows:
         return []
     changes = changes or {}
     fields = [cast("Field[Any, Any]", ChatSession._meta.get_field(name)) for name in changes]
     sets = "".join(f", {connection.ops.quote_name(str(field.column))} = %s" for field in fields)
-    params = [field.get_db_prep_save(changes[field.name], connection) for field in fields]
     where = "" if holder is None else " AND turn_id = %s"
     table = connection.ops.quote_name(ChatSession._meta.db_table)
-    # No savepoint: inside a caller's transaction a failure here fails it all anyway.
-    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
-        # Only the model's own table and column names are interpolated; values are
-        # parameters.
-        cursor.execute(
-            f"UPDATE {table} SET last_seq = last_seq + %s{sets} WHERE id = %s{where} "  # noqa: S608
-            "RETURNING last_seq",
-            [
-                len(items),
-                *params,
-                ChatSession._meta.pk.get_db_prep_value(session_id, connection),
-                *([holder] if holder is not None else []),
-            ],
+    # Only the model's own table and column names are interpolated; values are parameters.
+    update = (
+        f"UPDATE {table} SET last_seq = last_seq + %s{sets} WHERE id = %s{where} "  # noqa: S608
+        "RETURNING last_seq"
+    )
+    params = [
+        len(items),
+        *(field.get_db_prep_save(changes[field.name], connection) for field in fields),
+        ChatSession._meta.pk.get_db_prep_value(session_id, connection),
+        *([holder] if holder is not None else []),
+    ]
+    events = _new_events(session_id=session_id, turn=turn, first_seq=0, items=items)
+    groups = [group for group in (events, *_by_model(rows)) if group]
+    if connection.vendor == "postgresql":
+        last = _append_in_one_statement(update=update, params=params, groups=groups)
+    else:
+        # No savepoint: inside a caller's transaction a failure here fails it all anyway.
+        with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+            cursor.execute(update, params)
+            row = cursor.fetchone()
+            last = None if row is None else row[0]
+            if last is not None:
+                _number(events, last)
+                for group in groups:
+                    rows_insert(group)
+    if last is None:
+        if holder is not None:
+            return None
+        raise NotFound("no such session")
+    _number(events, last)
+    if items:
+        first = last - len(items) + 1
+        transaction.on_commit(lambda: _history_extend(session_id, first, items))
+    return events
+
+
+def _append_in_one_statement(
+    *, update: str, params: list[Any], groups: list[Sequence[models.Model]]
+) -> int | None:
+    """``update`` (ending in ``RETURNING last_seq``) and the INSERT of each group of new
+    rows in one statement; a group is inserted only if ``update`` matched a row. The events
+    (a group of ``SessionEvent``) take their seqs from the reservation. Returns the last
+    reserved seq, or ``None`` when ``update`` matched nothing (nothing is written then)."""
+    steps = [f"reserved AS ({update})"]
+    params = list(params)
+    for number, group in enumerate(groups):
+        computed = None
+        if isinstance(group[0], SessionEvent):
+            computed = {
+                "seq": [f"reserved.last_seq - {len(group) - 1 - n}" for n in range(len(group))]
+            }
+        table, columns, values, values_params = rows_values(group, computed=computed)
+        steps.append(
+            f"inserted{number} AS (INSERT INTO {table} ({columns}) "  # noqa: S608
+            f"SELECT v.* FROM reserved, LATERAL ({values}) AS v)"
         )
+        params += values_params
+    with connection.cursor() as cursor:
+        # Model metadata and the SQL above only; values are parameters.
+        cursor.execute("WITH " + ", ".join(steps) + " SELECT last_seq FROM reserved", params)  # noqa: S608
         row = cursor.fetchone()
-        if row is None:
-            if holder is not None:
-                return None
-            raise NotFound("no such session")
-        return events_insert(
-            session_id=session_id, turn=turn, first_seq=row[0] - len(items) + 1, items=items
-        )
+    return None if row is None else row[0]
 
 
-def events_insert(
+def _by_model(rows: Sequence[models.Model]) -> list[list[models.Model]]:
+    groups: dict[type[models.Model], list[models.Model]] = {}
+    for row in rows:
+        groups.setdefault(type(row), []).append(row)
+    return list(groups.values())
+
+
+def _new_events(
     *, session_id: Any, turn: str, first_seq: int, items: list[tuple[str, dict[str, Any]]]
 ) -> list[SessionEvent]:
-    """Insert events under seqs the caller reserved (``last_seq`` already advanced in this
-    transaction). The events come back without row ids, which nothing reads."""
-    if not items:
-        return []
     now = timezone.now()
-    events = [
+    return [
         SessionEvent(
             session_id=session_id,
             seq=first_seq + offset,
@@ -112,6 +161,21 @@ def events_insert(
         )
         for offset, (kind, data) in enumerate(items)
     ]
+
+
+def _number(events: list[SessionEvent], last: int) -> None:
+    for offset, event in enumerate(events):
+        event.seq = last - len(events) + 1 + offset
+
+
+def events_insert(
+    *, session_id: Any, turn: str, first_seq: int, items: list[tuple[str, dict[str, Any]]]
+) -> list[SessionEvent]:
+    """Insert events under seqs the caller reserved (``last_seq`` already advanced in this
+    transaction). The events come back without row ids, which nothing reads."""
+    if not items:
+        return []
+    events = _new_events(session_id=session_id, turn=turn, first_seq=first_seq, items=items)
     rows_insert(events)
     transaction.on_commit(lambda: _history_extend(session_id, first_seq, items))
     return events

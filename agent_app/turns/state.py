@@ -7,7 +7,7 @@ lock, and the claim is a lease its owner's heartbeat renews. A turn whose lease 
 code ``lost``, and the session is free. The lease, the heartbeat and the reaper's round
 are fractions of ``TOOLHUB_TURN_LOST_AFTER`` chosen so that a dead owner's turn ends
 within that bound (docs/faults.md). ``persist`` stores a flush's events, the provider
-call, the loaded-set checkpoint and the release in one transaction.
+call, the loaded-set checkpoint and the release at once (one statement on PostgreSQL).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from profiles_app.models import Agent, DisablesGeneration
 from profiles_app.services import agent_current
 from sessions_app.eventlog import events_append
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
-from toolhub.lib.rows import rows_insert
 
 # Shares of TOOLHUB_TURN_LOST_AFTER. A lease renewed just before its owner died runs out
 # after LEASE_SHARE of the bound, and a reaper round comes within REAP_SHARE more: the
@@ -253,11 +252,11 @@ def persist(
     waiting: Any = ...,
     release: bool = False,
 ) -> list[SessionEvent]:
-    """Every write of one flush in one transaction: events, the provider call record, the
-    loaded-set checkpoint, what the turn waits for, and at the end the release of the
-    session, together with the terminal event (a client that sees ``turn_finished`` can
-    start the next turn at once). Raises ``LostClaim`` if the turn no longer holds the
-    session (nothing is written then)."""
+    """Every write of one flush at once: events, the provider call record, the loaded-set
+    checkpoint, what the turn waits for, and at the end the release of the session,
+    together with the terminal event (a client that sees ``turn_finished`` can start the
+    next turn at once). One statement on PostgreSQL (``events_append``). Raises
+    ``LostClaim`` if the turn no longer holds the session (nothing is written then)."""
     changes: dict[str, Any] = {}
     if loaded is not None:
         changes["loaded_tools"] = loaded
@@ -267,15 +266,17 @@ def persist(
         changes.update(turn_id="", turn_channel="", turn_lease=None, turn_waiting=None)
     if not items and not changes and call is None:
         return []
-    with transaction.atomic(savepoint=False):
-        # The session row's writes ride on the seq reservation's UPDATE.
-        events = events_append(
-            session_id=session_id, turn=turn, items=items, holder=turn, changes=changes
-        )
-        if events is None:
-            raise LostClaim(turn)
-        if call is not None:
-            rows_insert(
-                [ProviderCall(session_id=session_id, turn=turn, created=timezone.now(), **call)]
-            )
+    # The session row's writes ride on the seq reservation's UPDATE.
+    events = events_append(
+        session_id=session_id,
+        turn=turn,
+        items=items,
+        holder=turn,
+        changes=changes,
+        rows=[]
+        if call is None
+        else [ProviderCall(session_id=session_id, turn=turn, created=timezone.now(), **call)],
+    )
+    if events is None:
+        raise LostClaim(turn)
     return events
