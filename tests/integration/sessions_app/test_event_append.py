@@ -5,6 +5,8 @@ statement, so nothing here may depend on a transaction of the caller's)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -12,10 +14,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from agent_app.turns.state import LostClaim, persist
-from sessions_app.eventlog import events_append, session_history
+from sessions_app.eventlog import event_frame, event_frames_after, events_append, session_history
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
 from sessions_app.services import session_create
-from tests.conftest import need
+from tests.conftest import ROOT, app_env, need
 
 pytestmark = pytest.mark.django_db
 
@@ -192,3 +194,73 @@ def test_writers_on_many_threads_get_contiguous_seqs_and_never_share_one(owner):
             seqs = [by_text[f"{n}:{r}:{k}"] for k in range(1 + (n + r) % 3)]
             assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
     assert ChatSession.objects.get(pk=session.pk).last_seq == expected
+
+
+def test_frames_read_after_a_seq_are_the_stored_events_in_order_up_to_the_limit(owner):
+    session = session_create(user=owner)
+    items = [("tool_result", ODD), ("text_delta", {"text": "%%"}), ("usage", {"input_tokens": 1})]
+    events_append(session_id=session.pk, turn="turn-1", items=items * 3)
+    stored = list(SessionEvent.objects.filter(session=session).order_by("seq"))
+
+    frames = event_frames_after(session_id=session.pk, after=3, limit=4)
+
+    assert frames == [event_frame(event) for event in stored[3:7]]
+    assert frames[0]["data"] == ODD
+    assert frames[0]["created"] == stored[3].created.isoformat()
+    assert frames[0]["created"].endswith("+00:00")
+    assert event_frames_after(session_id=session.pk, after=9) == []
+    other = session_create(user=owner)
+    assert event_frames_after(session_id=other.pk, after=0) == []
+
+
+# The same appends and reads on the embedded default (SQLite), whose path is one
+# transaction of one statement per table instead of PostgreSQL's one statement.
+_ON_SQLITE = """
+import django
+django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0)
+from django.db import connection
+from django.contrib.auth import get_user_model
+from agent_app.turns.state import LostClaim, persist
+from sessions_app.eventlog import event_frame, event_frames_after, events_append
+from sessions_app.models import ChatSession, ProviderCall, SessionEvent
+from sessions_app.services import session_create
+
+assert connection.vendor == "sqlite", connection.vendor
+odd = {"text": "it's \\"q\\" %s \\\\ \U0001f9ea", "n": [1, None, {"k": "'"}]}
+session = session_create(user=get_user_model().objects.create_user(username="x"))
+events_append(session_id=session.pk, turn="t", items=[("user_message", odd), ("usage", {})])
+ChatSession.objects.filter(pk=session.pk).update(turn_id="t")
+call = {"provider": "p", "model": "m", "fingerprint": "f"}
+last = [("turn_finished", {})]
+done = persist(session_id=session.pk, turn="t", items=last, call=call, release=True)
+assert [event.seq for event in done] == [3]
+try:
+    persist(session_id=session.pk, turn="t", items=[("usage", {})], call=call, release=True)
+    raise SystemExit("a flush after the release was stored")
+except LostClaim:
+    pass
+frames = event_frames_after(session_id=session.pk, after=0)
+stored = SessionEvent.objects.filter(session=session).order_by("seq")
+assert frames == [event_frame(event) for event in stored], frames
+assert frames[0]["data"] == odd and frames[0]["created"].endswith("+00:00"), frames[0]
+row = ChatSession.objects.values_list("last_seq", "turn_id").get(pk=session.pk)
+assert row == (3, "") and ProviderCall.objects.count() == 1, row
+print("stored and read back")
+"""
+
+
+def test_the_embedded_sqlite_database_appends_flushes_and_reads_back_the_same(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-c", _ON_SQLITE],
+        cwd=ROOT,
+        env=app_env(tmp_path, DJANGO_SETTINGS_MODULE="toolhub.settings"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("stored and read back")
