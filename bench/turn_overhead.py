@@ -11,10 +11,10 @@ is realistic. Prints p50 and p99 in milliseconds.
 The fake runs in a process of its own, as a real model's API is elsewhere: in this
 process its request threads took the GIL from the turn's database thread just as the reply
 ended, and their finishing work was counted as ours. It answers as a real API server does,
-with TCP_NODELAY: without it each reply
-stalled ~40 ms on the client's delayed ACK, and the idle gap that left made the next
-database and Redis round trips several times slower than warm ones. A real model's reply
-leaves such gaps too, so on an idle host a turn after a slow reply costs more than this.
+with TCP_NODELAY: without it each reply stalled ~40 ms on the client's delayed ACK, and the
+idle gap that left made the next database and Redis round trips several times slower than
+warm ones. A real model's reply leaves such gaps too, so on an idle host a turn after a
+slow reply costs more than this.
 
 It also prints the floor of that figure on this machine: the I/O a turn cannot do without
 (two write transactions, claim and first events, then last events and release, each as

@@ -25,7 +25,10 @@ socket listens.
 Prints, per server count, events per second (events received over the time from the start
 of the phase to the last event received), delivery latency (receipt on the client minus
 ``SessionEvent.created``, stamped by the writing server on this machine; for the floor,
-minus the publisher's stamp), turn latency (``chat`` sent to terminal event received), and
+minus the publisher's stamp), turn latency (``chat`` sent to terminal event received), the
+CPU seconds each phase took from the servers, this process (clients, publisher and fake
+model), PostgreSQL and Redis, with the servers' CPU per turn (two cores here: when their sum
+nears twice the phase's seconds, the machine, not the product, sets the pace), and
 the delivery check: per session the seqs received must be 1..last, each once, in order, and
 every stored event must have arrived. Then a table of the counts side by side, with each
 load's share of its floor's events per second. Figures are printed, not asserted; details
@@ -42,6 +45,7 @@ import itertools
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -515,11 +519,59 @@ _SHARED_SETTINGS = (
 )
 
 
+def _cpu(servers: list[int]) -> dict[str, float]:
+    """CPU seconds used so far (user + system, every thread) by the servers, this process
+    (the clients, the floor's publisher and the fake model), PostgreSQL and Redis."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def used(pid: int | str) -> float:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # a backend that ended between the listing and the read
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / tick
+
+    def named(name: str) -> float:
+        total = 0.0
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    if (entry / "comm").read_text().strip() == name:
+                        total += used(entry.name)
+        return total
+
+    return {
+        "servers": sum(used(pid) for pid in servers),
+        "bench": used(os.getpid()),
+        "postgres": named("postgres"),
+        "redis": named("redis-server"),
+    }
+
+
+def _print_cpu(phase: str, before: dict[str, float], after: dict[str, float], turns: int) -> None:
+    spent = {name: after[name] - before[name] for name in after}
+    per_turn = f" server_ms_per_turn={spent['servers'] / turns * 1000:.1f}" if turns else ""
+    print(
+        f"ws_load cpu_s {phase} "
+        + " ".join(f"{name}={seconds:.1f}" for name, seconds in spent.items())
+        + per_turn
+    )
+
+
 async def _phases(
-    load: list[_Client], floor: list[_Client], warmups: list[_Client], token: str
+    load: list[_Client],
+    floor: list[_Client],
+    warmups: list[_Client],
+    token: str,
+    servers: list[int],
 ) -> tuple[float, float]:
+    before = _cpu(servers)
     started = await _load(load, warmups, token)
-    return started, await _floor(load, floor, token)
+    between = _cpu(servers)
+    floor_started = await _floor(load, floor, token)
+    _print_cpu("load", before, between, turns=TURNS * len(load) + len(warmups))
+    _print_cpu("floor", between, _cpu(servers), turns=0)
+    return started, floor_started
 
 
 def _run(var_dir: Path, servers: int) -> tuple[list[str], dict[str, float]]:
@@ -557,7 +609,8 @@ def _run(var_dir: Path, servers: int) -> tuple[list[str], dict[str, float]]:
         logs = [var_dir / f"daphne-{servers}-{number}.log" for number in range(servers)]
         with contextlib.ExitStack() as running:
             # Server output goes to files: under load a full pipe would stall a server.
-            bases = [running.enter_context(daphne(env, log=log)) for log in logs]
+            processes: list[subprocess.Popen[str]] = []
+            bases = [running.enter_context(daphne(env, log=log, started=processes)) for log in logs]
             everyone = [
                 _Client(
                     session_id=session_id,
@@ -569,7 +622,9 @@ def _run(var_dir: Path, servers: int) -> tuple[list[str], dict[str, float]]:
             ]
             load, floor = everyone[:SESSIONS], everyone[SESSIONS : 2 * SESSIONS]
             warmups = everyone[2 * SESSIONS :]
-            started, floor_started = asyncio.run(_phases(load, floor, warmups, token))
+            started, floor_started = asyncio.run(
+                _phases(load, floor, warmups, token, [process.pid for process in processes])
+            )
         # The servers are stopped: every event that will ever be stored is stored.
         calls = sum(1 for seen in model.requests if seen.path == "/v1/messages") - servers
         return _report(load, warmups, calls, started, logs, floor, floor_started)

@@ -92,6 +92,8 @@ def events_append(
     groups += _by_model(rows)
     if connection.vendor == "postgresql":
         last = _append_in_one_statement(update=update, params=params, groups=groups)
+        if last is not None:
+            _number(events, last)
     else:
         # No savepoint: inside a caller's transaction a failure here fails it all anyway.
         with transaction.atomic(savepoint=False), connection.cursor() as cursor:
@@ -106,7 +108,6 @@ def events_append(
         if holder is not None:
             return None
         raise NotFound("no such session")
-    _number(events, last)
     if items:
         first = last - len(items) + 1
         transaction.on_commit(lambda: _history_extend(session_id, first, items))

@@ -1,10 +1,12 @@
-"""Many new rows of one model in one multi-row INSERT, for the hot paths (the event log, a
-turn's provider-call records).
+"""Rows of one model on the hot paths (the event log, a turn's provider-call records),
+written and read by SQL built from the model's metadata instead of the ORM's per-call
+query building.
 
-``rows_insert`` is a statement of its own. ``rows_values`` gives the same rows as a
-PostgreSQL ``VALUES`` list for an ``INSERT … SELECT`` inside a larger statement (a
-data-modifying ``WITH``), so rows can be written only if an earlier step of that statement
-matched, in the statement's one round trip. Only model metadata and the caller's own SQL
+``rows_insert`` is one multi-row INSERT, a statement of its own. ``rows_values`` gives
+the same rows as a PostgreSQL ``VALUES`` list for an ``INSERT … SELECT`` inside a larger
+statement (a data-modifying ``WITH``), so rows can be written only if an earlier step of
+that statement matched, in the statement's one round trip. ``rows_read`` turns fetched
+rows into the values the ORM would give. Only model metadata and the caller's own SQL
 expressions are interpolated; every value is a parameter.
 """
 
