@@ -60,8 +60,8 @@ def events_append(
 
     One conditional UPDATE reserves ``len(items)`` numbers and returns the last (row lock
     held to the commit), so concurrent writers get disjoint ranges. ``changes`` (session
-    fields to values) are written by that same UPDATE, and ``rows`` (new rows of other
-    models, every field set) are inserted with the events. With ``holder``, only while
+    fields to values) are written by that same UPDATE, and ``rows`` (new rows of one other
+    model, every field set) are inserted with the events. With ``holder``, only while
     that turn holds the session: otherwise nothing is stored or changed and the result is
     ``None``.
 
@@ -88,10 +88,8 @@ def events_append(
         *([holder] if holder is not None else []),
     ]
     events = _new_events(session_id=session_id, turn=turn, first_seq=0, items=items)
-    groups: list[Sequence[models.Model]] = [events] if events else []
-    groups += _by_model(rows)
     if connection.vendor == "postgresql":
-        last = _append_in_one_statement(update=update, params=params, groups=groups)
+        last = _append_in_one_statement(update=update, params=params, events=events, rows=rows)
         if last is not None:
             _number(events, last)
     else:
@@ -102,8 +100,8 @@ def events_append(
             last = None if row is None else row[0]
             if last is not None:
                 _number(events, last)
-                for group in groups:
-                    rows_insert(group)
+                rows_insert(events)
+                rows_insert(rows)
     if last is None:
         if holder is not None:
             return None
@@ -115,23 +113,25 @@ def events_append(
 
 
 def _append_in_one_statement(
-    *, update: str, params: list[Any], groups: list[Sequence[models.Model]]
+    *,
+    update: str,
+    params: list[Any],
+    events: list[SessionEvent],
+    rows: Sequence[models.Model],
 ) -> int | None:
-    """``update`` (ending in ``RETURNING last_seq``) and the INSERT of each group of new
-    rows in one statement; a group is inserted only if ``update`` matched a row. The events
-    (a group of ``SessionEvent``) take their seqs from the reservation. Returns the last
-    reserved seq, or ``None`` when ``update`` matched nothing (nothing is written then)."""
+    """``update`` (ending in ``RETURNING last_seq``) and the INSERTs of ``events`` (under
+    the seqs it reserved) and ``rows`` in one statement, the INSERTs only if ``update``
+    matched a row. Returns the last reserved seq, or ``None`` when ``update`` matched
+    nothing (nothing is written then)."""
     steps = [f"reserved AS ({update})"]
     params = list(params)
-    for number, group in enumerate(groups):
-        computed = None
-        if isinstance(group[0], SessionEvent):
-            computed = {
-                "seq": [f"reserved.last_seq - {len(group) - 1 - n}" for n in range(len(group))]
-            }
+    seqs = [f"reserved.last_seq - {len(events) - 1 - n}" for n in range(len(events))]
+    for name, group, computed in (("events", events, {"seq": seqs}), ("rows", rows, None)):
+        if not group:
+            continue
         table, columns, values, values_params = rows_values(group, computed=computed)
         steps.append(
-            f"inserted{number} AS (INSERT INTO {table} ({columns}) "  # noqa: S608
+            f"{name} AS (INSERT INTO {table} ({columns}) "  # noqa: S608
             f"SELECT v.* FROM reserved, LATERAL ({values}) AS v)"
         )
         params += values_params
@@ -140,13 +140,6 @@ def _append_in_one_statement(
         cursor.execute("WITH " + ", ".join(steps) + " SELECT last_seq FROM reserved", params)  # noqa: S608
         row = cursor.fetchone()
     return None if row is None else row[0]
-
-
-def _by_model(rows: Sequence[models.Model]) -> list[list[models.Model]]:
-    groups: dict[type[models.Model], list[models.Model]] = {}
-    for row in rows:
-        groups.setdefault(type(row), []).append(row)
-    return list(groups.values())
 
 
 def _new_events(

@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agent_app.turns.state import LostClaim, persist
+from agent_app.turns.state import persist
 from sessions_app.eventlog import event_frame, event_frames_after, events_append, session_history
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
 from sessions_app.services import session_create
@@ -104,24 +104,6 @@ def test_odd_bytes_in_events_and_calls_come_back_exactly(owner):
     assert ProviderCall.objects.get(session=session).model == "model 'with' %s \\ quotes"
     waiting = ChatSession.objects.values_list("turn_waiting", flat=True).get(pk=session.pk)
     assert waiting == {"kind": "question", "call_id": "c'1"}
-
-
-def test_a_flush_for_a_turn_that_lost_the_session_writes_nothing(owner):
-    session = _claimed(owner, turn="the-new-turn")
-
-    with pytest.raises(LostClaim):
-        persist(
-            session_id=session.pk,
-            turn="the-old-turn",
-            items=[("turn_finished", {"reason": "end_turn"})],
-            call=CALL,
-            release=True,
-        )
-
-    assert SessionEvent.objects.filter(session=session).count() == 0
-    assert ProviderCall.objects.filter(session=session).count() == 0
-    row = ChatSession.objects.values("last_seq", "turn_id").get(pk=session.pk)
-    assert row == {"last_seq": 0, "turn_id": "the-new-turn"}
 
 
 def test_a_flush_with_only_a_session_change_stores_no_event(owner):
