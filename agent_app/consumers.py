@@ -51,6 +51,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.session = None
         self.cursor: EventCursor | None = None
         self.membership: asyncio.Task[None] | None = None
+        # Per running call, the (bytes_total, elapsed_ms) of the last tail this socket sent.
+        self.tails_sent: dict[Any, tuple[int, int]] = {}
         user = self.scope.get("user")
         await self.accept()
         if user is None or not user.is_authenticated:
@@ -187,8 +189,10 @@ class SessionConsumer(AsyncWebsocketConsumer):
             seed = await on_db_thread(transcript_seed, session_id=self.session.pk, upto=upto)
             self.transcript = LiveTranscript(seed, session_id=self.session.pk)
         await self.cursor.resume(after_seq=frame["after_seq"], last_seq=self.session.last_seq)
+        # A resume sends the current tails again, even those this socket already had.
+        self.tails_sent = {}
         for tail in await on_db_thread(running_tails, session_id=self.session.pk):
-            await self._send(tail)
+            await self._send_tail(tail)
 
     async def session_events(self, message: dict[str, Any]) -> None:
         await self.cursor.live(message["frames"])
@@ -201,7 +205,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
     async def session_tail(self, message: dict[str, Any]) -> None:
         if self.cursor.resumed:
-            await self._send(message["frame"])
+            await self._send_tail(message["frame"])
 
     async def _stay_joined(self) -> None:
         # Joining again is idempotent; a live event that then skips ahead brings the
@@ -218,6 +222,17 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def _send_event(self, frame: dict[str, Any]) -> None:
         if self.transcript is not None:
             frame = self.transcript.frame(frame)
+        await self._send(frame)
+
+    async def _send_tail(self, frame: dict[str, Any]) -> None:
+        # A tail is stored before it is sent live (agent_app/turns/tails.py), so a socket
+        # that resumes while one is on its way reads it and then gets it from the group
+        # too. A call's tails only grow: one no newer than the last sent is not sent.
+        mark = (frame.get("bytes_total", 0), frame.get("elapsed_ms", 0))
+        call_id = frame.get("call_id")
+        if call_id in self.tails_sent and mark <= self.tails_sent[call_id]:
+            return
+        self.tails_sent[call_id] = mark
         await self._send(frame)
 
     async def _send(self, frame: dict[str, Any]) -> None:

@@ -1,5 +1,11 @@
 """Live tails of running tools: coalesced ``tail`` frames, and the current tail per call
-kept in the cache so a socket that resumes gets it once."""
+kept in the cache so a socket that resumes gets it once.
+
+Invariants: a tail is in the cache before any socket can receive it, so whoever saw it
+live can resume elsewhere and find it; each call's frames only grow (``bytes_total``,
+then ``elapsed_ms``), which is how a socket drops one it already sent. A turn runs its
+calls one at a time, so a session's one cache entry has one writer.
+"""
 
 from __future__ import annotations
 
@@ -71,7 +77,13 @@ class TailPump:
             self._sent = update
             self._last = time.monotonic()
             frame = tail_frame(self._call_id, update)
-            # The socket first: keeping the tail for a later resume is off the live path.
+            # Kept before it is sent: a socket that saw this tail live may open another
+            # that resumes at once, and that resume must find it. A socket that gets it
+            # both ways sends it once (SessionConsumer._send_tail).
+            with contextlib.suppress(Exception):
+                await on_db_thread(
+                    _tails_put, session_id=self._session_id, call_id=self._call_id, frame=frame
+                )
             try:
                 await notify_tail(self._session_id, frame)
             except REDIS_ERRORS as exc:
@@ -86,10 +98,6 @@ class TailPump:
                 self._unsent = True
             else:
                 self._unsent = False
-            with contextlib.suppress(Exception):
-                await on_db_thread(
-                    _tails_put, session_id=self._session_id, call_id=self._call_id, frame=frame
-                )
 
     async def close(self) -> None:
         """Send the last tail (keeping the interval), then forget the call's tail."""

@@ -807,9 +807,8 @@ async def test_a_model_that_never_stops_calling_tools_ends_at_the_step_limit(
     await socket.disconnect()
 
 
-async def test_a_socket_that_resumes_during_a_streaming_tool_gets_its_current_tail_once(
-    owner, model, executed
-):
+async def _streaming_slow_tool(owner, model):
+    """A turn running ``slow``, and the socket that started it, once its tail arrived."""
     model.replies.extend([Reply(tool_calls=[("toolu_s", "slow", {})]), Reply(text="ok")])
     session = await new_session(owner)
     talker = await open_socket(session.pk, owner)
@@ -817,6 +816,13 @@ async def test_a_socket_that_resumes_during_a_streaming_tool_gets_its_current_ta
     live = await receive(talker)
     while live["type"] != "tail":
         live = await receive(talker)
+    return session, talker, live
+
+
+async def test_a_socket_that_resumes_during_a_streaming_tool_gets_its_current_tail_once(
+    owner, model, executed
+):
+    session, talker, live = await _streaming_slow_tool(owner, model)
 
     late = await open_socket(session.pk, owner)
     await send(late, {"type": "resume", "after_seq": 0})
@@ -833,6 +839,71 @@ async def test_a_socket_that_resumes_during_a_streaming_tool_gets_its_current_ta
     assert events(replay + rest)[-1]["data"]["reason"] == "cancelled"
     await talker.disconnect()
     await late.disconnect()
+
+
+async def test_a_tail_is_kept_for_resumes_before_any_socket_can_receive_it(
+    owner, model, executed, monkeypatch
+):
+    import agent_app.turns.tails as tails_module
+    from agent_app.turns.loop import on_db_thread
+
+    sent = tails_module.notify_tail
+    kept_when_sent = []
+
+    async def watched(session_id, frame):
+        # What a socket that resumes the moment this tail reaches another would read.
+        kept_when_sent.append(await on_db_thread(tails_module.running_tails, session_id=session_id))
+        await sent(session_id, frame)
+
+    monkeypatch.setattr(tails_module, "notify_tail", watched)
+    _, talker, live = await _streaming_slow_tool(owner, model)
+    await send(talker, {"type": "cancel"})
+    await until(talker)
+
+    assert kept_when_sent == [[live]]
+    await talker.disconnect()
+
+
+async def test_a_socket_sends_each_tail_of_a_call_once_and_never_an_older_one(owner):
+    from channels.layers import get_channel_layer
+
+    from agent_app.turns.loop import on_db_thread
+    from agent_app.turns.tails import _tails_put
+    from sessions_app.eventlog import session_group
+
+    def tail(call_id, text, elapsed_ms):
+        return {
+            "type": "tail",
+            "call_id": call_id,
+            "tail": text,
+            "bytes_total": len(text),
+            "elapsed_ms": elapsed_ms,
+        }
+
+    first, again, older, grown, other = (
+        tail("toolu_a", "line 1\n", 100),
+        tail("toolu_a", "line 1\n", 100),
+        tail("toolu_a", "line", 50),
+        tail("toolu_a", "line 1\nline 2\n", 200),
+        tail("toolu_b", "b", 10),
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "resume", "after_seq": 0})
+    layer = get_channel_layer()
+    for frame in (first, again, older, grown, other):
+        await layer.group_send(session_group(session.pk), {"type": "session.tail", "frame": frame})
+    live = [await receive(socket) for _ in range(3)]
+    nothing_more = await socket.receive_nothing(timeout=0.3)
+    # A resume sends the stored tail again, though this socket had it.
+    await on_db_thread(_tails_put, session_id=session.pk, call_id="toolu_a", frame=grown)
+    await send(socket, {"type": "resume", "after_seq": 0})
+    resumed = await receive(socket)
+
+    assert live == [first, grown, other]
+    assert nothing_more
+    assert resumed == grown
+    await socket.disconnect()
 
 
 async def test_live_events_the_channel_layer_dropped_still_reach_the_socket(
