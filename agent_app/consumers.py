@@ -51,7 +51,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.session = None
         self.cursor: EventCursor | None = None
         self.membership: asyncio.Task[None] | None = None
-        # Per running call, the (bytes_total, elapsed_ms) of the last tail this socket sent.
+        # Per call, the (bytes_total, elapsed_ms) of the last tail this socket sent.
         self.tails_sent: dict[Any, tuple[int, int]] = {}
         user = self.scope.get("user")
         await self.accept()
@@ -188,10 +188,15 @@ class SessionConsumer(AsyncWebsocketConsumer):
             upto = min(frame["after_seq"], self.session.last_seq)
             seed = await on_db_thread(transcript_seed, session_id=self.session.pk, upto=upto)
             self.transcript = LiveTranscript(seed, session_id=self.session.pk)
+        # Read before the replay, sent after it: a stored tail's tool_call was stored
+        # before it, so the replay has drawn its card. A resume sends the current tails
+        # again, even those this socket already had.
+        tails = await on_db_thread(
+            running_tails, session_id=self.session.pk, turn_id=self.session.turn_id
+        )
         await self.cursor.resume(after_seq=frame["after_seq"], last_seq=self.session.last_seq)
-        # A resume sends the current tails again, even those this socket already had.
         self.tails_sent = {}
-        for tail in await on_db_thread(running_tails, session_id=self.session.pk):
+        for tail in tails:
             await self._send_tail(tail)
 
     async def session_events(self, message: dict[str, Any]) -> None:
@@ -220,6 +225,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_add(CATALOG_GROUP, self.channel_name)
 
     async def _send_event(self, frame: dict[str, Any]) -> None:
+        if frame["kind"] == "tool_call":
+            # Providers reuse call ids: a new call's tails start from nothing.
+            self.tails_sent.pop(frame["data"].get("call_id"), None)
         if self.transcript is not None:
             frame = self.transcript.frame(frame)
         await self._send(frame)

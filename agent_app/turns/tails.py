@@ -2,9 +2,12 @@
 kept in the cache so a socket that resumes gets it once.
 
 Invariants: a tail is in the cache before any socket can receive it, so whoever saw it
-live can resume elsewhere and find it; each call's frames only grow (``bytes_total``,
-then ``elapsed_ms``), which is how a socket drops one it already sent. A turn runs its
-calls one at a time, so a session's one cache entry has one writer.
+live can resume elsewhere and find it (a cache that refuses the write does not hold the
+live frame back). A call's frames only grow (``bytes_total``, then ``elapsed_ms``), which
+is how a socket drops one it already sent. Tails are kept per turn and read only for the
+session's running turn: a turn that ended, or whose process died, shows none. A turn runs
+its calls one at a time, so its entry has one writer (a worker still running a call the
+turn gave up on aside: docs/architecture.md, "Live tails").
 """
 
 from __future__ import annotations
@@ -32,8 +35,9 @@ class TailPump:
     ``TAIL_INTERVAL`` per call, always sending the last one; the current tail is kept in
     the cache so a socket that resumes gets it once."""
 
-    def __init__(self, session_id: Any, call_id: str) -> None:
+    def __init__(self, session_id: Any, turn_id: str, call_id: str) -> None:
         self._session_id = session_id
+        self._turn_id = turn_id
         self._call_id = call_id
         self._loop = asyncio.get_running_loop()
         self._latest: TailUpdate | None = None
@@ -82,7 +86,11 @@ class TailPump:
             # both ways sends it once (SessionConsumer._send_tail).
             with contextlib.suppress(Exception):
                 await on_db_thread(
-                    _tails_put, session_id=self._session_id, call_id=self._call_id, frame=frame
+                    _tails_put,
+                    session_id=self._session_id,
+                    turn_id=self._turn_id,
+                    call_id=self._call_id,
+                    frame=frame,
                 )
             try:
                 await notify_tail(self._session_id, frame)
@@ -111,7 +119,11 @@ class TailPump:
         if self._sent is not None:
             with contextlib.suppress(Exception):
                 await on_db_thread(
-                    _tails_put, session_id=self._session_id, call_id=self._call_id, frame=None
+                    _tails_put,
+                    session_id=self._session_id,
+                    turn_id=self._turn_id,
+                    call_id=self._call_id,
+                    frame=None,
                 )
 
 
@@ -125,17 +137,17 @@ def tail_frame(call_id: str, update: TailUpdate) -> dict[str, Any]:
     }
 
 
-def _tails_key(session_id: Any) -> str:
-    return f"toolhub:tails:{session_id}"
+def _tails_key(session_id: Any, turn_id: str) -> str:
+    return f"toolhub:tails:{session_id}:{turn_id}"
 
 
 _TAIL_FIELDS = {"type": str, "call_id": str, "tail": str, "bytes_total": int, "elapsed_ms": int}
 
 
-def _stored_tails(session_id: Any) -> dict[str, dict[str, Any]]:
-    """The cached tails of a session, keeping only well-formed tail frames: what comes back
+def _stored_tails(session_id: Any, turn_id: str) -> dict[str, dict[str, Any]]:
+    """The cached tails of a turn, keeping only well-formed tail frames: what comes back
     from Redis is sent to browsers, so a value of another shape is dropped and logged."""
-    stored = cache.get(_tails_key(session_id))
+    stored = cache.get(_tails_key(session_id, turn_id))
     if stored is None:
         return {}
     tails = {
@@ -152,15 +164,18 @@ def _stored_tails(session_id: Any) -> dict[str, dict[str, Any]]:
     return tails
 
 
-def _tails_put(*, session_id: Any, call_id: str, frame: dict[str, Any] | None) -> None:
-    tails = _stored_tails(session_id)
+def _tails_put(
+    *, session_id: Any, turn_id: str, call_id: str, frame: dict[str, Any] | None
+) -> None:
+    tails = _stored_tails(session_id, turn_id)
     if frame is None:
         tails.pop(call_id, None)
     else:
         tails[call_id] = frame
-    cache.set(_tails_key(session_id), tails, timeout=3600)
+    cache.set(_tails_key(session_id, turn_id), tails, timeout=3600)
 
 
-def running_tails(*, session_id: Any) -> list[dict[str, Any]]:
-    """The current tail of each call still running in ``session_id`` (sent after resume)."""
-    return list(_stored_tails(session_id).values())
+def running_tails(*, session_id: Any, turn_id: str) -> list[dict[str, Any]]:
+    """The current tail of each call still running in the session's running turn
+    ``turn_id`` (none when no turn runs), for a socket that resumes."""
+    return list(_stored_tails(session_id, turn_id).values()) if turn_id else []

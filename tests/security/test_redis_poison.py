@@ -57,11 +57,14 @@ def raw_redis(settings):
     client.close()
 
 
+TURN = "5f0c4c52-8d40-4f5e-9d4a-1b7c8e2f6a10"
+
+
 def _cache_keys(session_id, run_id) -> list[str]:
     """Every cache key the product reads: a call's tail, a run's cancel flag, the health
     probe's, and where the veto list used to be cached."""
     return [
-        f"toolhub:tails:{session_id}",
+        f"toolhub:tails:{session_id}:{TURN}",
         f"toolhub:run-cancel:{run_id}",
         "toolhub:global-disables",
         f"healthz:{uuid.uuid4().hex}",
@@ -87,14 +90,14 @@ def test_poisoned_tails_are_not_sent_and_the_next_tail_is_stored_cleanly(raw_red
 
     payload, marker = poison
     session_id = uuid.uuid4()
-    key = cache.make_key(f"toolhub:tails:{session_id}")
+    key = cache.make_key(f"toolhub:tails:{session_id}:{TURN}")
     frame = {"type": "tail", "call_id": "c1", "tail": "ok", "bytes_total": 2, "elapsed_ms": 5}
 
     raw_redis.set(key, payload)
-    after_pickle = running_tails(session_id=session_id)
+    after_pickle = running_tails(session_id=session_id, turn_id=TURN)
     raw_redis.set(key, json.dumps({"c0": {"type": "event", "data": "<script>"}, "c1": frame}))
     with caplog.at_level(logging.WARNING):
-        after_forgery = running_tails(session_id=session_id)
+        after_forgery = running_tails(session_id=session_id, turn_id=TURN)
 
     assert after_pickle == []
     assert after_forgery == [frame]

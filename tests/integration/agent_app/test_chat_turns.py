@@ -846,13 +846,18 @@ async def test_a_tail_is_kept_for_resumes_before_any_socket_can_receive_it(
 ):
     import agent_app.turns.tails as tails_module
     from agent_app.turns.loop import on_db_thread
+    from sessions_app.models import ChatSession
 
     sent = tails_module.notify_tail
     kept_when_sent = []
 
+    def readable_now(*, session_id):
+        turn_id = ChatSession.objects.get(pk=session_id).turn_id
+        return tails_module.running_tails(session_id=session_id, turn_id=turn_id)
+
     async def watched(session_id, frame):
         # What a socket that resumes the moment this tail reaches another would read.
-        kept_when_sent.append(await on_db_thread(tails_module.running_tails, session_id=session_id))
+        kept_when_sent.append(await on_db_thread(readable_now, session_id=session_id))
         await sent(session_id, frame)
 
     monkeypatch.setattr(tails_module, "notify_tail", watched)
@@ -864,46 +869,76 @@ async def test_a_tail_is_kept_for_resumes_before_any_socket_can_receive_it(
     await talker.disconnect()
 
 
-async def test_a_socket_sends_each_tail_of_a_call_once_and_never_an_older_one(owner):
+async def test_a_socket_sends_each_tail_of_a_call_once_and_a_reused_call_id_starts_afresh(
+    owner, model, executed
+):
     from channels.layers import get_channel_layer
 
-    from agent_app.turns.loop import on_db_thread
-    from agent_app.turns.tails import _tails_put
     from sessions_app.eventlog import session_group
 
-    def tail(call_id, text, elapsed_ms):
-        return {
-            "type": "tail",
-            "call_id": call_id,
-            "tail": text,
-            "bytes_total": len(text),
-            "elapsed_ms": elapsed_ms,
-        }
+    def tail_like(live, text, elapsed_ms, call_id="toolu_s"):
+        return {**live, "call_id": call_id, "tail": text, "bytes_total": len(text),
+                "elapsed_ms": elapsed_ms}  # fmt: skip
 
-    first, again, older, grown, other = (
-        tail("toolu_a", "line 1\n", 100),
-        tail("toolu_a", "line 1\n", 100),
-        tail("toolu_a", "line", 50),
-        tail("toolu_a", "line 1\nline 2\n", 200),
-        tail("toolu_b", "b", 10),
-    )
-    session = await new_session(owner)
-    socket = await open_socket(session.pk, owner)
-    await send(socket, {"type": "resume", "after_seq": 0})
-    layer = get_channel_layer()
-    for frame in (first, again, older, grown, other):
-        await layer.group_send(session_group(session.pk), {"type": "session.tail", "frame": frame})
-    live = [await receive(socket) for _ in range(3)]
-    nothing_more = await socket.receive_nothing(timeout=0.3)
-    # A resume sends the stored tail again, though this socket had it.
-    await on_db_thread(_tails_put, session_id=session.pk, call_id="toolu_a", frame=grown)
-    await send(socket, {"type": "resume", "after_seq": 0})
-    resumed = await receive(socket)
+    session, talker, live = await _streaming_slow_tool(owner, model)
+    late = await open_socket(session.pk, owner)
+    await send(late, {"type": "resume", "after_seq": 0})
+    replay = await until(late, ("usage",))
+    stored = await receive(late)
+    older = tail_like(live, "work", 0)
+    grown = tail_like(live, "working...\nmore\n", live["elapsed_ms"] + 1000)
+    other = tail_like(live, "x", 5, call_id="toolu_other")
+    # The live copy of the tail its resume read comes after it, then an older one.
+    for frame in (live, older, grown, other):
+        await get_channel_layer().group_send(
+            session_group(session.pk), {"type": "session.tail", "frame": frame}
+        )
+    sent_live = [await receive(late) for _ in range(2)]
+    nothing_more = await late.receive_nothing(timeout=0.3)
+    await send(late, {"type": "resume", "after_seq": events(replay)[-1]["seq"]})
+    resumed = await receive(late)
+    await send(talker, {"type": "cancel"})
+    await until(late)
+    # The next turn's call has the same id and a shorter tail than ``grown``.
+    model.replies.clear()
+    model.replies.extend([Reply(tool_calls=[("toolu_s", "slow", {})]), Reply(text="ok")])
+    await send(talker, {"type": "chat", "text": "again"})
+    next_tail = await receive(late)
+    while next_tail["type"] != "tail":
+        next_tail = await receive(late)
+    await send(talker, {"type": "cancel"})
+    await until(late)
 
-    assert live == [first, grown, other]
+    assert stored == live
+    assert sent_live == [grown, other]
     assert nothing_more
-    assert resumed == grown
-    await socket.disconnect()
+    # A resume sends the stored tail again, though this socket had a newer one.
+    assert resumed == live
+    assert (next_tail["call_id"], next_tail["tail"]) == ("toolu_s", "working...\n")
+    await talker.disconnect()
+    await late.disconnect()
+
+
+async def test_a_tail_a_dead_turn_left_behind_is_not_sent_to_a_socket_that_resumes(owner, model):
+    from agent_app.turns.loop import on_db_thread
+    from agent_app.turns.tails import _tails_put
+
+    session = await new_session(owner)
+    talker = await open_socket(session.pk, owner)
+    frames = await chat(talker, "hello")
+    ended = events(frames)[-1]
+    # As when the turn's process died mid-call: its last tail was never forgotten.
+    left = {"type": "tail", "call_id": "toolu_d", "tail": "partial", "bytes_total": 7,
+            "elapsed_ms": 40}  # fmt: skip
+    await on_db_thread(
+        _tails_put, session_id=session.pk, turn_id=ended["turn"], call_id="toolu_d", frame=left
+    )
+    late = await open_socket(session.pk, owner)
+    await send(late, {"type": "resume", "after_seq": ended["seq"]})
+
+    assert await late.receive_nothing(timeout=0.5)
+    await talker.disconnect()
+    await late.disconnect()
 
 
 async def test_live_events_the_channel_layer_dropped_still_reach_the_socket(
