@@ -4,7 +4,9 @@
 Invariants:
 - Every web and worker process connects on start-up (``mcp_start``), then follows the
   table: a save or delete reconciles at once in the process that made it (on commit) and
-  every other process within ``TOOLHUB_MCP_POLL`` seconds.
+  every other process within ``TOOLHUB_MCP_POLL`` seconds. Each process that follows
+  tells open chats (``catalog_changed``) when its own tools changed, so an inspector
+  refreshed too early is refreshed again.
 - Secrets (``env`` values, ``headers`` values, the OAuth client secret) leave this module
   only inside the config handed to the manager; every view of a server (``server_json``)
   carries their keys, or whether it is set, only. OAuth tokens are read and written by
@@ -150,12 +152,37 @@ def _follow() -> None:
     # A daemon thread for the life of the process: it ends with it.
     while True:
         try:
-            mcp_sync()
+            mcp_follow_once()
         except Exception:
             logger.exception("reading the MCP server table failed")
         finally:
             close_old_connections()
         time.sleep(settings.TOOLHUB_MCP_POLL)
+
+
+# What open chats were last told of this process's tools: (registry uid, generation).
+_announced: tuple[int, int] | None = None
+_announced_lock = threading.Lock()
+
+
+def mcp_follow_once() -> None:
+    """Make this process's connections match the table, then tell open chats if the tools
+    this process offers changed since they were last told. Every following process says
+    so itself: a page's inspector may be served by any of them, and each changes when its
+    own connections list their tools, after the process that saved the row announced it
+    (a server that connects late, or relists, is announced at the next poll too)."""
+    mcp_sync()
+    _announce_changes()
+
+
+def _announce_changes(*, always: bool = False) -> None:
+    global _announced
+    registry = manager.registry
+    now = (registry.uid, registry.generation)
+    with _announced_lock:
+        changed, _announced = _announced != now, now
+    if changed or always:
+        catalog_changed_now()
 
 
 @receiver(post_save, sender=McpServer)
@@ -182,8 +209,9 @@ def _sync_now() -> None:
         mcp_sync(wait=SYNC_WAIT_SECONDS)
     except Exception:
         logger.warning("MCP servers are still being reconciled", exc_info=True)
-    # Open chats refresh their inspectors with the servers' tools as they are now.
-    catalog_changed_now()
+    # Open chats refresh their inspectors with the servers' tools as they are now (and
+    # again from each process as its own connections catch up: mcp_follow_once).
+    _announce_changes(always=True)
 
 
 def mcp_status(server: McpServer) -> McpStatus | None:

@@ -84,14 +84,7 @@ class TailPump:
             # Kept before it is sent: a socket that saw this tail live may open another
             # that resumes at once, and that resume must find it. A socket that gets it
             # both ways sends it once (SessionConsumer._send_tail).
-            with contextlib.suppress(Exception):
-                await on_db_thread(
-                    _tails_put,
-                    session_id=self._session_id,
-                    turn_id=self._turn_id,
-                    call_id=self._call_id,
-                    frame=frame,
-                )
+            await self._keep(frame)
             try:
                 await notify_tail(self._session_id, frame)
             except REDIS_ERRORS as exc:
@@ -117,14 +110,19 @@ class TailPump:
             await asyncio.sleep(max(0.0, TAIL_INTERVAL - (time.monotonic() - self._last)))
             await self._send()
         if self._sent is not None:
-            with contextlib.suppress(Exception):
-                await on_db_thread(
-                    _tails_put,
-                    session_id=self._session_id,
-                    turn_id=self._turn_id,
-                    call_id=self._call_id,
-                    frame=None,
-                )
+            await self._keep(None)
+
+    async def _keep(self, frame: dict[str, Any] | None) -> None:
+        """Keep ``frame`` as the call's current tail (``None``: forget it). A cache that
+        refuses is not the tool's problem: the tail is still sent live."""
+        with contextlib.suppress(Exception):
+            await on_db_thread(
+                _tails_put,
+                session_id=self._session_id,
+                turn_id=self._turn_id,
+                call_id=self._call_id,
+                frame=frame,
+            )
 
 
 def tail_frame(call_id: str, update: TailUpdate) -> dict[str, Any]:

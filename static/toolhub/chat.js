@@ -26,6 +26,7 @@ let socket = null;
 let lastSeq = Number(root.dataset.lastSeq);
 let running = root.hasAttribute("data-running");
 let retry = 0;
+let connectedBefore = false;
 let unconfirmed = ""; // sent text the server has not stored yet
 const numbers = new Intl.NumberFormat();
 
@@ -312,6 +313,10 @@ function connect() {
     connection.hidden = true;
     send({ type: "resume", after_seq: lastSeq, render: true });
     for (const frame of outbox.splice(0)) send(frame);
+    // News that the tools on offer changed is not kept for a page that was away: one that
+    // connects again asks for its inspector (spread, as every page reconnects at once).
+    if (connectedBefore) refreshInspector(300 + Math.random() * 1500);
+    connectedBefore = true;
   });
   socket.addEventListener("message", (message) => draw(JSON.parse(message.data)));
   socket.addEventListener("close", (closed) => {

@@ -5,6 +5,9 @@ then called), with the inspector's "Rebuild tiers"."""
 
 from __future__ import annotations
 
+import re
+import time
+
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import new_chat, open_new_chat, sign_in
@@ -63,6 +66,62 @@ def test_a_tool_disabled_on_the_ops_page_shows_hidden_with_its_reason(product, p
     expect(hidden).to_contain_text("turned off by an operator (demo@", timeout=10_000)
     expect(hidden).to_contain_text("quota spent")
     assert page.console_errors == []
+
+
+def test_a_chat_that_was_offline_when_a_tool_was_disabled_shows_it_once_back(product, page):
+    base, password = product
+    reached = []  # (page side, server side) of each chat socket that reached the server
+    stranded = []  # sockets opened while offline: open to the page, and nothing answers
+    state = {"offline": False}
+
+    def route(socket):
+        if state["offline"]:
+            stranded.append(socket)
+        else:
+            reached.append((socket, socket.connect_to_server()))
+
+    page.route_web_socket(re.compile(r"/ws/sessions/"), route)
+    open_new_chat(page, base, password)
+    _wait(page, lambda: reached)
+    expect(page.locator("#hidden-calculate")).to_have_count(0)
+
+    state["offline"] = True
+    for side in reached[-1]:
+        side.close()
+    _wait(page, lambda: stranded)
+    page.wait_for_timeout(2500)
+    ops = page.context.browser.new_page()
+    try:
+        sign_in(ops, base, password)
+        ops.goto(f"{base}/ops/tools/")
+        ops.get_by_label("Reason to disable calculate").fill("changed while offline")
+        ops.get_by_role("button", name="Disable calculate").click()
+        ops.wait_for_url(f"{base}/ops/tools/")
+        page.wait_for_timeout(1000)
+        # Open chats were told; this one was not among them.
+        unaware = page.locator("#hidden-calculate").count()
+        state["offline"] = False
+        stranded[-1].close()
+
+        expect(page.locator("#hidden-calculate")).to_contain_text(
+            "changed while offline", timeout=10_000
+        )
+        assert unaware == 0
+        assert len(reached) == 2
+        assert page.console_errors == []
+    finally:
+        ops.goto(f"{base}/ops/tools/")
+        ops.get_by_role("button", name="Enable calculate").click()
+        ops.wait_for_url(f"{base}/ops/tools/")
+        ops.close()
+
+
+def _wait(page, check, timeout: float = 10.0) -> None:
+    """Until ``check()`` holds, letting the page's events (routed sockets) through."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        page.wait_for_timeout(100)
 
 
 def test_plan_mode_from_the_composer_hides_tools_unsafe_in_plan(product, page):

@@ -7,6 +7,7 @@ through the session socket against the fake Messages API, as in test_chat_turns.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 
@@ -647,3 +648,58 @@ def test_a_chats_resources_are_attached_for_its_owner_only_and_never_past_a_disa
     assert after_disable.status_code == 409
     assert after_disable.json()["error"].endswith("disabled globally by ops: reads too much")
     assert listed_after == {"resources": []}
+
+
+async def _news(layer, channel, timeout: float):
+    """The next message on ``channel`` within ``timeout`` seconds, else None."""
+    try:
+        return await asyncio.wait_for(layer.receive(channel), timeout)
+    except TimeoutError:
+        return None
+
+
+@database_sync_to_async
+def _saved_elsewhere(staff) -> None:
+    # Saved by another process: no signal here, so this one announces nothing yet, and
+    # the other's announcement reached open chats before this process had the tools.
+    McpServer.objects.bulk_create(
+        [McpServer(name="elsewhere", transport="stdio", command=os.sys.executable,
+                   args=[str(SERVER)], created_by=staff)]
+    )  # fmt: skip
+    mcp.mcp_sync(wait=10)
+    wait_for(lambda: mcp.manager.registry.get("elsewhere__echo"), what="the tools")
+
+
+@database_sync_to_async
+def _removed_elsewhere() -> None:
+    McpServer.objects.filter(name="elsewhere").delete()
+    mcp.mcp_sync(wait=10)
+
+
+async def test_a_process_following_the_table_tells_open_chats_once_its_own_tools_changed(
+    registry_state, staff
+):
+    from channels.layers import get_channel_layer
+
+    from toolhub.lib.catalog_news import CATALOG_GROUP
+
+    follow = database_sync_to_async(mcp.mcp_follow_once)
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(CATALOG_GROUP, channel)
+    await follow()
+    while await _news(layer, channel, 0.3) is not None:
+        pass
+    try:
+        await _saved_elsewhere(staff)
+        before_following = await _news(layer, channel, 0.3)
+        await follow()
+        told = await _news(layer, channel, 5)
+        await follow()
+        told_again = await _news(layer, channel, 0.5)
+    finally:
+        await _removed_elsewhere()
+
+    assert before_following is None
+    assert told == {"type": "catalog.changed"}
+    assert told_again is None
