@@ -14,6 +14,11 @@ later). A socket whose channel-layer read breaks (Redis went away) is closed by 
 the page reconnects and resumes. One that lived through it joins its group again every
 ``REJOIN_SECONDS`` (a Redis restart forgets groups), and fills what it missed from the log
 (docs/outages.md).
+
+``tail`` frames (a running tool's output) are not events: after a resume the socket
+sends the running turn's current tails once the replay is done, then live ones, each
+call's once, never an older one, and only of the turn it is showing (``TailGate``;
+docs/architecture.md, "Live tails").
 """
 
 from __future__ import annotations
@@ -27,7 +32,14 @@ from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from agent_app.frames import FrameError, parse_frame
-from agent_app.turns import running_tails, turn_approve, turn_cancel, turn_elicit, turn_start
+from agent_app.turns import (
+    TailGate,
+    running_tails,
+    turn_approve,
+    turn_cancel,
+    turn_elicit,
+    turn_start,
+)
 from agent_app.turns.loop import on_db_thread
 from sessions_app.eventlog import EventCursor, event_frames_after, session_group
 from sessions_app.services import session_get_for_user
@@ -51,8 +63,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.session = None
         self.cursor: EventCursor | None = None
         self.membership: asyncio.Task[None] | None = None
-        # Per call, the (bytes_total, elapsed_ms) of the last tail this socket sent.
-        self.tails_sent: dict[Any, tuple[int, int]] = {}
+        self.tails = TailGate()
         user = self.scope.get("user")
         await self.accept()
         if user is None or not user.is_authenticated:
@@ -188,14 +199,15 @@ class SessionConsumer(AsyncWebsocketConsumer):
             upto = min(frame["after_seq"], self.session.last_seq)
             seed = await on_db_thread(transcript_seed, session_id=self.session.pk, upto=upto)
             self.transcript = LiveTranscript(seed, session_id=self.session.pk)
-        # Read before the replay, sent after it: a stored tail's tool_call was stored
-        # before it, so the replay has drawn its card. A resume sends the current tails
-        # again, even those this socket already had.
+        # The running turn's tails are read before the replay and sent after it: a stored
+        # tail's tool_call was stored before it, so the replay has drawn its card, and a
+        # call that ended meanwhile (its result in the replay) gets none. A resume sends
+        # the current tails again, even those this socket already had.
         tails = await on_db_thread(
             running_tails, session_id=self.session.pk, turn_id=self.session.turn_id
         )
+        self.tails.showing(self.session.turn_id)
         await self.cursor.resume(after_seq=frame["after_seq"], last_seq=self.session.last_seq)
-        self.tails_sent = {}
         for tail in tails:
             await self._send_tail(tail)
 
@@ -225,23 +237,16 @@ class SessionConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_add(CATALOG_GROUP, self.channel_name)
 
     async def _send_event(self, frame: dict[str, Any]) -> None:
-        if frame["kind"] == "tool_call":
-            # Providers reuse call ids: a new call's tails start from nothing.
-            self.tails_sent.pop(frame["data"].get("call_id"), None)
+        self.tails.saw(frame)
         if self.transcript is not None:
             frame = self.transcript.frame(frame)
         await self._send(frame)
 
-    async def _send_tail(self, frame: dict[str, Any]) -> None:
-        # A tail is stored before it is sent live (agent_app/turns/tails.py), so a socket
-        # that resumes while one is on its way reads it and then gets it from the group
-        # too. A call's tails only grow: one no newer than the last sent is not sent.
-        mark = (frame.get("bytes_total", 0), frame.get("elapsed_ms", 0))
-        call_id = frame.get("call_id")
-        if call_id in self.tails_sent and mark <= self.tails_sent[call_id]:
-            return
-        self.tails_sent[call_id] = mark
-        await self._send(frame)
+    async def _send_tail(self, frame: Any) -> None:
+        # A tail is stored before it is sent live, so a socket that resumes while one is
+        # on its way reads it and then gets it from the group too: the gate sends it once.
+        if self.tails.admits(frame):
+            await self._send(frame)
 
     async def _send(self, frame: dict[str, Any]) -> None:
         await self.send(text_data=json.dumps(frame))

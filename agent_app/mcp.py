@@ -4,9 +4,9 @@
 Invariants:
 - Every web and worker process connects on start-up (``mcp_start``), then follows the
   table: a save or delete reconciles at once in the process that made it (on commit) and
-  every other process within ``TOOLHUB_MCP_POLL`` seconds. Each process that follows
-  tells open chats (``catalog_changed``) when its own tools changed, so an inspector
-  refreshed too early is refreshed again.
+  every other process within ``TOOLHUB_MCP_POLL`` seconds. Each web process tells open
+  chats (``catalog_changed``) when its own tools changed, so an inspector refreshed too
+  early is refreshed again.
 - Secrets (``env`` values, ``headers`` values, the OAuth client secret) leave this module
   only inside the config handed to the manager; every view of a server (``server_json``)
   carries their keys, or whether it is set, only. OAuth tokens are read and written by
@@ -136,23 +136,27 @@ def mcp_sync(*, wait: float | None = None) -> None:
     manager.reconcile(mcp_configs(), wait=wait)
 
 
-def mcp_start() -> None:
-    """Connect every enabled server and keep following the table (once per process)."""
+def mcp_start(*, serves_pages: bool = False) -> None:
+    """Connect every enabled server and keep following the table (once per process). A
+    process that ``serves_pages`` (their inspectors) also tells open chats when its
+    tools changed (``mcp_follow_once``)."""
     global _poller
     if not settings.TOOLHUB_MCP_CONNECT:
         return
     with _poller_lock:
         if _poller is not None:
             return
-        _poller = threading.Thread(target=_follow, name="toolhub-mcp-config", daemon=True)
+        _poller = threading.Thread(
+            target=_follow, args=(serves_pages,), name="toolhub-mcp-config", daemon=True
+        )
         _poller.start()
 
 
-def _follow() -> None:
+def _follow(announce: bool) -> None:
     # A daemon thread for the life of the process: it ends with it.
     while True:
         try:
-            mcp_follow_once()
+            mcp_follow_once(announce=announce)
         except Exception:
             logger.exception("reading the MCP server table failed")
         finally:
@@ -165,14 +169,18 @@ _announced: tuple[int, int] | None = None
 _announced_lock = threading.Lock()
 
 
-def mcp_follow_once() -> None:
-    """Make this process's connections match the table, then tell open chats if the tools
-    this process offers changed since they were last told. Every following process says
-    so itself: a page's inspector may be served by any of them, and each changes when its
-    own connections list their tools, after the process that saved the row announced it
-    (a server that connects late, or relists, is announced at the next poll too)."""
-    mcp_sync()
-    _announce_changes()
+def mcp_follow_once(*, announce: bool) -> None:
+    """Make this process's connections match the table; then, if ``announce``, tell open
+    chats when the tools this process offers changed since it last looked. Each web
+    process says so itself: a page's inspector may be served by any of them, and each
+    changes when its own connections list their tools, after the process that saved the
+    row announced it (a server that connects late, or relists, is announced at the next
+    poll too). A process's first look only notes what it has."""
+    try:
+        mcp_sync()
+    finally:
+        if announce:
+            _announce_changes()
 
 
 def _announce_changes(*, always: bool = False) -> None:
@@ -180,8 +188,8 @@ def _announce_changes(*, always: bool = False) -> None:
     registry = manager.registry
     now = (registry.uid, registry.generation)
     with _announced_lock:
-        changed, _announced = _announced != now, now
-    if changed or always:
+        first, changed, _announced = _announced is None, _announced != now, now
+    if always or (changed and not first):
         catalog_changed_now()
 
 
@@ -210,7 +218,7 @@ def _sync_now() -> None:
     except Exception:
         logger.warning("MCP servers are still being reconciled", exc_info=True)
     # Open chats refresh their inspectors with the servers' tools as they are now (and
-    # again from each process as its own connections catch up: mcp_follow_once).
+    # again from each web process as its own connections catch up: mcp_follow_once).
     _announce_changes(always=True)
 
 

@@ -34,8 +34,9 @@ from agent_app.turns import serve_turns_here  # noqa: E402
 from toolhub.tools.sandbox import reap_orphan_sandboxes  # noqa: E402
 from toolhub.ws_auth import TokenOrSessionAuth  # noqa: E402
 
-# The web process connects its MCP servers as it starts, before the first turn.
-mcp_start()
+# The web process connects its MCP servers as it starts, before the first turn, and tells
+# the pages it serves when its tools change.
+mcp_start(serves_pages=True)
 # Without a broker, bash runs in this process: a previous one may have left boxes behind.
 reap_orphan_sandboxes()
 

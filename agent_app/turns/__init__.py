@@ -47,7 +47,7 @@ from agent_app.turns.loop import (
 from agent_app.turns.reaper import reap_once, reaper_start
 from agent_app.turns.runner import TurnRunner
 from agent_app.turns.state import running_turn
-from agent_app.turns.tails import running_tails
+from agent_app.turns.tails import TailGate, running_tails
 from sessions_app.eventlog import notify_events
 from sessions_app.limits import MESSAGE_MAX_CHARS
 from sessions_app.models import ChatSession
@@ -271,6 +271,7 @@ def turn_elicit_sync(**kwargs: Any) -> None:
 __all__ = [
     "NoTurn",
     "NotAllowable",
+    "TailGate",
     "TurnInProgress",
     "TurnRunner",
     "UnknownCall",

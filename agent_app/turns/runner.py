@@ -475,7 +475,9 @@ class TurnRunner(McpAsks):
             if tool.runs_on == "worker":
                 outcome = await self._on_worker(tool, call, ctx)
             else:
-                pump = TailPump(self.session_id, self.turn_id, call["call_id"])
+                pump = TailPump(
+                    session_id=self.session_id, turn_id=self.turn_id, call_id=call["call_id"]
+                )
                 try:
                     outcome = await tool.execute(arguments, replace(ctx, on_update=pump.on_update))
                 finally:

@@ -1,13 +1,19 @@
 """Live tails of running tools: coalesced ``tail`` frames, and the current tail per call
 kept in the cache so a socket that resumes gets it once.
 
-Invariants: a tail is in the cache before any socket can receive it, so whoever saw it
-live can resume elsewhere and find it (a cache that refuses the write does not hold the
-live frame back). A call's frames only grow (``bytes_total``, then ``elapsed_ms``), which
-is how a socket drops one it already sent. Tails are kept per turn and read only for the
-session's running turn: a turn that ended, or whose process died, shows none. A turn runs
-its calls one at a time, so its entry has one writer (a worker still running a call the
-turn gave up on aside: docs/architecture.md, "Live tails").
+Invariants:
+- A tail is in the cache before any socket can receive it, so whoever saw it live can
+  resume elsewhere and find it. A cache that fails the write (after its timeout) does
+  not stop the frame going out live.
+- A frame names its turn and call; a call's frames only grow (``bytes_total``, then
+  ``elapsed_ms``). That is how a socket drops one it already sent, and any of a turn
+  that is not the one it is showing (SessionConsumer._send_tail).
+- Tails are kept per turn and read only for the session's running turn: a turn that
+  ended (or that the reaper ended as lost) shows none. A turn runs its calls one at a
+  time, so its entry has one writer, a worker still running a call the turn gave up on
+  aside (docs/architecture.md, "Live tails").
+- What comes back from the cache or the channel layer is sent to browsers only if it is
+  a well-formed tail frame (``is_tail_frame``).
 """
 
 from __future__ import annotations
@@ -15,13 +21,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from typing import Any
 
 from django.core.cache import cache
 
 from agent_app.turns.loop import on_db_thread
-from sessions_app.eventlog import notify_tail
+from sessions_app.eventlog import TERMINAL, notify_tail
 from toolhub.lib.outage import REDIS_ERRORS
 from toolhub.tools import TailUpdate
 
@@ -35,7 +42,7 @@ class TailPump:
     ``TAIL_INTERVAL`` per call, always sending the last one; the current tail is kept in
     the cache so a socket that resumes gets it once."""
 
-    def __init__(self, session_id: Any, turn_id: str, call_id: str) -> None:
+    def __init__(self, *, session_id: Any, turn_id: str, call_id: str) -> None:
         self._session_id = session_id
         self._turn_id = turn_id
         self._call_id = call_id
@@ -80,7 +87,7 @@ class TailPump:
                 return
             self._sent = update
             self._last = time.monotonic()
-            frame = tail_frame(self._call_id, update)
+            frame = tail_frame(turn_id=self._turn_id, call_id=self._call_id, update=update)
             # Kept before it is sent: a socket that saw this tail live may open another
             # that resumes at once, and that resume must find it. A socket that gets it
             # both ways sends it once (SessionConsumer._send_tail).
@@ -125,9 +132,10 @@ class TailPump:
             )
 
 
-def tail_frame(call_id: str, update: TailUpdate) -> dict[str, Any]:
+def tail_frame(*, turn_id: str, call_id: str, update: TailUpdate) -> dict[str, Any]:
     return {
         "type": "tail",
+        "turn": turn_id,
         "call_id": call_id,
         "tail": update.tail,
         "bytes_total": update.total_chars,
@@ -139,7 +147,24 @@ def _tails_key(session_id: Any, turn_id: str) -> str:
     return f"toolhub:tails:{session_id}:{turn_id}"
 
 
-_TAIL_FIELDS = {"type": str, "call_id": str, "tail": str, "bytes_total": int, "elapsed_ms": int}
+_TAIL_FIELDS = {
+    "type": str,
+    "turn": str,
+    "call_id": str,
+    "tail": str,
+    "bytes_total": int,
+    "elapsed_ms": int,
+}
+
+
+def is_tail_frame(frame: Any) -> bool:
+    """Whether ``frame`` is a tail frame as this module makes them, field by field."""
+    return (
+        isinstance(frame, dict)
+        and frame.keys() == _TAIL_FIELDS.keys()
+        and all(type(frame[key]) is kind for key, kind in _TAIL_FIELDS.items())
+        and frame["type"] == "tail"
+    )
 
 
 def _stored_tails(session_id: Any, turn_id: str) -> dict[str, dict[str, Any]]:
@@ -151,11 +176,7 @@ def _stored_tails(session_id: Any, turn_id: str) -> dict[str, dict[str, Any]]:
     tails = {
         call_id: frame
         for call_id, frame in (stored.items() if isinstance(stored, dict) else ())
-        if isinstance(frame, dict)
-        and frame.keys() == _TAIL_FIELDS.keys()
-        and all(type(frame[key]) is kind for key, kind in _TAIL_FIELDS.items())
-        and frame["type"] == "tail"
-        and frame["call_id"] == call_id
+        if is_tail_frame(frame) and frame["call_id"] == call_id and frame["turn"] == turn_id
     }
     if not isinstance(stored, dict) or len(tails) != len(stored):
         logger.warning("session %s: ignored cached tails that are not tail frames", session_id)
@@ -170,10 +191,59 @@ def _tails_put(
         tails.pop(call_id, None)
     else:
         tails[call_id] = frame
-    cache.set(_tails_key(session_id, turn_id), tails, timeout=3600)
+    if tails:
+        cache.set(_tails_key(session_id, turn_id), tails, timeout=3600)
+    else:
+        cache.delete(_tails_key(session_id, turn_id))
 
 
 def running_tails(*, session_id: Any, turn_id: str) -> list[dict[str, Any]]:
     """The current tail of each call still running in the session's running turn
     ``turn_id`` (none when no turn runs), for a socket that resumes."""
     return list(_stored_tails(session_id, turn_id).values()) if turn_id else []
+
+
+_DONE = (math.inf, math.inf)
+
+
+class TailGate:
+    """Which tail frames one socket sends: only well-formed ones of the turn it is
+    showing, each call's once and never an older one, and none after the call's result.
+    It follows the event frames the socket sends (``saw``): a ``tool_call`` starts its
+    call afresh (providers reuse call ids), a ``tool_result`` closes it, a turn's start
+    and end change the turn shown."""
+
+    def __init__(self) -> None:
+        self.turn = ""
+        self._marks: dict[str, tuple[float, float]] = {}
+
+    def showing(self, turn_id: str) -> None:
+        """Show ``turn_id`` ("": none) from here on, with no tail of it sent yet."""
+        self.turn = turn_id
+        self._marks = {}
+
+    def saw(self, frame: dict[str, Any]) -> None:
+        kind = frame["kind"]
+        if kind == "turn_started":
+            self.showing(frame["turn"])
+        elif kind in TERMINAL:
+            self.showing("")
+        elif kind in ("tool_call", "tool_result") and isinstance(frame["data"], dict):
+            call_id = frame["data"].get("call_id")
+            if kind == "tool_call":
+                self._marks.pop(call_id, None)
+            else:
+                self._marks[call_id] = _DONE
+
+    def admits(self, frame: Any) -> bool:
+        """Whether to send ``frame``; a frame that is not a tail frame is logged."""
+        if not is_tail_frame(frame):
+            logger.warning("dropped a live tail that is not a tail frame")
+            return False
+        if not self.turn or frame["turn"] != self.turn:
+            return False
+        mark = (frame["bytes_total"], frame["elapsed_ms"])
+        if mark <= self._marks.get(frame["call_id"], (-1, -1)):
+            return False
+        self._marks[frame["call_id"]] = mark
+        return True

@@ -113,7 +113,7 @@ async def run_claim_and_execute(
     token = stop.child() if stop is not None else CancelToken()
     if run.cancel_requested:
         token.cancel()
-    pump = TailPump(run.session_id, run.turn, run.call_id)
+    pump = TailPump(session_id=run.session_id, turn_id=run.turn, call_id=run.call_id)
     latest = [] if latest is None else latest
 
     def on_update(update: TailUpdate) -> None:

@@ -26,7 +26,8 @@ let socket = null;
 let lastSeq = Number(root.dataset.lastSeq);
 let running = root.hasAttribute("data-running");
 let retry = 0;
-let connectedBefore = false;
+let firstSocket = true;
+let reconnectRefresh = null;
 let unconfirmed = ""; // sent text the server has not stored yet
 const numbers = new Intl.NumberFormat();
 
@@ -313,13 +314,19 @@ function connect() {
     connection.hidden = true;
     send({ type: "resume", after_seq: lastSeq, render: true });
     for (const frame of outbox.splice(0)) send(frame);
-    // News that the tools on offer changed is not kept for a page that was away: one that
-    // connects again asks for its inspector (spread, as every page reconnects at once).
-    if (connectedBefore) refreshInspector(300 + Math.random() * 1500);
-    connectedBefore = true;
+    // News that the tools on offer changed is not kept for a page that was away: any
+    // socket after the page's first asks for its inspector once it stayed open a moment
+    // (spread, as every page reconnects at once; one closed at once, as when Redis is
+    // out of reach, does not ask).
+    if (!firstSocket) {
+      reconnectRefresh = setTimeout(() => refreshInspector(0), 300 + Math.random() * 1500);
+    }
+    firstSocket = false;
   });
   socket.addEventListener("message", (message) => draw(JSON.parse(message.data)));
   socket.addEventListener("close", (closed) => {
+    firstSocket = false;
+    clearTimeout(reconnectRefresh);
     if (closed.code === 4401 || closed.code === 4404) {
       connection.hidden = false;
       connection.textContent = "This chat is not available; sign in again or pick another chat.";

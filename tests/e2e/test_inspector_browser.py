@@ -70,23 +70,29 @@ def test_a_tool_disabled_on_the_ops_page_shows_hidden_with_its_reason(product, p
 
 def test_a_chat_that_was_offline_when_a_tool_was_disabled_shows_it_once_back(product, page):
     base, password = product
-    reached = []  # (page side, server side) of each chat socket that reached the server
+    live = []  # (page side, server side) of the chat sockets open to the server
     stranded = []  # sockets opened while offline: open to the page, and nothing answers
     state = {"offline": False}
 
     def route(socket):
         if state["offline"]:
             stranded.append(socket)
-        else:
-            reached.append((socket, socket.connect_to_server()))
+            return
+        pair = (socket, socket.connect_to_server())
+        live.append(pair)
+        socket.on_close(lambda *_: pair in live and live.remove(pair))
 
     page.route_web_socket(re.compile(r"/ws/sessions/"), route)
     open_new_chat(page, base, password)
-    _wait(page, lambda: reached)
+    # "New chat" may load the page again (an empty chat is reused): wait for its socket.
+    _wait(page, lambda: len(live) == 1)
+    page.wait_for_timeout(1000)
+    _wait(page, lambda: len(live) == 1)
     expect(page.locator("#hidden-calculate")).to_have_count(0)
 
     state["offline"] = True
-    for side in reached[-1]:
+    was = live[0]
+    for side in was:
         side.close()
     _wait(page, lambda: stranded)
     page.wait_for_timeout(2500)
@@ -107,7 +113,8 @@ def test_a_chat_that_was_offline_when_a_tool_was_disabled_shows_it_once_back(pro
             "changed while offline", timeout=10_000
         )
         assert unaware == 0
-        assert len(reached) == 2
+        assert live
+        assert live[-1] is not was
         assert page.console_errors == []
     finally:
         ops.goto(f"{base}/ops/tools/")

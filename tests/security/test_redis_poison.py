@@ -63,8 +63,10 @@ TURN = "5f0c4c52-8d40-4f5e-9d4a-1b7c8e2f6a10"
 def _cache_keys(session_id, run_id) -> list[str]:
     """Every cache key the product reads: a call's tail, a run's cancel flag, the health
     probe's, and where the veto list used to be cached."""
+    from agent_app.turns.tails import _tails_key
+
     return [
-        f"toolhub:tails:{session_id}:{TURN}",
+        _tails_key(session_id, TURN),
         f"toolhub:run-cancel:{run_id}",
         "toolhub:global-disables",
         f"healthz:{uuid.uuid4().hex}",
@@ -86,12 +88,13 @@ def test_a_pickle_in_any_cache_key_reads_as_nothing_and_is_logged(raw_redis, poi
 
 
 def test_poisoned_tails_are_not_sent_and_the_next_tail_is_stored_cleanly(raw_redis, poison, caplog):
-    from agent_app.turns.tails import running_tails
+    from agent_app.turns.tails import _tails_key, running_tails
 
     payload, marker = poison
     session_id = uuid.uuid4()
-    key = cache.make_key(f"toolhub:tails:{session_id}:{TURN}")
-    frame = {"type": "tail", "call_id": "c1", "tail": "ok", "bytes_total": 2, "elapsed_ms": 5}
+    key = cache.make_key(_tails_key(session_id, TURN))
+    frame = {"type": "tail", "turn": TURN, "call_id": "c1", "tail": "ok", "bytes_total": 2,
+             "elapsed_ms": 5}  # fmt: skip
 
     raw_redis.set(key, payload)
     after_pickle = running_tails(session_id=session_id, turn_id=TURN)

@@ -55,6 +55,13 @@ async def _slow(ctx: ToolContext) -> str:
     return "stopped"
 
 
+async def _chatty(ctx: ToolContext) -> str:
+    """Print a long line and return."""
+    CALLS.append("chatty")
+    ctx.update("a long line of output, longer than slow's\n")
+    return "printed"
+
+
 def _deep_lookup(topic: str) -> str:
     """Look a topic up in the deep archive.
 
@@ -79,6 +86,7 @@ def executed(registry_state):
         function(_counter, name="counter_tool", register_globally=False),
         function(_guarded, name="guarded", requires_approval=True, register_globally=False),
         function(_slow, name="slow", register_globally=False),
+        function(_chatty, name="chatty", register_globally=False),
         function(_deep_lookup, name="deep_lookup", defer=True, register_globally=False),
         function(_plan_danger, name="plan_danger", unsafe_in=("plan",), register_globally=False),
     ]
@@ -869,13 +877,9 @@ async def test_a_tail_is_kept_for_resumes_before_any_socket_can_receive_it(
     await talker.disconnect()
 
 
-async def test_a_socket_sends_each_tail_of_a_call_once_and_a_reused_call_id_starts_afresh(
+async def test_a_socket_sends_each_tail_of_a_call_once_and_never_an_older_one(
     owner, model, executed
 ):
-    from channels.layers import get_channel_layer
-
-    from sessions_app.eventlog import session_group
-
     def tail_like(live, text, elapsed_ms, call_id="toolu_s"):
         return {**live, "call_id": call_id, "tail": text, "bytes_total": len(text),
                 "elapsed_ms": elapsed_ms}  # fmt: skip
@@ -889,23 +893,11 @@ async def test_a_socket_sends_each_tail_of_a_call_once_and_a_reused_call_id_star
     grown = tail_like(live, "working...\nmore\n", live["elapsed_ms"] + 1000)
     other = tail_like(live, "x", 5, call_id="toolu_other")
     # The live copy of the tail its resume read comes after it, then an older one.
-    for frame in (live, older, grown, other):
-        await get_channel_layer().group_send(
-            session_group(session.pk), {"type": "session.tail", "frame": frame}
-        )
+    await _tails_to_group(session.pk, live, older, grown, other)
     sent_live = [await receive(late) for _ in range(2)]
     nothing_more = await late.receive_nothing(timeout=0.3)
     await send(late, {"type": "resume", "after_seq": events(replay)[-1]["seq"]})
     resumed = await receive(late)
-    await send(talker, {"type": "cancel"})
-    await until(late)
-    # The next turn's call has the same id and a shorter tail than ``grown``.
-    model.replies.clear()
-    model.replies.extend([Reply(tool_calls=[("toolu_s", "slow", {})]), Reply(text="ok")])
-    await send(talker, {"type": "chat", "text": "again"})
-    next_tail = await receive(late)
-    while next_tail["type"] != "tail":
-        next_tail = await receive(late)
     await send(talker, {"type": "cancel"})
     await until(late)
 
@@ -914,31 +906,102 @@ async def test_a_socket_sends_each_tail_of_a_call_once_and_a_reused_call_id_star
     assert nothing_more
     # A resume sends the stored tail again, though this socket had a newer one.
     assert resumed == live
-    assert (next_tail["call_id"], next_tail["tail"]) == ("toolu_s", "working...\n")
     await talker.disconnect()
     await late.disconnect()
 
 
-async def test_a_tail_a_dead_turn_left_behind_is_not_sent_to_a_socket_that_resumes(owner, model):
+async def _tails_to_group(session_id, *frames):
+    """Send ``frames`` to the session's sockets as a pump does."""
+    from channels.layers import get_channel_layer
+
+    from sessions_app.eventlog import session_group
+
+    for frame in frames:
+        await get_channel_layer().group_send(
+            session_group(session_id), {"type": "session.tail", "frame": frame}
+        )
+
+
+async def test_a_call_id_used_again_in_a_turn_gets_its_own_shorter_tail(owner, model, executed):
+    # Providers reuse ids (OpenAI-compatible servers may send none: call_0, call_1, …).
+    model.replies.extend(
+        [
+            Reply(tool_calls=[("call_0", "chatty", {})]),
+            Reply(tool_calls=[("call_0", "slow", {})]),
+            Reply(text="ok"),
+        ]
+    )
+    session = await new_session(owner)
+    talker = await open_socket(session.pk, owner)
+    await send(talker, {"type": "chat", "text": "work"})
+    tails = []
+    while len(tails) < 2:
+        frame = await receive(talker)
+        if frame["type"] == "tail":
+            tails.append(frame)
+    await send(talker, {"type": "cancel"})
+    await until(talker)
+
+    assert [(t["call_id"], t["tail"]) for t in tails] == [
+        ("call_0", "a long line of output, longer than slow's\n"),
+        ("call_0", "working...\n"),
+    ]
+    await talker.disconnect()
+
+
+async def test_only_the_running_turns_tails_reach_a_socket_that_resumes(owner, model, executed):
     from agent_app.turns.loop import on_db_thread
     from agent_app.turns.tails import _tails_put
 
     session = await new_session(owner)
     talker = await open_socket(session.pk, owner)
-    frames = await chat(talker, "hello")
-    ended = events(frames)[-1]
-    # As when the turn's process died mid-call: its last tail was never forgotten.
-    left = {"type": "tail", "call_id": "toolu_d", "tail": "partial", "bytes_total": 7,
-            "elapsed_ms": 40}  # fmt: skip
+    first = events(await chat(talker, "hello"))
+    # As when a turn's process died mid-call: its last tail was never forgotten.
+    left = {"type": "tail", "turn": first[-1]["turn"], "call_id": "toolu_s",
+            "tail": "a dead turn's output", "bytes_total": 20, "elapsed_ms": 40}  # fmt: skip
     await on_db_thread(
-        _tails_put, session_id=session.pk, turn_id=ended["turn"], call_id="toolu_d", frame=left
+        _tails_put, session_id=session.pk, turn_id=left["turn"], call_id="toolu_s", frame=left
     )
+    model.replies.extend([Reply(tool_calls=[("toolu_s", "slow", {})]), Reply(text="ok")])
+    await send(talker, {"type": "chat", "text": "work"})
+    live = await receive(talker)
+    while live["type"] != "tail":
+        live = await receive(talker)
     late = await open_socket(session.pk, owner)
-    await send(late, {"type": "resume", "after_seq": ended["seq"]})
+    await send(late, {"type": "resume", "after_seq": first[-1]["seq"]})
+    await until(late, ("usage",))
+    resumed = await receive(late)
+    # The dead turn's tail sent live again, as a worker still running its call would.
+    await _tails_to_group(session.pk, {**left, "bytes_total": 99})
+    nothing_more = await late.receive_nothing(timeout=0.5)
+    await send(talker, {"type": "cancel"})
+    await until(late)
 
-    assert await late.receive_nothing(timeout=0.5)
+    assert resumed == live
+    assert live["turn"] != left["turn"]
+    assert nothing_more
     await talker.disconnect()
     await late.disconnect()
+
+
+async def test_a_malformed_live_tail_is_dropped_and_the_socket_goes_on(owner, model, executed):
+    session, talker, live = await _streaming_slow_tool(owner, model)
+    forged = [
+        "not a frame",
+        ["a", "list"],
+        {**live, "call_id": ["unhashable"]},
+        {**live, "bytes_total": "99"},
+        {**live, "tail": "<script>", "extra": 1},
+        {key: value for key, value in live.items() if key != "turn"},
+    ]
+    await _tails_to_group(session.pk, *forged, {**live, "bytes_total": 99, "tail": "next"})
+    after = await receive(talker)
+    await send(talker, {"type": "cancel"})
+    rest = await until(talker)
+
+    assert (after["type"], after["tail"]) == ("tail", "next")
+    assert events(rest)[-1]["data"]["reason"] == "cancelled"
+    await talker.disconnect()
 
 
 async def test_live_events_the_channel_layer_dropped_still_reach_the_socket(

@@ -8,6 +8,7 @@ through the session socket against the fake Messages API, as in test_chat_turns.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 
@@ -683,7 +684,7 @@ async def test_a_process_following_the_table_tells_open_chats_once_its_own_tools
 
     from toolhub.lib.catalog_news import CATALOG_GROUP
 
-    follow = database_sync_to_async(mcp.mcp_follow_once)
+    follow = database_sync_to_async(functools.partial(mcp.mcp_follow_once, announce=True))
     layer = get_channel_layer()
     channel = await layer.new_channel()
     await layer.group_add(CATALOG_GROUP, channel)
