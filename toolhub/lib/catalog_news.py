@@ -4,8 +4,11 @@ enabled a tool, or an MCP server was added, changed or removed.
 Every session socket is in ``CATALOG_GROUP``; a ``catalog.changed`` message makes each
 page refresh its inspector, so an open chat shows the change before its next turn. The
 news carries nothing but the fact: each page asks for its own chat's next turn, with its
-own permissions. It is sent after the change commits, and an outage of the channel layer
-loses only the news (the next turn resolves live either way).
+own permissions. It is sent after the change commits, and again by each web process
+once its own MCP connections changed its tools (agent_app.mcp.mcp_follow_once). It is
+not kept: an outage of the channel layer, or a page away from its socket, loses only
+the news (the page asks again when it reconnects; the next turn resolves live either
+way).
 """
 
 from __future__ import annotations
