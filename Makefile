@@ -12,7 +12,7 @@ STAMP := $(VENV)/.synced-$(shell cat uv.lock pyproject.toml | cksum | cut -d' ' 
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: install run test lint fmt bench lock
+.PHONY: install run test test-fast lint fmt bench lock
 
 install: $(STAMP)
 
@@ -33,12 +33,19 @@ $(NPM_SERVERS): tests/mcp/npm/package-lock.json
 run: $(STAMP)
 	@PATH="$(CURDIR)/$(BIN):$$PATH" ./bin/run
 
-test: $(STAMP) $(NPM_SERVERS)
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
-	$(BIN)/lint-imports --no-cache
-	DEBUG=1 $(BIN)/mypy
-	$(BIN)/pytest $(PYTEST_ARGS)
+# Tests run on PYTEST_WORKERS pytest-xdist workers (0: in this process), each with its own
+# test database and Redis databases (tests/workers.py). Much of a test's time is waiting on
+# another process, so two workers on two cores nearly halve the run (README, "Tests").
+PYTEST_WORKERS ?= 2
+PYTEST := $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal
+
+test: lint $(NPM_SERVERS)
+	$(PYTEST) $(PYTEST_ARGS)
+
+# The edit-test loop: the linters, then every test that starts no process of its own (no
+# server, worker, browser, sandbox or MCP server; tests marked `processes` are left out).
+test-fast: lint
+	$(PYTEST) -m "not processes" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -17,7 +17,8 @@ class AgentConfig(AppConfig):
         from toolhub.lib import redis_codecs  # noqa: F401
         from toolhub.tools import embeddings, load_plugins
 
-        # Tool texts registered so far (and from now on) are encoded in the background.
+        # Semantic search on or off; the encoding thread starts only in a serving process
+        # (toolhub.serve) or at the first search, so a command or a test starts no thread.
         embeddings.configure(
             semantic_search=settings.TOOLHUB_SEMANTIC_SEARCH,
             cache_file=settings.TOOLHUB_EMBEDDING_CACHE,

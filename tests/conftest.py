@@ -22,11 +22,108 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.workers import redis_db
+
 ROOT = Path(__file__).resolve().parent.parent
 REQUIRE_SERVICES = os.environ.get("TOOLHUB_REQUIRE_SERVICES") == "1"
 DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 CHROMIUM = "/usr/bin/chromium"
+
+
+# Tables a flush leaves alone: what migrate wrote and every test reads the same (no test
+# writes to them).
+_STATIC_TABLES = frozenset({"django_content_type", "auth_permission"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Empty the database between transactional tests in milliseconds.
+
+    Django's TransactionTestCase empties every table after each test (on PostgreSQL with
+    one TRUNCATE, about 90 ms here: it makes new files for 28 tables) and then has
+    post_migrate write the content types and permissions back (about 35 ms). The tables
+    hold a test's few rows, so DELETE in one transaction (foreign keys are deferred on
+    PostgreSQL) empties them in about 5 ms; the static tables, the only ones post_migrate
+    writes (django.contrib's receivers are its only ones), are left as migrate made them,
+    on every backend. Sequences go on as with TRUNCATE (Django resets them only for a test
+    that asks, and then its own statements run, without the static tables)."""
+    from django.core.management.commands import flush
+
+    def sql_flush(style, connection, reset_sequences=True, allow_cascade=False):
+        tables = [
+            table
+            for table in connection.introspection.django_table_names(
+                only_existing=True, include_views=False
+            )
+            if table not in _STATIC_TABLES
+        ]
+        if connection.vendor != "postgresql" or reset_sequences:
+            return connection.ops.sql_flush(
+                style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade
+            )
+        return ["SET CONSTRAINTS ALL DEFERRED"] + [
+            f"DELETE FROM {connection.ops.quote_name(table)}"  # noqa: S608 (Django's names)
+            for table in tables
+        ]
+
+    flush.sql_flush = sql_flush
+    flush.emit_post_migrate_signal = lambda *args, **kwargs: None
+
+
+class UnmarkedProcess(RuntimeError):
+    """A test not marked ``processes`` tried to start one."""
+
+
+def _probe_once_per_process(words: list[str]) -> bool:
+    # What the runtime itself starts once and keeps, so a test that renders a page or
+    # searches may trigger it without being about processes: the embedding model rewritten
+    # to int8 (once per machine, toolhub.tools.embeddings) and the sandbox's start-up check,
+    # a box running `true` (once per process, toolhub.tools.sandbox.unavailable_reason).
+    return "toolhub.tools.model_rewrite" in words or (
+        words[0].startswith("toolhub-sandbox:") and words[-1] == "true"
+    )
+
+
+_unmarked = pytest.StashKey[list[str]]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Keep the ``processes`` marker true: a test without it that starts a process (a
+    server, a worker, a browser, a sandbox, an MCP server) fails and says to mark it, so
+    ``make test-fast``, which leaves marked tests out, never starts one. The process is
+    refused where it starts (perhaps on a thread of the product's) and the test's report
+    says so, whatever the code that tried made of the refusal."""
+    if item.get_closest_marker("processes") is not None:
+        return (yield)
+    real = subprocess.Popen._execute_child
+    item.stash[_unmarked] = []
+
+    def refuse(self, args, *rest, **kwargs):
+        words = [str(arg) for arg in ([args] if isinstance(args, str | bytes) else args)]
+        if not _probe_once_per_process(words):
+            item.stash[_unmarked].append(" ".join(words)[:200])
+            raise UnmarkedProcess(f"{item.nodeid} is not marked `processes`")
+        return real(self, args, *rest, **kwargs)
+
+    subprocess.Popen._execute_child = refuse
+    try:
+        return (yield)
+    finally:
+        subprocess.Popen._execute_child = real
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    started = item.stash.get(_unmarked, [])
+    if started and (report.when == "call" or report.failed):
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} starts a process ({started[0]}) but is not marked `processes`: "
+            "mark it (pytestmark) so make test-fast leaves it out"
+        )
+    return report
 
 
 def need(service: str, reason: str) -> None:
@@ -58,7 +155,8 @@ def postgres_url() -> str:
 
 @pytest.fixture(scope="session")
 def redis_url() -> str:
-    url = os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
+    """This test process's Redis database (tests/workers.py)."""
+    url = redis_db(os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL, 0)
     if not _accepts(url):
         need("Redis", f"nothing accepts connections at {urlsplit(url).netloc}")
     return url
@@ -112,7 +210,15 @@ def app_env(var_dir: Path, **overrides: str) -> dict[str, str]:
         for key, value in os.environ.items()
         if key not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}
     }
-    env.update({"DEBUG": "1", "PYTHONPATH": str(ROOT), "TOOLHUB_VAR_DIR": str(var_dir)})
+    env.update(
+        {
+            "DEBUG": "1",
+            "PYTHONPATH": str(ROOT),
+            "TOOLHUB_VAR_DIR": str(var_dir),
+            # The product's settings with a cheap password hasher (tests/settings.py).
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+        }
+    )
     # Derived data every process may share, as a deployment's do: the suite's processes
     # encode a tool text and rewrite the embedding model once, not once per var_dir.
     env.setdefault("TOOLHUB_EMBEDDING_CACHE", str(ROOT / "var" / "test-embeddings.sqlite3"))
@@ -149,24 +255,6 @@ def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
         timeout=120,
         check=False,
     )
-
-
-@contextmanager
-def scratch_database(postgres_url: str, prefix: str) -> Iterator[str]:
-    """A PostgreSQL database of the test's own (its URL), dropped afterwards even if
-    processes still hold connections to it."""
-    import uuid
-
-    import psycopg
-
-    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{postgres_url.rsplit('/', 1)[0]}/{name}"
-    finally:
-        with psycopg.connect(postgres_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 async def asgi_get(
@@ -211,16 +299,6 @@ async def asgi_get(
     finally:
         done.set()
     return sent[0]["status"], b"".join(message.get("body", b"") for message in sent[1:])
-
-
-def demo_token(env: dict[str, str]) -> str:
-    """Migrate the database ``env`` names, make the demo user, and return its API token."""
-    import re
-
-    for args in (("migrate", "--noinput"), ("toolhub_demo",), ("drf_create_token", "demo")):
-        result = manage(*args, env=env)
-        assert result.returncode == 0, result.stderr
-    return re.search(r"Generated token (\w+)", result.stdout).group(1)
 
 
 @contextmanager

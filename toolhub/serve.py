@@ -11,9 +11,11 @@ Two transport settings differ from daphne's own, and only here:
   protocol error (``failByDrop``). Here it sends the close code instead: 1007 for a text
   frame that is not UTF-8, and 1009 for a message over the cap.
 
-And one start-up step: once the server's loop runs, it serves turns (``serve_turns_here``)
-before any request arrives, so a restarted server ends the turns its predecessor left
-within ``TOOLHUB_TURN_LOST_AFTER`` even if nobody connects.
+And two start-up steps, once the server's loop runs and before any request arrives: it
+serves turns (``serve_turns_here``), so a restarted server ends the turns its predecessor
+left within ``TOOLHUB_TURN_LOST_AFTER`` even if nobody connects; and it starts encoding
+tool texts for semantic search (``embeddings.start``), so the first search finds the model
+loaded. A process that only imports the application (a test, a command) starts neither.
 """
 
 from __future__ import annotations
@@ -38,18 +40,20 @@ class _Server(Server):
         # setting them once the reactor runs covers every connection.
         reactor.callWhenRunning(self._close_cleanly)
         # callLater runs on the asyncio loop once it runs (callWhenRunning comes before).
-        reactor.callWhenRunning(reactor.callLater, 0, _serve_turns)
+        reactor.callWhenRunning(reactor.callLater, 0, _start_serving)
         super().run()
 
     def _close_cleanly(self) -> None:
         self.ws_factory.setProtocolOptions(failByDrop=False)
 
 
-def _serve_turns() -> None:
+def _start_serving() -> None:
     # daphne imported the application (and so set Django up) before the reactor started.
     from agent_app.turns import serve_turns_here
+    from toolhub.tools import embeddings
 
     serve_turns_here()
+    embeddings.start()
 
 
 class _Cli(CommandLineInterface):

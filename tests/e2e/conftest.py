@@ -1,4 +1,8 @@
-"""Browser fixtures: the product served as `make run` serves it, and a Chromium page."""
+"""Browser fixtures: the product served as `make run` serves it, and a Chromium page.
+
+Every test here starts processes (a daphne, Chromium), so the whole directory is marked
+``processes``. A module's tests share its product, and the browser tests that run in a
+row share one Chromium, each in a context of its own."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from tests.conftest import ROOT, app_env, daphne, manage
+from tests.products import seeded_var_dir
 
 BROWSER_ARGS = [
     "--no-sandbox",
@@ -29,14 +34,10 @@ def product():
     # bash sandbox's user must be able to reach the product's workspaces.
     var_dir = Path(tempfile.mkdtemp(prefix="toolhub-product-"))
     var_dir.chmod(0o711)
-    env = app_env(var_dir)
     try:
-        for args in (("migrate", "--noinput"), ("toolhub_demo",)):
-            result = manage(*args, env=env)
-            assert result.returncode == 0, result.stderr
-        password = re.search(r"with password '([^']+)'", result.stdout).group(1)
-        with daphne(env) as base:
-            yield base, password
+        seed = seeded_var_dir(var_dir)
+        with daphne(app_env(var_dir)) as base:
+            yield base, seed.password
     finally:
         shutil.rmtree(var_dir, ignore_errors=True)
 
@@ -45,22 +46,40 @@ def product():
 SCREENSHOTS = ROOT / "var" / "test-output" / "e2e"
 
 
-@pytest.fixture
-def page(chromium_path, request):
+@pytest.fixture(scope="package")
+def browser(chromium_path):
+    """One Chromium for the browser tests in a row; each test gets a context of its own
+    (cookies, storage and pages apart), as a new browser profile would. It closes when a
+    test from elsewhere comes next: Playwright's sync API holds an event loop running on
+    the main thread, where the asyncio tests need to run theirs."""
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium_path, args=BROWSER_ARGS)
-        page = browser.new_page()
-        errors: list[str] = []
-        page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
-        page.console_errors = errors
         try:
-            yield page
+            yield browser
         finally:
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            name = re.sub(r"[^\w.-]+", "_", request.node.name)
-            with contextlib.suppress(Exception):
-                page.screenshot(path=SCREENSHOTS / f"{name}.png", full_page=True)
             browser.close()
+
+
+@pytest.fixture
+def page(browser, request):
+    before = set(browser.contexts)
+    context = browser.new_context()
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
+    page.console_errors = errors
+    try:
+        yield page
+    finally:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        name = re.sub(r"[^\w.-]+", "_", request.node.name)
+        with contextlib.suppress(Exception):
+            page.screenshot(path=SCREENSHOTS / f"{name}.png", full_page=True)
+        # With every context the test opened (a second tab, an operator's window): an open
+        # chat page left behind would go on reconnecting to a product that is gone.
+        for opened in [*browser.contexts]:
+            if opened not in before:
+                opened.close()
 
 
 @contextlib.contextmanager
@@ -68,14 +87,11 @@ def product_with_server(var_dir: Path, add_server: str):
     """A product that connects MCP servers as it starts, with the one ``add_server`` (code
     for ``manage.py shell``) creates; yields its base URL and the demo password."""
     env = app_env(var_dir, TOOLHUB_MCP_CONNECT="1")
-    for args in (("migrate", "--noinput"), ("toolhub_demo",)):
-        result = manage(*args, env=env)
-        assert result.returncode == 0, result.stderr
-    password = re.search(r"with password '([^']+)'", result.stdout).group(1)
+    seed = seeded_var_dir(var_dir)
     added = manage("shell", "-c", add_server, env=env)
     assert added.returncode == 0, added.stderr
     with daphne(env) as base:
-        yield base, password
+        yield base, seed.password
 
 
 def sign_in(page, base: str, password: str) -> None:
@@ -105,3 +121,10 @@ def run_command_approved(page, command: str, *, until: str) -> None:
     page.get_by_label("Message").press("Enter")
     page.get_by_role("button", name="Allow once: bash").click(timeout=20_000)
     expect(page.locator(".tool-card pre.tail")).to_contain_text(until, timeout=20_000)
+
+
+def pytest_collection_modifyitems(items) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(here):
+            item.add_marker(pytest.mark.processes)

@@ -5,9 +5,9 @@ sizes, Esc to stop, and limits said in plain words."""
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-from tests.e2e.conftest import BROWSER_ARGS, SCREENSHOTS, open_new_chat, run_command_approved
+from tests.e2e.conftest import SCREENSHOTS, open_new_chat, run_command_approved
 
 LONG = "for i in $(seq 1 30); do echo tick $i; sleep 1; done"
 
@@ -129,35 +129,34 @@ def test_a_message_over_the_limit_is_refused_in_plain_words_and_kept(product, pa
 
 @pytest.mark.parametrize("width", [360, 768, 1920])
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_the_shell_fits_the_screen_with_the_composer_in_view(product, chromium_path, width, scheme):
+def test_the_shell_fits_the_screen_with_the_composer_in_view(product, browser, width, scheme):
     base, password = product
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=BROWSER_ARGS)
-        page = browser.new_page(color_scheme=scheme)
-        try:
-            open_new_chat(page, base, password)
-            page.get_by_label("Message").fill("use current_time")
-            page.get_by_label("Message").press("Enter")
-            expect(page.locator(".turn-end")).to_have_count(1, timeout=20_000)
-            page.get_by_text("Rename or delete").click()
-            page.get_by_label("Title").fill("A title far too long for any header " * 5)
-            page.get_by_role("button", name="Rename").click()
-            page.set_viewport_size({"width": width, "height": 800})
-            page.reload()
+    context = browser.new_context(color_scheme=scheme)
+    page = context.new_page()
+    try:
+        open_new_chat(page, base, password)
+        page.get_by_label("Message").fill("use current_time")
+        page.get_by_label("Message").press("Enter")
+        expect(page.locator(".turn-end")).to_have_count(1, timeout=20_000)
+        page.get_by_text("Rename or delete").click()
+        page.get_by_label("Title").fill("A title far too long for any header " * 5)
+        page.get_by_role("button", name="Rename").click()
+        page.set_viewport_size({"width": width, "height": 800})
+        page.reload()
 
-            assert page.evaluate("document.documentElement.scrollWidth") <= width
-            expect(page.get_by_label("Message")).to_be_in_viewport()
-            title = page.locator("#chat-title")
-            assert title.evaluate("el => el.scrollWidth > el.clientWidth")
-            if width < 768:
-                # The chats list is a drawer, opened from the header and closed with Esc.
-                expect(page.locator("#chats")).to_be_hidden()
-                page.get_by_role("button", name="Chats").click()
-                expect(page.locator("#chats")).to_be_visible()
-                page.keyboard.press("Escape")
-                expect(page.locator("#chats")).to_be_hidden()
-            else:
-                expect(page.locator("#chats")).to_be_visible()
-            page.screenshot(path=SCREENSHOTS / f"chat_shell_{width}_{scheme}.png")
-        finally:
-            browser.close()
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        expect(page.get_by_label("Message")).to_be_in_viewport()
+        title = page.locator("#chat-title")
+        assert title.evaluate("el => el.scrollWidth > el.clientWidth")
+        if width < 768:
+            # The chats list is a drawer, opened from the header and closed with Esc.
+            expect(page.locator("#chats")).to_be_hidden()
+            page.get_by_role("button", name="Chats").click()
+            expect(page.locator("#chats")).to_be_visible()
+            page.keyboard.press("Escape")
+            expect(page.locator("#chats")).to_be_hidden()
+        else:
+            expect(page.locator("#chats")).to_be_visible()
+        page.screenshot(path=SCREENSHOTS / f"chat_shell_{width}_{scheme}.png")
+    finally:
+        context.close()

@@ -4,7 +4,6 @@ hides Stop, and takes the next message — nobody has to press Stop."""
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import tempfile
@@ -14,8 +13,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import app_env, daphne, free_port, manage
+from tests.conftest import app_env, daphne, free_port
 from tests.e2e.conftest import open_new_chat, run_command_approved
+from tests.products import seeded_var_dir
 
 MARKER = f"{time.time_ns() % 1_000_000}.75"
 
@@ -28,11 +28,7 @@ def restartable(bubblewrap):
     var_dir.chmod(0o711)
     env = app_env(var_dir, TOOLHUB_TURN_LOST_AFTER="6")
     try:
-        for args in (("migrate", "--noinput"), ("toolhub_demo",)):
-            result = manage(*args, env=env)
-            assert result.returncode == 0, result.stderr
-        password = re.search(r"with password '([^']+)'", result.stdout).group(1)
-        yield env, var_dir, password, free_port()
+        yield env, var_dir, seeded_var_dir(var_dir).password, free_port()
     finally:
         shutil.rmtree(var_dir, ignore_errors=True)
 

@@ -17,7 +17,7 @@ from tests.integration.agent_app.test_mcp_servers import load_then_call, server_
 from tests.integration.chat import events, open_socket, receive, send, until
 from tests.mcp import SERVER, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 HOSTILE = Path(__file__).resolve().parent / "hostile_mcp_server.py"
 

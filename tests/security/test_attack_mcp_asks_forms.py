@@ -192,6 +192,7 @@ class _Attributes(HTMLParser):
 
 @pytestmark_db
 @pytest.mark.parametrize("params", [HOSTILE_FORM, HOSTILE_PAGE], ids=["form", "page"])
+@pytest.mark.processes
 def test_a_hostile_form_on_the_card_is_text_never_markup(
     owner, staff, model, registry_state, settings, tmp_path, client, params
 ):

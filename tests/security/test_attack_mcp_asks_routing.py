@@ -18,6 +18,8 @@ from toolhub.tools.context import ToolServices
 from toolhub.tools.mcp import McpServerConfig
 from toolhub.tools.mcp.asks import ElicitAnswer, ElicitForm, Sampled, SamplingAsk
 
+pytestmark = pytest.mark.processes
+
 HOSTILE = Path(__file__).resolve().parent / "hostile_mcp_server.py"
 
 

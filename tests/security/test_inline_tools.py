@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from pathlib import Path
 
 import httpx
@@ -17,7 +16,10 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from tests.conftest import app_env, daphne, manage
+from tests.conftest import app_env, daphne
+from tests.products import seeded_var_dir
+
+pytestmark = pytest.mark.processes
 
 # What used to take seconds of one interpreter lock: a power computed before its size
 # was checked, and a backtracking pattern on a short line.
@@ -31,10 +33,7 @@ BACKREFERENCE = r"(a)\1"
 def server(tmp_path_factory):
     var_dir = tmp_path_factory.mktemp("inline")
     env = app_env(var_dir, TOOLHUB_SEMANTIC_SEARCH="0")
-    for args in (("migrate", "--noinput"), ("toolhub_demo",), ("drf_create_token", "demo")):
-        result = manage(*args, env=env)
-        assert result.returncode == 0, result.stderr
-    token = re.search(r"Generated token (\w+)", result.stdout).group(1)
+    token = seeded_var_dir(var_dir).token
     with daphne(env) as base:
         yield base, token, var_dir
 

@@ -30,7 +30,7 @@ from tests.conftest import app_env, celery_worker, need
 from tests.fakes import Reply
 from tests.integration.chat import events, open_socket, send, until
 
-pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 
 class _Payload:

@@ -12,7 +12,7 @@ import pytest
 
 from toolhub.tools import CancelToken, get
 
-pytestmark = pytest.mark.usefixtures("bubblewrap")
+pytestmark = [pytest.mark.usefixtures("bubblewrap"), pytest.mark.processes]
 
 
 @pytest.fixture

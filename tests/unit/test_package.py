@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 BUILTINS = [
@@ -29,6 +31,7 @@ BUILTINS = [
 ]
 
 
+@pytest.mark.processes
 def test_importing_the_runtime_loads_neither_django_nor_celery():
     probe = (
         "import sys, toolhub.tools; "

@@ -207,6 +207,7 @@ def test_any_answer_becomes_at_most_one_bounded_printable_line(phrases):
         assert text == text.strip(" ;")
 
 
+@pytest.mark.processes
 def test_processes_wanting_the_same_tools_at_once_ask_the_model_once_per_definition(tmp_path):
     store, log = tmp_path / "shared.sqlite3", tmp_path / "asked.jsonl"
     script = textwrap.dedent(
@@ -241,6 +242,7 @@ def test_processes_wanting_the_same_tools_at_once_ask_the_model_once_per_definit
     assert sorted(asked) == sorted(f"shared_tool_{n}" for n in range(12))
 
 
+@pytest.mark.processes
 def test_a_phrasing_another_process_wrote_is_read_without_asking(store, monkeypatch):
     phrasings.configure(ask=None, store_file=store)
     assert phrasings.known(TOOLS[1]) == ""

@@ -154,6 +154,7 @@ def test_registered_tools_are_encoded_in_the_background_before_any_search(semant
         _tool(f"bg_tool_{n}", f"Background encoding check {n} of a tool.", registry)
         for n in range(5)
     ]
+    embeddings.start()
 
     assert embeddings.wait_prepared(timeout=60)
     encoder = embeddings._encoder()
@@ -170,6 +171,7 @@ def test_registered_tools_are_encoded_in_the_background_before_any_search(semant
     assert [list(texts) for texts in ran] == [["background encoding check"]]
 
 
+@pytest.mark.processes
 def test_another_process_reads_the_encodings_from_disk_without_running_the_model(
     semantic, cache_file
 ):
@@ -246,6 +248,7 @@ def test_batches_go_shortest_first_and_stay_within_their_token_budget(semantic):
         assert len(batch) == 1 or len(batch) * max(batch) <= embeddings._BATCH_TOKENS
 
 
+@pytest.mark.processes
 def test_processes_encoding_the_same_tools_at_once_share_one_cache_file_without_error(
     semantic, tmp_path
 ):
@@ -307,6 +310,7 @@ _SEARCH_IN_A_NEW_PROCESS = """
 """
 
 
+@pytest.mark.processes
 def test_the_model_is_rewritten_once_per_machine_into_one_a_quarter_of_the_float_size(
     semantic, tmp_path
 ):
@@ -331,6 +335,7 @@ def test_the_model_is_rewritten_once_per_machine_into_one_a_quarter_of_the_float
     ]
 
 
+@pytest.mark.processes
 def test_a_rewritten_model_that_does_not_load_is_removed_and_the_packaged_one_answers(
     semantic, tmp_path
 ):
@@ -348,6 +353,7 @@ def test_a_rewritten_model_that_does_not_load_is_removed_and_the_packaged_one_an
     assert not broken.exists()
 
 
+@pytest.mark.processes
 def test_a_model_directory_that_cannot_be_made_leaves_the_packaged_model_answering(
     semantic, tmp_path
 ):

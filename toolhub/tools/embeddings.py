@@ -19,6 +19,8 @@ Cost, and where it is paid (docs/tool-search.md has the figures):
 - A tool's text is encoded once per definition, never on a turn's path: ``prepare``
   queues it when the tool registers or a server lists it (and when a turn's index is
   made), and one background thread per process loads the model and encodes the queue.
+  That thread starts when a serving process says so (``start``) or at the first search,
+  never on import or ``configure``.
 - Encodings are kept by the hash of the model (and its packages' versions) and the text,
   in memory (bounded) and in a SQLite file (``configure(cache_file=...)``) that restarts
   and other processes share; a process runs one batch through the model at a time.
@@ -549,16 +551,23 @@ def configure(
 ) -> None:
     """Switch semantic search on or off, name the shared encoding cache (None: none) and
     the directory of the rewritten model (default: the cache's; None with no cache: the
-    packaged model runs). On, the background thread starts on what registered so far.
-    The model a process loaded stays loaded: a later ``model_dir`` counts in new ones."""
+    packaged model runs). Starts no thread: ``start`` does, or the first search. The
+    model a process loaded stays loaded: a later ``model_dir`` counts in new ones."""
     global enabled, cache_path, rewritten_dir
     enabled = semantic_search
     cache_path = Path(cache_file) if cache_file else None
     rewritten_dir = Path(model_dir) if model_dir else cache_path.parent if cache_path else None
+    if not enabled:
+        _background.stop()
+
+
+def start() -> None:
+    """Load the model and encode what registered so far (and from now on) in the
+    background, if semantic search is on. A serving process calls it as it starts, so its
+    first search finds the model loaded; a process that only imports the project (a
+    command, a test) never pays for the model or its thread unless it searches."""
     if enabled:
         _background.start()
-    else:
-        _background.stop()
 
 
 class SemanticIndex:

@@ -15,29 +15,35 @@ from pathlib import Path
 
 import httpx
 import pytest
+from channels_redis.core import RedisChannelLayer
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from tests.conftest import app_env, daphne, demo_token, scratch_database
+from tests.conftest import app_env, daphne
 from tests.fakes import FakeAnthropic, Reply
+from tests.products import seeded_database
+from tests.workers import redis_db
 
-pytestmark = pytest.mark.services
+pytestmark = [pytest.mark.services, pytest.mark.processes]
 # The servers' logs, quoted when a socket closes unexpectedly.
 _LOGS: list[str] = []
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, postgres_url, redis_url):
-    with scratch_database(postgres_url, "toolhub_ws") as database, FakeAnthropic() as model:
+    with (
+        seeded_database(postgres_url, "toolhub_ws") as (database, seed),
+        FakeAnthropic() as model,
+    ):
         env = app_env(
             tmp_path_factory.mktemp("stack"),
             DATABASE_URL=database,
-            REDIS_URL=f"{redis_url.rsplit('/', 1)[0]}/5",
+            REDIS_URL=redis_db(redis_url, 1),
             TOOLHUB_PROVIDER="anthropic",
             ANTHROPIC_BASE_URL=model.url,
             ANTHROPIC_API_KEY="test-key",
         )
-        token = demo_token(env)
+        token = seed.token
         logs = [env["TOOLHUB_VAR_DIR"] + f"/daphne-{n}.log" for n in (1, 2)]
         with (
             daphne(env, log=Path(logs[0])) as first,
@@ -129,8 +135,10 @@ async def test_an_idle_socket_stays_open_past_the_channel_layers_blocking_read(s
     session = await _new_session(first, token)
     async with _ws(first, session, token) as socket:
         await socket.send(json.dumps({"type": "resume", "after_seq": 0}))
-        # channels-redis blocks 5 s per read; the socket must outlive a few of them.
-        await asyncio.sleep(11)
+        # channels-redis blocks 5 s per read (RedisChannelLayer.brpop_timeout): a Redis
+        # socket timeout no longer than that killed the socket at the first read's end,
+        # so the socket must outlive one whole read.
+        await asyncio.sleep(RedisChannelLayer.brpop_timeout + 1.5)
         await socket.send(json.dumps({"type": "cancel"}))
         answer = json.loads(await asyncio.wait_for(socket.recv(), 20))
 

@@ -73,6 +73,7 @@ def load_then_call(model, name: str, arguments: dict | None = None) -> None:
     )
 
 
+@pytest.mark.processes
 def test_the_inspector_in_plan_mode_offers_the_read_only_tool_and_says_why_not_the_rest(
     owner, api, annotated_server
 ):
@@ -98,6 +99,7 @@ def test_the_inspector_in_plan_mode_offers_the_read_only_tool_and_says_why_not_t
     assert {"demo__look", "demo__wipe", "demo__append", "demo__echo"} <= set(catalog)
 
 
+@pytest.mark.processes
 async def test_in_plan_mode_a_turn_runs_the_read_only_tool_and_cannot_reach_a_destructive_one(
     owner, model, annotated_server
 ):
@@ -132,6 +134,7 @@ async def test_in_plan_mode_a_turn_runs_the_read_only_tool_and_cannot_reach_a_de
     [(True, "ok", ["wipe"]), (False, "denied", [])],
     ids=["allow", "deny"],
 )
+@pytest.mark.processes
 async def test_a_destructive_mcp_tool_waits_for_the_persons_approval(
     owner, model, annotated_server, allow, status, ran
 ):
@@ -153,6 +156,7 @@ async def test_a_destructive_mcp_tool_waits_for_the_persons_approval(
     await socket.disconnect()
 
 
+@pytest.mark.processes
 async def test_read_only_and_additive_mcp_tools_run_without_asking(owner, model, annotated_server):
     model.replies.extend(
         [
@@ -178,6 +182,7 @@ async def test_read_only_and_additive_mcp_tools_run_without_asking(owner, model,
     await socket.disconnect()
 
 
+@pytest.mark.processes
 async def test_with_the_servers_approval_turned_off_a_destructive_tool_runs_without_asking(
     owner, staff, api, model, annotated_server
 ):
@@ -266,6 +271,7 @@ def test_the_admin_turns_a_servers_approval_off_and_on(admin_client):
     assert server.approve_destructive is True
 
 
+@pytest.mark.processes
 def test_the_catalog_shows_what_each_tools_annotations_say_it_does(owner, api, annotated_server):
     from django.test import Client
 

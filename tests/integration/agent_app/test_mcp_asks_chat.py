@@ -58,6 +58,7 @@ def result_of(frames) -> dict:
     return next(e for e in events(frames, "tool_result") if e["data"]["name"].startswith("ask"))
 
 
+@pytest.mark.processes
 async def test_a_servers_form_is_drawn_on_the_card_checked_and_the_answer_completes_the_call(
     owner, model, asking
 ):
@@ -124,6 +125,7 @@ async def until_error(socket) -> dict:
             return frame
 
 
+@pytest.mark.processes
 async def test_a_declined_form_tells_the_server_and_the_card_says_so(owner, model, asking):
     await database_sync_to_async(asking)()
     load_then_call(model, "ask__sign_in_visitor", {})
@@ -152,6 +154,7 @@ def test_nobody_answers_another_persons_form_or_a_form_that_is_not_waiting(owner
     assert stale.json()["code"] == "unknown_call"
 
 
+@pytest.mark.processes
 async def test_sampling_asks_the_person_then_the_chats_model_and_is_counted(owner, model, asking):
     await database_sync_to_async(asking)(sampling=True)
     model.replies.extend(
@@ -186,6 +189,7 @@ async def test_sampling_asks_the_person_then_the_chats_model_and_is_counted(owne
     assert await provider_calls(owner) == 4
 
 
+@pytest.mark.processes
 async def test_a_denied_sampling_request_never_reaches_the_model(owner, model, asking):
     await database_sync_to_async(asking)(sampling=True)
     load_then_call(model, "ask__sum_up", {"text": "a saga"})
@@ -202,6 +206,7 @@ async def test_a_denied_sampling_request_never_reaches_the_model(owner, model, a
     assert events(frames, "sampling_answered")[0]["data"]["outcome"] == "denied"
 
 
+@pytest.mark.processes
 async def test_without_the_operators_switch_sampling_is_refused_without_asking(
     owner, model, asking
 ):
@@ -218,6 +223,7 @@ async def test_without_the_operators_switch_sampling_is_refused_without_asking(
     assert len(model.requests) == 3
 
 
+@pytest.mark.processes
 async def test_a_workspace_server_is_told_the_chats_own_workspace(
     owner, staff, model, asking, settings, api
 ):

@@ -58,6 +58,7 @@ async def whoami(user, model) -> dict:
     return result_of(frames)["data"]
 
 
+@pytest.mark.processes
 async def test_each_persons_calls_go_with_their_own_credential_and_nobody_elses(
     owner, other_user, staff, model, personal, api
 ):
@@ -78,6 +79,7 @@ async def test_each_persons_calls_go_with_their_own_credential_and_nobody_elses(
     assert mcp.manager.chats("ask") == 2
 
 
+@pytest.mark.processes
 def test_a_credential_is_never_shown_back_anywhere(owner, staff, personal, api):
     api(owner).put(f"/api/mcp-credentials/{personal.pk}/", {"value": ADA}, format="json")
 
@@ -108,6 +110,7 @@ def _superuser(user):
     return user
 
 
+@pytest.mark.processes
 def test_a_credential_no_variable_can_carry_is_refused_and_the_old_one_kept(owner, personal, api):
     url = f"/api/mcp-credentials/{personal.pk}/"
     api(owner).put(url, {"value": ADA}, format="json")
@@ -121,6 +124,7 @@ def test_a_credential_no_variable_can_carry_is_refused_and_the_old_one_kept(owne
     assert McpCredential.objects.get(owner=owner).value == ADA
 
 
+@pytest.mark.processes
 def test_only_servers_that_take_one_have_credentials_and_only_for_their_owner(
     owner, other_user, staff, personal, api
 ):
@@ -141,6 +145,7 @@ def test_only_servers_that_take_one_have_credentials_and_only_for_their_owner(
     assert not McpCredential.objects.exists()
 
 
+@pytest.mark.processes
 def test_the_credentials_page_sets_replaces_and_removes_a_persons_own(owner, personal):
     client = signed_in(owner)
 
@@ -160,6 +165,7 @@ def test_the_credentials_page_sets_replaces_and_removes_a_persons_own(owner, per
     assert foreign.status_code == 404
 
 
+@pytest.mark.processes
 def test_credentials_are_forgotten_when_where_they_go_changes(owner, staff, personal, api):
     """A person gave their token for one command or URL; re-pointed, the server gets none
     of it until they add it again."""

@@ -167,6 +167,7 @@ def signed_in_and_connected(staff, remote: Remote) -> McpOAuthGrant:
     return McpOAuthGrant.objects.get(server=remote.server)
 
 
+@pytest.mark.processes
 def test_an_oauth_server_without_a_grant_needs_sign_in_and_its_tools_are_not_offered(
     staff, api, remote
 ):
@@ -186,6 +187,7 @@ def test_an_oauth_server_without_a_grant_needs_sign_in_and_its_tools_are_not_off
     assert "Sign in to MCP server remote" in page
 
 
+@pytest.mark.processes
 def test_signing_in_through_the_real_redirect_stores_a_grant_and_calls_carry_its_token(
     staff, api, remote
 ):
@@ -217,6 +219,7 @@ def test_signing_in_through_the_real_redirect_stores_a_grant_and_calls_carry_its
     assert "Sign in again" in page
 
 
+@pytest.mark.processes
 def test_a_pre_registered_client_signs_in_with_its_secret_where_registration_is_closed(
     staff, tmp_path, registry_state
 ):
@@ -251,6 +254,7 @@ def test_a_pre_registered_client_signs_in_with_its_secret_where_registration_is_
         _pace(**paces)
 
 
+@pytest.mark.processes
 def test_a_second_sign_in_reuses_the_registered_client_and_reconnects_with_the_new_grant(
     staff, remote
 ):
@@ -269,6 +273,7 @@ def test_a_second_sign_in_reuses_the_registered_client_and_reconnects_with_the_n
     assert not call("remote__whoami").is_error
 
 
+@pytest.mark.processes
 def test_an_expired_access_token_is_refreshed_and_the_call_still_succeeds(staff, short_lived):
     grant = signed_in_and_connected(staff, short_lived)
     first = grant.tokens["access_token"]
@@ -287,6 +292,7 @@ def test_an_expired_access_token_is_refreshed_and_the_call_still_succeeds(staff,
     assert grant.generation == 1
 
 
+@pytest.mark.processes
 def test_a_refused_refresh_puts_the_server_back_to_needs_sign_in_with_its_tools_unavailable(
     staff, short_lived
 ):
@@ -312,6 +318,7 @@ def test_a_refused_refresh_puts_the_server_back_to_needs_sign_in_with_its_tools_
     assert "Needs sign-in" in browser(staff).get("/ops/tools/").content.decode()
 
 
+@pytest.mark.processes
 def test_a_grant_is_not_sent_to_a_new_url_the_server_needs_sign_in_again(staff, api, remote):
     signed_in_and_connected(staff, remote)
 
@@ -326,6 +333,7 @@ def test_a_grant_is_not_sent_to_a_new_url_the_server_needs_sign_in_again(staff, 
     wait_for(lambda: state_of("remote") == "needs_sign_in", what="remote to need sign-in")
 
 
+@pytest.mark.processes
 def test_a_non_staff_user_gets_403_from_the_sign_in_and_the_callback(owner, remote):
     client = browser(owner)
 
@@ -338,6 +346,7 @@ def test_a_non_staff_user_gets_403_from_the_sign_in_and_the_callback(owner, remo
     assert remote.stats().get("registrations", 0) == 0
 
 
+@pytest.mark.processes
 def test_a_forged_replayed_or_borrowed_state_is_refused_with_400_and_stores_nothing(
     staff, django_user_model, password, remote
 ):
@@ -366,6 +375,7 @@ def test_a_forged_replayed_or_borrowed_state_is_refused_with_400_and_stores_noth
     assert remote.stats()["code_exchanges"] == 1
 
 
+@pytest.mark.processes
 def test_a_refusal_from_the_authorization_server_is_shown_and_stores_nothing(staff, remote):
     client = browser(staff)
     state = parse_qs(urlsplit(begin(client, remote.server)).query)["state"][0]
@@ -379,6 +389,7 @@ def test_a_refusal_from_the_authorization_server_is_shown_and_stores_nothing(sta
     assert not McpOAuthGrant.objects.exists()
 
 
+@pytest.mark.processes
 def test_tokens_and_client_secrets_never_appear_in_the_ops_page_the_api_or_the_admin(
     staff, api, admin_client, short_lived
 ):
@@ -476,6 +487,7 @@ def test_the_admin_sets_oauth_keeps_its_client_secret_when_left_empty_and_clears
     assert server.oauth_client_secret == ""
 
 
+@pytest.mark.processes
 def test_two_processes_sharing_a_grant_refresh_it_once_and_both_keep_working_past_its_expiry(
     staff, rotating, second_process
 ):
@@ -513,6 +525,7 @@ def test_two_processes_sharing_a_grant_refresh_it_once_and_both_keep_working_pas
     assert grant.generation == 1
 
 
+@pytest.mark.processes
 def test_the_servers_own_headers_go_to_the_mcp_server_and_never_to_the_authorization_server(
     staff, keyed
 ):

@@ -5,7 +5,6 @@ that saved it at once and the others within their poll interval.
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 
@@ -14,15 +13,13 @@ import pytest
 
 from tests.conftest import app_env, celery_worker, daphne, manage
 from tests.mcp import SERVER
+from tests.products import seeded_var_dir
+from tests.workers import redis_db
 
-pytestmark = pytest.mark.services
+pytestmark = [pytest.mark.services, pytest.mark.processes]
 
 SETUP = """
-from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
 from agent_app.models import McpServer
-user = get_user_model().objects.create_user("ops", password="x", is_staff=True)
-print("token", Token.objects.create(user=user).key)
 McpServer.objects.create(name="first", transport="stdio", command={python!r}, args=[{server!r}])
 """
 
@@ -44,14 +41,13 @@ def _eventually(check, timeout: float = 30.0):
 def test_web_and_worker_processes_connect_on_start_and_follow_new_servers(tmp_path, redis_url):
     env = app_env(
         tmp_path,
-        REDIS_URL=f"{redis_url.rsplit('/', 1)[0]}/6",
+        REDIS_URL=redis_db(redis_url, 2),
         TOOLHUB_MCP_CONNECT="1",
         TOOLHUB_MCP_POLL="0.5",
     )
-    assert manage("migrate", "--noinput", env=env).returncode == 0
+    token = seeded_var_dir(tmp_path).token  # the demo account, staff
     made = manage("shell", "-c", SETUP.format(python=sys.executable, server=str(SERVER)), env=env)
     assert made.returncode == 0, made.stderr
-    token = re.search(r"token (\w+)", made.stdout).group(1)
     worker_log = tmp_path / "worker.log"
 
     with daphne(env, log=tmp_path / "daphne.log") as base, celery_worker(env, log=worker_log):

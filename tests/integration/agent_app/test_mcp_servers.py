@@ -118,6 +118,7 @@ async def chat(socket, text):
     return await until(socket, timeout=30)
 
 
+@pytest.mark.processes
 async def test_a_turn_finds_an_mcp_tool_through_tool_search_and_calls_it(owner, model, demo_server):
     model.replies.extend(
         [
@@ -145,6 +146,7 @@ async def test_a_turn_finds_an_mcp_tool_through_tool_search_and_calls_it(owner, 
     await socket.disconnect()
 
 
+@pytest.mark.processes
 async def test_the_offline_demo_model_loads_an_mcp_tool_and_calls_it(owner, settings, demo_server):
     settings.TOOLHUB_PROVIDER = "demo"
     session = await new_session(owner)
@@ -162,6 +164,7 @@ async def test_the_offline_demo_model_loads_an_mcp_tool_and_calls_it(owner, sett
     await socket.disconnect()
 
 
+@pytest.mark.processes
 async def test_a_progress_reporting_mcp_tool_streams_its_tail_while_it_runs(
     owner, model, demo_server
 ):
@@ -178,6 +181,7 @@ async def test_a_progress_reporting_mcp_tool_streams_its_tail_while_it_runs(
     await socket.disconnect()
 
 
+@pytest.mark.processes
 async def test_arguments_invalid_for_an_mcp_tools_schema_never_reach_the_server(
     owner, model, demo_server
 ):
@@ -194,6 +198,7 @@ async def test_arguments_invalid_for_an_mcp_tools_schema_never_reach_the_server(
     await socket.disconnect()
 
 
+@pytest.mark.processes
 async def test_a_server_gone_past_the_hold_hides_its_tools_with_the_reason_and_they_return(
     owner, staff, model, demo_server, api
 ):
@@ -244,6 +249,7 @@ async def test_a_server_gone_past_the_hold_hides_its_tools_with_the_reason_and_t
     await socket.disconnect()
 
 
+@pytest.mark.processes
 def test_a_global_disable_names_an_mcp_tool_like_any_other(owner, staff, api, demo_server):
     response = api(staff).post(
         "/api/global-disables/", {"tool": "demo__echo", "reason": "echoes secrets"}, format="json"
@@ -407,6 +413,7 @@ def test_adding_changing_and_deleting_a_server_is_audited_without_its_secrets(st
     assert SECRET not in audit.content.decode()
 
 
+@pytest.mark.processes
 def test_the_ops_page_shows_each_server_and_disabling_one_takes_its_tools_away(
     staff, client, password, demo_server
 ):
@@ -453,6 +460,7 @@ async def wait_for_async(predicate, timeout: float = 20.0) -> None:
         await asyncio.sleep(0.02)
 
 
+@pytest.mark.processes
 async def test_a_server_that_drops_briefly_keeps_the_array_and_its_calls_fail_fast(
     owner, staff, model, api, registry_state
 ):
@@ -509,6 +517,7 @@ def _remove_all() -> None:
     mcp.mcp_sync(wait=10)
 
 
+@pytest.mark.processes
 async def test_server_instructions_reach_the_model_as_the_inspector_shows_and_its_log_the_ops_page(
     owner, staff, model, api, registry_state
 ):
@@ -573,6 +582,7 @@ def _add_stdio(staff, *args: str) -> None:
     mcp.mcp_sync(wait=10)
 
 
+@pytest.mark.processes
 def test_a_chats_prompts_are_listed_and_filled_for_its_owner_only_and_bad_input_is_told(
     lively_chat,
 ):
@@ -614,6 +624,7 @@ def test_a_chats_prompts_are_listed_and_filled_for_its_owner_only_and_bad_input_
     assert (their_list.status_code, their_fill.status_code) == (404, 404)
 
 
+@pytest.mark.processes
 def test_a_chats_resources_are_attached_for_its_owner_only_and_never_past_a_disable(
     lively_chat, staff, api
 ):
@@ -677,6 +688,7 @@ def _removed_elsewhere() -> None:
     mcp.mcp_sync(wait=10)
 
 
+@pytest.mark.processes
 async def test_a_process_following_the_table_tells_open_chats_once_its_own_tools_changed(
     registry_state, staff
 ):

@@ -30,7 +30,7 @@ from tests.conftest import app_env, celery_worker, daphne, need
 from tests.fakes import FakeAnthropic, Reply
 from tests.integration.faults import RedisServer, TcpProxy, redis_server
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services, pytest.mark.processes]
 
 # How long Redis stays down in a restart: longer than a socket's first reconnect (0.5 s).
 DOWN_SECONDS = 1.0

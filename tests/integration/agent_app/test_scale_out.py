@@ -17,10 +17,12 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from tests.conftest import app_env, celery_worker, daphne, demo_token, scratch_database
+from tests.conftest import app_env, celery_worker, daphne
 from tests.fakes import FakeAnthropic, Reply
+from tests.products import seeded_database
+from tests.workers import redis_db
 
-pytestmark = pytest.mark.services
+pytestmark = [pytest.mark.services, pytest.mark.processes]
 
 SESSIONS = 8
 
@@ -39,21 +41,21 @@ def _model_answer(body: dict) -> Reply:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, postgres_url, redis_url):
     with (
-        scratch_database(postgres_url, "toolhub_scale") as database,
+        seeded_database(postgres_url, "toolhub_scale") as (database, seed),
         FakeAnthropic(responder=_model_answer) as model,
     ):
         var = tmp_path_factory.mktemp("cluster")
         env = app_env(
             var,
             DATABASE_URL=database,
-            REDIS_URL=f"{redis_url.rsplit('/', 1)[0]}/6",
+            REDIS_URL=redis_db(redis_url, 2),
             TOOLHUB_PROVIDER="anthropic",
             ANTHROPIC_BASE_URL=model.url,
             ANTHROPIC_API_KEY="test-key",
             TOOLHUB_TOOL_MODULES="tests.integration.worker_tools",
             TOOLHUB_SEMANTIC_SEARCH="0",
         )
-        token = demo_token(env)
+        token = seed.token
         with (
             celery_worker(env, log=var / "worker-1.log") as worker_1,
             celery_worker(env, log=var / "worker-2.log") as worker_2,

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import httpx
@@ -26,10 +24,11 @@ import psycopg
 import pytest
 from websockets.asyncio.client import connect
 
-from tests.conftest import app_env, daphne, manage
+from tests.conftest import app_env, daphne
 from tests.fakes import FakeAnthropic, Reply
+from tests.products import seeded_database
 
-pytestmark = pytest.mark.services
+pytestmark = [pytest.mark.services, pytest.mark.processes]
 
 # Long enough that a first server slowed by a loaded machine still renews its lease (6 s)
 # while the test drives it; the wait for the turn's end allows three times the bound.
@@ -41,34 +40,27 @@ MARKER = f"{time.time_ns() % 1_000_000}.25"
 @pytest.fixture
 def setup(postgres_url, bubblewrap):
     """A database, the fake model and the servers' environment (no server yet)."""
-    name = f"toolhub_lost_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
     # Outside pytest's private temporary root: the sandbox's user must reach workspaces.
     var_dir = Path(tempfile.mkdtemp(prefix="toolhub-lost-"))
     var_dir.chmod(0o711)
     try:
-        with FakeAnthropic() as model:
+        with (
+            seeded_database(postgres_url, "toolhub_lost") as (database, seed),
+            FakeAnthropic() as model,
+        ):
             # No REDIS_URL: each server runs its own tools in-process (bash too), so the
             # command is the dying server's child.
             env = app_env(
                 var_dir,
-                DATABASE_URL=f"{postgres_url.rsplit('/', 1)[0]}/{name}",
+                DATABASE_URL=database,
                 TOOLHUB_PROVIDER="anthropic",
                 ANTHROPIC_BASE_URL=model.url,
                 ANTHROPIC_API_KEY="test-key",
                 TOOLHUB_TURN_LOST_AFTER=str(LOST_AFTER),
                 TOOLHUB_SEMANTIC_SEARCH="0",
             )
-            for args in (("migrate", "--noinput"), ("toolhub_demo",), ("drf_create_token", "demo")):
-                result = manage(*args, env=env)
-                assert result.returncode == 0, result.stderr
-            token = re.search(r"Generated token (\w+)", result.stdout).group(1)
-            database = env["DATABASE_URL"]
-            yield env, var_dir, token, model, database
+            yield env, var_dir, seed.token, model, database
     finally:
-        with psycopg.connect(postgres_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         shutil.rmtree(var_dir, ignore_errors=True)
 
 

@@ -24,7 +24,7 @@ from tests.conftest import app_env, celery_worker, need
 from tests.fakes import Reply
 from tests.integration.chat import events, open_socket, send, until
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services, pytest.mark.processes]
 
 
 @pytest.fixture(scope="module")

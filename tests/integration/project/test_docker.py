@@ -10,6 +10,8 @@ import yaml
 
 from tests.conftest import ROOT, app_env, need
 
+pytestmark = pytest.mark.processes
+
 
 def _compose_config(var_dir) -> dict:
     if (

@@ -5,7 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT, app_env
+
+pytestmark = pytest.mark.processes
 
 _PROBE = (
     "import django; django.setup(); "

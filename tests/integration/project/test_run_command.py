@@ -10,9 +10,12 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.conftest import ROOT, app_env, free_port
 from tests.integration.faults import redis_server
+
+pytestmark = pytest.mark.processes
 
 
 def _wait_healthy(url: str, process: subprocess.Popen, seconds: float = 90) -> httpx.Response:

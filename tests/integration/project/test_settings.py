@@ -6,7 +6,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT, app_env, manage
+
+# Each test starts Django in a process of its own, with the environment it checks.
+pytestmark = pytest.mark.processes
 
 _PROBE = """
 import json, django

@@ -233,6 +233,7 @@ print("stored and read back")
 """
 
 
+@pytest.mark.processes
 def test_the_embedded_sqlite_database_appends_flushes_and_reads_back_the_same(tmp_path):
     result = subprocess.run(
         [sys.executable, "-c", _ON_SQLITE],

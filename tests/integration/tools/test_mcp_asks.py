@@ -20,6 +20,8 @@ from toolhub.tools.context import ToolServices
 from toolhub.tools.mcp import McpServerConfig
 from toolhub.tools.mcp.asks import AskRefused, ElicitAnswer, ElicitForm, Sampled, SamplingAsk
 
+pytestmark = pytest.mark.processes
+
 
 class Person:
     """Answers forms as scripted, and notes every form and sampling request it saw."""

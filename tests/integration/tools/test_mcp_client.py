@@ -80,6 +80,7 @@ def fingerprint(reg: ToolRegistry) -> str:
     return resolve(reg, ctx=ToolContext(env={})).fingerprint
 
 
+@pytest.mark.processes
 def test_a_servers_tools_register_deferred_under_its_prefix_with_their_schema_unchanged(
     manager, reg
 ):
@@ -102,6 +103,7 @@ def test_a_servers_tools_register_deferred_under_its_prefix_with_their_schema_un
     assert "demo__add" not in resolved.array_names
 
 
+@pytest.mark.processes
 def test_a_server_can_be_registered_resident_instead(manager, reg):
     connect(manager, stdio_config("demo", defer=False))
 
@@ -109,6 +111,7 @@ def test_a_server_can_be_registered_resident_instead(manager, reg):
     assert "demo__echo" in resolve(reg, ctx=ToolContext(env={})).array_names
 
 
+@pytest.mark.processes
 def test_a_shuffled_and_paginated_listing_gives_the_same_array_as_a_plain_one(reg, tmp_path):
     plain_reg, shuffled_reg = ToolRegistry(), ToolRegistry()
     errlog = (tmp_path / "mcp-stderr.log").open("w")
@@ -130,6 +133,7 @@ def test_a_shuffled_and_paginated_listing_gives_the_same_array_as_a_plain_one(re
         errlog.close()
 
 
+@pytest.mark.processes
 def test_arguments_invalid_for_the_schema_are_refused_before_anything_is_sent(
     manager, reg, tmp_path
 ):
@@ -149,6 +153,7 @@ def test_arguments_invalid_for_the_schema_are_refused_before_anything_is_sent(
     assert counter.read_text() == "add\n"
 
 
+@pytest.mark.processes
 def test_a_stopped_turn_cancels_the_running_call_on_the_server(manager, reg, tmp_path):
     counter = tmp_path / "calls.txt"
     connect(manager, stdio_config("demo", "--counter", str(counter)))
@@ -166,6 +171,7 @@ def test_a_stopped_turn_cancels_the_running_call_on_the_server(manager, reg, tmp
     wait_for(lambda: "sleep-cancelled" in counter.read_text(), what="the server to stop")
 
 
+@pytest.mark.processes
 def test_progress_notifications_stream_to_on_update(manager, reg):
     connect(manager, stdio_config("demo"))
     updates = []
@@ -185,6 +191,7 @@ def test_progress_notifications_stream_to_on_update(manager, reg):
     assert updates[-1].tail.endswith("step 3 of 3 (3/3)\n")
 
 
+@pytest.mark.processes
 def test_the_servers_error_results_become_error_results_and_images_come_as_images(manager, reg):
     connect(manager, stdio_config("demo", "--lively"))
 
@@ -219,6 +226,7 @@ class _Store:
         return ref
 
 
+@pytest.mark.processes
 def test_result_text_comes_back_exactly_as_the_server_sent_it(manager, reg):
     connect(manager, stdio_config("demo"))
 
@@ -232,6 +240,7 @@ def test_result_text_comes_back_exactly_as_the_server_sent_it(manager, reg):
     assert "\u200f" in result.content
 
 
+@pytest.mark.processes
 def test_a_big_result_is_cut_once_with_the_true_count_the_real_tail_and_the_whole_kept(
     manager, reg
 ):
@@ -292,6 +301,7 @@ def test_a_tool_that_runs_only_as_a_task_is_skipped_with_the_reason():
     ]
 
 
+@pytest.mark.processes
 def test_a_call_past_the_servers_timeout_is_cancelled_on_the_server_and_the_connection_stays(
     manager, reg, tmp_path
 ):
@@ -308,6 +318,7 @@ def test_a_call_past_the_servers_timeout_is_cancelled_on_the_server_and_the_conn
     ).content == ("still here")
 
 
+@pytest.mark.processes
 def test_untrusted_names_and_descriptions_are_cleaned_and_cut(manager, reg):
     connect(manager, stdio_config("demo"))
 
@@ -362,12 +373,14 @@ def test_a_schema_holding_infinity_is_skipped_so_no_request_body_carries_it():
     assert all("Infinity" not in tool.wire_json for tool in tools)
 
 
+@pytest.mark.processes
 def test_an_allowlist_registers_only_the_tools_it_names(manager, reg):
     connect(manager, stdio_config("demo", allowlist=("echo", "add")))
 
     assert reg.names() == ["demo__add", "demo__echo"]
 
 
+@pytest.mark.processes
 def test_a_name_held_by_a_code_tool_is_skipped_with_the_reason(manager, reg):
     @function(name="demo__echo", registry=reg)
     def echo(text: str) -> str:
@@ -382,6 +395,7 @@ def test_a_name_held_by_a_code_tool_is_skipped_with_the_reason(manager, reg):
     assert "taken by" in skipped.reason
 
 
+@pytest.mark.processes
 def test_a_killed_stdio_server_keeps_its_tools_in_place_fails_fast_and_returns_identically(
     manager, reg
 ):
@@ -406,6 +420,7 @@ def test_a_killed_stdio_server_keeps_its_tools_in_place_fails_fast_and_returns_i
     assert reg.generation == generation
 
 
+@pytest.mark.processes
 def test_a_server_gone_longer_than_the_hold_hides_its_tools_with_the_reason_and_they_come_back(
     reg, tmp_path
 ):
@@ -443,6 +458,7 @@ def test_a_server_gone_longer_than_the_hold_hides_its_tools_with_the_reason_and_
         manager.stop()
 
 
+@pytest.mark.processes
 def test_an_http_server_back_within_the_hold_never_changed_the_array(manager, reg):
     port = free_port()
     with http_server(port):
@@ -458,6 +474,7 @@ def test_an_http_server_back_within_the_hold_never_changed_the_array(manager, re
 
 
 @pytest.mark.parametrize("which", ["sdk", "raw"])
+@pytest.mark.processes
 def test_a_hung_server_is_found_by_a_ping_and_the_call_waiting_on_it_ends_with_the_reason(
     manager, reg, which
 ):
@@ -486,6 +503,7 @@ def test_a_hung_server_is_found_by_a_ping_and_the_call_waiting_on_it_ends_with_t
     wait_for(lambda: pid not in server_children(b"server.py"), what="the hung process to go")
 
 
+@pytest.mark.processes
 def test_progress_restarts_the_timeout_and_silence_ends_it(manager, reg):
     connect(manager, stdio_config("demo", timeout=0.5))
 
@@ -498,6 +516,7 @@ def test_progress_restarts_the_timeout_and_silence_ends_it(manager, reg):
     assert "timed out after 0.5 s without progress" in silent.content
 
 
+@pytest.mark.processes
 def test_a_call_still_reporting_progress_is_stopped_at_the_ceiling(manager, reg, tmp_path):
     counter = tmp_path / "calls.txt"
     connect(
@@ -513,6 +532,7 @@ def test_a_call_still_reporting_progress_is_stopped_at_the_ceiling(manager, reg,
     assert succeeded(reg, "demo__echo", {"text": "still here"}).content == "still here"
 
 
+@pytest.mark.processes
 def test_a_stdio_server_gets_its_configured_environment_and_none_of_ours(manager, reg, monkeypatch):
     monkeypatch.setenv("TOOLHUB_OWN_SECRET", "never-for-a-server")
     connect(manager, stdio_config("demo", env=(("SERVER_TOKEN", "for-the-server"),)))
@@ -524,6 +544,7 @@ def test_a_stdio_server_gets_its_configured_environment_and_none_of_ours(manager
     assert getenv("TOOLHUB_OWN_SECRET") == "<unset>"
 
 
+@pytest.mark.processes
 def test_a_changed_listing_reaches_the_next_resolution_but_never_a_frozen_turn(manager, reg):
     port = free_port()
     with http_server(port, "--tools", "1"):
@@ -538,6 +559,7 @@ def test_a_changed_listing_reaches_the_next_resolution_but_never_a_frozen_turn(m
         assert "remote__noop_001" in resolve(reg, ctx=ToolContext(env={})).array_names
 
 
+@pytest.mark.processes
 def test_after_a_configuration_change_the_kept_tools_follow_the_new_connection(manager, reg):
     connect(manager, stdio_config("demo", defer=False))
     before, echo = fingerprint(reg), reg.get("demo__echo")
@@ -570,6 +592,7 @@ def server_children(command: bytes = b"tests/mcp/server.py") -> list[int]:
     return found
 
 
+@pytest.mark.processes
 def test_removing_a_server_unregisters_its_tools_and_stops_its_process(manager, reg):
     connect(manager, stdio_config("demo"))
     assert len(reg) > 0
@@ -582,6 +605,7 @@ def test_removing_a_server_unregisters_its_tools_and_stops_its_process(manager, 
     wait_for(lambda: not server_children(), what="the server process to end")
 
 
+@pytest.mark.processes
 def test_a_command_that_never_speaks_mcp_is_reported_and_retried_not_waited_on(reg, tmp_path):
     errlog = (tmp_path / "mcp-stderr.log").open("w")
     manager = McpManager(reg, list_timeout=0.5, backoff_initial=5, errlog=errlog)
@@ -604,6 +628,7 @@ def test_a_command_that_never_speaks_mcp_is_reported_and_retried_not_waited_on(r
         errlog.close()
 
 
+@pytest.mark.processes
 def test_reconciles_apply_in_order_whatever_their_timing(manager, reg):
     config = stdio_config("demo")
     manager.reconcile([config])
@@ -616,6 +641,7 @@ def test_reconciles_apply_in_order_whatever_their_timing(manager, reg):
     wait_for(lambda: not server_children(), what="every server process to end")
 
 
+@pytest.mark.processes
 def test_a_tool_the_allowlist_dropped_is_refused_to_a_turn_that_froze_it(manager, reg, tmp_path):
     counter = tmp_path / "calls.txt"
     connect(manager, stdio_config("demo", "--counter", str(counter)))
@@ -791,6 +817,7 @@ def test_a_hint_that_is_not_a_boolean_even_after_parsing_is_never_read_only():
     assert "plan" in tool.unsafe_in
 
 
+@pytest.mark.processes
 def test_plan_mode_offers_a_servers_read_only_tool_and_says_why_it_hides_the_rest(manager, reg):
     connect(manager, stdio_config("demo", "--annotated", defer=False))
 
@@ -823,6 +850,7 @@ def test_plan_mode_offers_a_servers_read_only_tool_and_says_why_it_hides_the_res
     assert asking == ["demo__tidy", "demo__wipe"]
 
 
+@pytest.mark.processes
 def test_hints_that_are_not_booleans_on_the_wire_are_never_believed_read_only(manager, reg):
     connect(manager, raw_config(defer=False))
 
@@ -850,6 +878,7 @@ def test_hints_that_are_not_booleans_on_the_wire_are_never_believed_read_only(ma
     assert not reg.get("raw__null_annotations").needs_approval({}, ToolContext())
 
 
+@pytest.mark.processes
 def test_a_hint_no_parser_reads_as_a_boolean_leaves_the_server_without_tools(manager, reg):
     # The SDK refuses the whole listing: nothing of that server is offered at all.
     manager.reconcile([raw_config("--unparseable")], wait=10)
@@ -863,6 +892,7 @@ def test_a_hint_no_parser_reads_as_a_boolean_leaves_the_server_without_tools(man
     assert reg.names() == []
 
 
+@pytest.mark.processes
 def test_turning_approval_off_replaces_the_registered_tools_that_asked(manager, reg):
     connect(manager, stdio_config("demo", "--annotated"))
     wipe, look = reg.get("demo__wipe"), reg.get("demo__look")
@@ -882,6 +912,7 @@ def test_turning_approval_off_replaces_the_registered_tools_that_asked(manager, 
 
 
 @pytest.mark.parametrize("which", ["sdk", "raw"])
+@pytest.mark.processes
 def test_a_list_changed_notification_relists_at_once_not_at_the_interval(reg, tmp_path, which):
     # Relisting every ten minutes: only the notification can bring the new tool in time.
     # The SDK's server speaks 2026-07-28 (a subscriptions/listen stream); the hand-written
@@ -907,6 +938,7 @@ def test_a_list_changed_notification_relists_at_once_not_at_the_interval(reg, tm
         manager.stop()
 
 
+@pytest.mark.processes
 def test_a_servers_log_messages_are_kept_cut_and_cleaned_at_info_and_above(manager, reg):
     connect(manager, stdio_config("demo", "--lively"))
     noisy = "disk \x1b[31malmost\u202e full " + "x" * 5_000
@@ -924,6 +956,7 @@ def test_a_servers_log_messages_are_kept_cut_and_cleaned_at_info_and_above(manag
     assert logs[1].text == "started"
 
 
+@pytest.mark.processes
 def test_a_servers_instructions_join_the_catalog_only_while_its_tools_are_offered(manager, reg):
     connect(manager, stdio_config("demo", "--instructions", "Use add for sums.\x07"))
     note = "\nMCP server demo says how to use its tools:\nUse add for sums.\n"
@@ -944,6 +977,7 @@ def test_a_servers_instructions_join_the_catalog_only_while_its_tools_are_offere
     assert token_cost(offered).catalog - token_cost(plain).catalog == count_cached(note)
 
 
+@pytest.mark.processes
 def test_a_server_with_resources_gets_two_readers_that_list_and_read_them_exactly(manager, reg):
     connect(manager, stdio_config("demo", "--lively"))
 
@@ -971,6 +1005,7 @@ def test_a_server_with_resources_gets_two_readers_that_list_and_read_them_exactl
     assert {"demo__list_resources", "demo__read_resource"} <= set(plan(reg).names)
 
 
+@pytest.mark.processes
 def test_a_server_declaring_resources_with_none_behind_them_gets_no_readers(manager, reg):
     connect(manager, stdio_config("demo"))
 
@@ -992,6 +1027,7 @@ def test_structured_content_is_kept_beside_the_text_and_is_the_text_when_there_i
     assert result_text(alone).structured == {"c": -3}
 
 
+@pytest.mark.processes
 def test_a_servers_prompts_are_listed_and_filled_in_as_a_persons_message(manager, reg):
     connect(manager, stdio_config("demo", "--lively"))
 
@@ -1022,6 +1058,7 @@ def test_a_servers_prompts_are_listed_and_filled_in_as_a_persons_message(manager
     assert manager.prompts() == [prompts["hello"], review]
 
 
+@pytest.mark.processes
 def test_prompts_and_resources_no_client_can_parse_cost_the_server_nothing_but_them(manager, reg):
     connect(manager, raw_config("--bad-listings"))
 

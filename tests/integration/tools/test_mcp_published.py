@@ -18,6 +18,8 @@ from toolhub.tools.context import ToolServices
 from toolhub.tools.mcp import McpManager, McpServerConfig
 from toolhub.tools.mcp.asks import ElicitAnswer, ElicitForm, Sampled, SamplingAsk, form_answer
 
+pytestmark = pytest.mark.processes
+
 PACKAGES = Path(__file__).resolve().parents[2] / "mcp/npm/node_modules/@modelcontextprotocol"
 EVERYTHING = PACKAGES / "server-everything/dist/index.js"
 FILESYSTEM = PACKAGES / "server-filesystem/dist/index.js"
