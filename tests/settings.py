@@ -13,7 +13,3 @@ import tests.workers  # noqa: F401  (this test process's Redis databases, first)
 from toolhub.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
-    # A test database is thrown away: commits need not wait for the disk.
-    DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c synchronous_commit=off"  # noqa: F405
