@@ -38,7 +38,7 @@ def redis_db(url: str, offset: int) -> str:
     """``url`` (a Redis server) with this process's ``offset``-th database of its block:
     0 is its ``REDIS_URL``, 1 to ``DBS_PER_WORKER - 1`` are free for products it starts."""
     if not 0 <= offset < DBS_PER_WORKER:
-        raise ValueError(f"a worker has {DBS_PER_WORKER} Redis databases, not {offset + 1}")
+        raise ValueError(f"a test process's Redis databases are 0 to {DBS_PER_WORKER - 1}")
     return _with_db(url, int(os.environ[_BLOCK].rsplit(":", 1)[1]) + offset)
 
 

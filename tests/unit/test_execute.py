@@ -185,6 +185,20 @@ async def test_a_sync_tool_sees_the_cancel_token_from_its_thread():
     assert await asyncio.to_thread(seen.wait, 2)
 
 
+async def test_a_tool_that_returns_as_stop_is_pressed_is_reported_stopped_not_ok():
+    # Stop sets the flag at once and reaches the event loop a step later; a tool may
+    # return in between (here it presses Stop itself, then returns at once).
+    token = CancelToken()
+
+    def finishing(ctx: ToolContext) -> str:
+        token.cancel()
+        return "done anyway"
+
+    result = await _tool(finishing).execute(ctx=ToolContext(cancel=token))
+
+    assert (result.status, result.content) == ("cancelled", "finishing: cancelled")
+
+
 async def test_cancelling_the_caller_propagates_and_cancels_the_tool():
     slow, stopped = _sleeper()
 

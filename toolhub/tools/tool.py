@@ -286,7 +286,9 @@ class Tool:
             raise
         finally:
             cancelled.cancel()
-        if work in done:
+        # Stop sets the token's flag at once and reaches this loop a step later: a tool that
+        # returned in between (perhaps because it saw the flag) was still stopped.
+        if work in done and not ctx.cancel.cancelled:
             if work.cancelled():
                 return ToolResult.cancelled(f"{self.name}: cancelled")
             exc = work.exception()
@@ -294,7 +296,7 @@ class Tool:
                 return ToolResult.error(f"{self.name} failed: {type(exc).__name__}: {exc}")
             return work.result()
         await _stop(work)
-        if cancelled in done:
+        if cancelled in done or ctx.cancel.cancelled:
             return ToolResult.cancelled(f"{self.name}: cancelled")
         ctx.cancel.cancel()
         return ToolResult.error(f"{self.name}: {late}")

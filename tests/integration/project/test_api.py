@@ -298,7 +298,7 @@ def test_agents_default_own_shared_and_foreign(api, owner, other_user, staff):
         format="json",
     )
     foreign = api(other_user).get(f"/api/agents/{_body(own)['id']}/")
-    default_id = Agent.objects.get(name="default").pk
+    default_id = profile_services.default_agent().pk
     by_user = api(owner).patch(
         f"/api/agents/{default_id}/", {"model": "x", "version": 1}, format="json"
     )
