@@ -191,6 +191,31 @@ def reachable_tmp() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def _namespace_members(namespace: str) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.readlink(entry / "ns" / "pid") == namespace:
+                members.append(int(entry.name))
+        except OSError:
+            continue
+    return members
+
+
+async def namespace_survivors(namespace: str) -> list[int]:
+    """Host pids of the processes left in the pid namespace ``namespace`` ("pid:[…]", as
+    ``readlink /proc/self/ns/pid`` prints it) once the kernel had up to five seconds to
+    tear it down: a killed box's members go, but not at the instant of the kill."""
+    import asyncio
+
+    assert namespace.startswith("pid:["), namespace
+    for _ in range(50):
+        if not (members := _namespace_members(namespace)):
+            break
+        await asyncio.sleep(0.1)
+    return members
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

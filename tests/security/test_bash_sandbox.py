@@ -9,7 +9,6 @@ Celery worker in tests/integration/agent_app/test_worker_tools.py.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import subprocess
@@ -20,6 +19,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.conftest import namespace_survivors
 from toolhub.tools import ToolContext, agent_tools, availability, get, sandbox
 
 pytestmark = [pytest.mark.usefixtures("bubblewrap"), pytest.mark.processes]
@@ -60,29 +60,6 @@ async def _run_in_box(ctx: ToolContext, command: str, timeout: int = 30):
     result = await _run(streaming, f"readlink /proc/self/ns/pid; {command}", timeout)
     streamed = "".join(chunks)
     return result, streamed.split("\n", 1)[0], streamed
-
-
-def _members(namespace: str) -> list[int]:
-    """The host's pids of processes in the pid namespace ``namespace`` ("pid:[…]")."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if os.readlink(entry / "ns" / "pid") == namespace:
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
-async def _survivors(namespace: str) -> list[int]:
-    """Members of the box left once the kernel had a moment to tear it down."""
-    assert namespace.startswith("pid:["), namespace
-    for _ in range(50):
-        if not (members := _members(namespace)):
-            return []
-        await asyncio.sleep(0.1)
-    return members
 
 
 # --- files --------------------------------------------------------------------------------
@@ -221,7 +198,7 @@ async def test_a_fork_bomb_ends_with_an_error_and_leaves_no_process_behind(ctx):
     assert "fork: retry: Resource temporarily unavailable" in streamed
     assert result.is_error
     assert "timed out after 5 s" in result.content
-    assert await _survivors(namespace) == []
+    assert await namespace_survivors(namespace) == []
 
 
 async def test_a_two_gigabyte_allocation_fails(ctx):
@@ -243,7 +220,7 @@ async def test_endless_output_is_cut_at_the_cap_and_the_command_stopped(ctx):
     assert result.content.endswith(
         f"[stopped: more than {sandbox.config().output_bytes // MIB} MiB of output]"
     )
-    assert await _survivors(namespace) == []
+    assert await namespace_survivors(namespace) == []
 
 
 async def test_a_huge_file_is_stopped_at_the_file_size_limit(ctx, workspace, box_config):

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from channels.db import database_sync_to_async
 
-from tests.conftest import app_env, celery_worker, need
+from tests.conftest import app_env, celery_worker, namespace_survivors, need
 from tests.fakes import Reply
 from tests.integration.chat import events, open_socket, send, until
 
@@ -330,7 +330,7 @@ async def test_a_command_whose_worker_is_killed_dies_with_it_and_stops_ticking(
     assert "lost" in _result(frames)["content"]
     assert not await _ticking(workspace / "tick")
     assert not await _ticking(workspace / "tock")
-    assert _in_namespace(namespace) == []
+    assert await namespace_survivors(namespace) == []
     await socket.disconnect()
 
 
@@ -339,18 +339,6 @@ async def _ticking(tick: Path) -> bool:
     before = await asyncio.to_thread(tick.read_text)
     await asyncio.sleep(0.5)
     return await asyncio.to_thread(tick.read_text) != before
-
-
-def _in_namespace(namespace: str) -> list[int]:
-    """Pids of the processes in the pid namespace ``namespace`` ("pid:[…]")."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and os.readlink(entry / "ns" / "pid") == namespace:
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 async def test_a_globally_disabled_worker_tool_is_refused_before_anything_is_queued(
