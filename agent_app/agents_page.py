@@ -20,7 +20,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from agent_app.providers import ProviderError, provider_for
-from agent_app.turns.preview import hidden_words, turn_model
+from agent_app.turns.preview import turn_model
 from profiles_app.models import DEFAULT_AGENT, Agent
 from profiles_app.services import (
     agent_check_deletable,
@@ -40,7 +40,7 @@ from profiles_app.services import (
 from toolhub.lib.errors import ServiceError, found_or_404
 from toolhub.lib.versioned import posted_version
 from toolhub.tools import ToolIntent, UnknownToolsetError, resolve, token_cost
-from toolhub.tools.layers import AGENT_REMOVALS, META_TOOLS
+from toolhub.tools.layers import AGENT_REMOVALS, META_TOOLS, hidden_words
 
 # One line each, as the page explains the deferred-loading strategies.
 STRATEGY_WORDS = {

@@ -19,6 +19,7 @@ from django.db import models
 
 from toolhub.lib.intent_field import IntentField
 from toolhub.tools.intent import MAX_NAMES, PROFILE_NAME_PATTERN
+from toolhub.tools.layers import OPERATOR_DISABLED
 from toolhub.tools.tool import NAME_PATTERN
 
 profile_name_validator = RegexValidator(
@@ -114,15 +115,12 @@ class GlobalDisable(models.Model):
     def __str__(self) -> str:
         return f"{self.tool} (disabled)"
 
-    # How an explanation starts: the inspector words it for a person from it.
-    EXPLAINED_BY = "disabled globally by "
-
     @property
     def explanation(self) -> str:
         who = "ops"
         if self.created_by is not None:
             who = self.created_by.email or self.created_by.get_username()
-        return f"{self.EXPLAINED_BY}{who}: {self.reason}"
+        return f"{OPERATOR_DISABLED}{who}: {self.reason}"
 
 
 class ToolApprovalPolicy(models.Model):

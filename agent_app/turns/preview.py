@@ -21,11 +21,12 @@ from django.conf import settings
 
 from agent_app.providers import Provider, ProviderError, provider_for
 from agent_app.providers.base import WireTools
-from profiles_app.models import Agent, GlobalDisable
+from profiles_app.models import Agent
 from sessions_app.models import ChatSession
 from sessions_app.services import session_plan_store, session_resolve, sessions_of
 from toolhub.lib.errors import Conflict, NotFound
 from toolhub.tools import ResolvedToolset, UnknownToolsetError
+from toolhub.tools.layers import hidden_words
 from toolhub.tools.tokens import count_cached
 from toolhub.tools.turn import TurnTools
 
@@ -164,20 +165,3 @@ def session_toolset(*, session: ChatSession, channel: str = "web") -> dict[str, 
             for hidden in resolved.hidden
         ],
     }
-
-
-def hidden_words(layer: str, reason: str) -> str:
-    """Why a tool is hidden, in a person's words (the layer code stays beside it)."""
-    if layer == "L5" and reason.startswith(GlobalDisable.EXPLAINED_BY):
-        who, _, why = reason.removeprefix(GlobalDisable.EXPLAINED_BY).partition(": ")
-        return f"turned off by an operator ({who}): {why}"
-    prefix = {
-        "L1": "not available on this server",
-        "L2": "never offered to a model",
-        "L2b": "not in this chat's profile",
-        "L3": "not allowed here",
-        "L4": "unavailable",
-    }.get(layer)
-    if prefix is None:
-        return reason
-    return f"{prefix}: {reason}" if reason else prefix

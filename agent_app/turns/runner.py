@@ -443,13 +443,15 @@ class TurnRunner(McpAsks):
         a disable may have come meanwhile); then it runs."""
         if self.cancel.cancelled:
             return CallOutcome("cancelled", "Cancelled before it ran.", CANCELLED)
+        if target.refused is not None:
+            return CallOutcome("vetoed", target.refused.told, target.refused.reason)
         if target.error:
             return CallOutcome("error", target.error)
         tool = target.tool
         disabled_now = await on_db_thread(global_disables)
         veto = turn.veto_now(tool, ctx, disabled_now)
         if veto:
-            return CallOutcome("vetoed", f"{tool.name} is not allowed: {veto}", veto)
+            return CallOutcome("vetoed", veto.told, veto.reason)
         arguments = call["arguments"]
         decision = await on_db_thread(
             session_call_policy,
@@ -532,9 +534,7 @@ class TurnRunner(McpAsks):
             )
         veto = turn.veto_now(tool, ctx, await on_db_thread(global_disables))
         if veto:
-            return CallOutcome(
-                "vetoed", f"{tool.name} is not allowed: {veto}", veto, policy=decision
-            )
+            return CallOutcome("vetoed", veto.told, veto.reason, policy=decision)
         again = await on_db_thread(
             session_call_policy,
             session_id=self.session_id,

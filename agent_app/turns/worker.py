@@ -33,6 +33,7 @@ from profiles_app.services import global_disables
 from sessions_app.models import ChatSession
 from sessions_app.services import session_context
 from toolhub.tools import CancelToken, TailUpdate, ToolContext, ToolResult, registry
+from toolhub.tools.layers import Hidden, refusal
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +177,8 @@ async def _call_tool(run: ToolRun, on_update: Any, token: CancelToken) -> ToolRe
         return ToolResult.error(f"{run.tool} is not a tool this worker knows")
     disabled = await on_db_thread(global_disables)
     if run.tool in disabled:
-        return ToolResult.error(f"{run.tool} is not allowed: {disabled[run.tool]}")
+        # Disabled since the turn queued it: told as the runner tells it (layers.refusal).
+        return ToolResult.error(refusal(run.tool, Hidden(run.tool, "L5", disabled[run.tool])).told)
     ctx = await on_db_thread(_context, run=run)
     return await tool.execute(run.arguments, replace(ctx, on_update=on_update, cancel=token))
 

@@ -400,16 +400,57 @@ def test_a_vetoed_tool_is_invisible_to_search_and_refused_through_call_tool(reg)
     assert "mcp_stocks" not in [hit.tool.name for hit in hits]
     assert missing == ["mcp_stocks"]
     assert target.tool is None
-    assert target.error == "mcp_stocks is not available here"
+    assert target.error == "mcp_stocks is turned off by an operator: leaks"
 
 
 def test_a_call_to_a_name_outside_the_contract_is_refused(reg):
     turn = _turn(reg, "call_tool", intent={"disabled": ["alpha"]})
 
-    for name in ("alpha", "rm_rf", "call_tool_x"):
-        target = turn.resolve_call(name, {})
-        assert target.tool is None
-        assert target.error
+    removed, unknown = turn.resolve_call("alpha", {}), turn.resolve_call("rm_rf", {})
+
+    assert (removed.tool, unknown.tool) == (None, None)
+    assert removed.error == "alpha is not available: removed in this conversation"
+    assert removed.refused.reason == "removed in this conversation"
+    assert unknown.error == "there is no tool named rm_rf here"
+    assert unknown.refused is None
+    assert turn.resolve_call("call_tool_x", {}).error == "there is no tool named call_tool_x here"
+
+
+def test_a_refused_call_tells_the_model_which_rule_removed_the_tool(reg):
+    """Every rule that can take a tool out of a turn, in the words the model receives."""
+    _add(reg, "keyed", requires_env=("SECRET_KEY_X",))
+    _add(reg, "writer", unsafe_in=frozenset({"plan"}))
+    plan = ToolContext(env={"BRAVE_API_KEY": "k"}, mode="plan")
+    cases = {
+        "off": (resolve(reg, intent={"enabled": False}, ctx=KEYED), "alpha"),
+        "picked": (resolve(reg, intent={"picked": ["beta"]}, ctx=KEYED), "alpha"),
+        "preset": (resolve(reg, intent={"toolset": "safe"}, ctx=KEYED), "alpha"),
+        "plan": (resolve(reg, ctx=plan), "writer"),
+        "key": (resolve(reg, ctx=KEYED), "keyed"),
+        "agent": (resolve(reg, agent_intent={"disabled": ["alpha"]}, ctx=KEYED), "alpha"),
+        "web": (resolve(reg, intent={"web_search": False}, ctx=KEYED), "web_search"),
+        "operator": (
+            resolve(reg, disabled={"alpha": "disabled globally by ann@example.com: quota"}),
+            "alpha",
+        ),
+    }
+    told = {
+        case: TurnTools(resolved).resolve_call(name, {}) for case, (resolved, name) in cases.items()
+    }
+
+    assert {case: target.error for case, target in told.items()} == {
+        "off": "alpha is not offered in this chat: tools are off in this conversation",
+        "picked": "alpha is not offered in this chat: not among the picked tools",
+        "preset": "alpha is not offered in this chat: not in the 'safe' toolset",
+        "plan": "writer is hidden in plan mode",
+        "key": "keyed is unavailable right now: needs SECRET_KEY_X",
+        "agent": "alpha is not available: removed by the agent",
+        "web": "web_search is not available: web search is off in this conversation",
+        "operator": "alpha is turned off by an operator: quota",
+    }
+    # The operator's name reaches the person's card, never the model.
+    assert told["operator"].refused.reason == "turned off by an operator (ann@example.com): quota"
+    assert all(target.tool is None and target.refused for target in told.values())
 
 
 def test_malformed_call_tool_arguments_are_an_error_not_a_crash(reg):
@@ -437,10 +478,11 @@ def test_a_global_disable_made_during_the_turn_vetoes_at_execution(reg):
     turn = _turn(reg, "call_tool")
     tool = turn.resolve_call("alpha", {}).tool
 
+    veto = turn.veto_now(tool, KEYED, {"alpha": "disabled globally by ops@example.com: now"})
+
     assert turn.veto_now(tool, KEYED, {}) is None
-    assert turn.veto_now(tool, KEYED, {"alpha": "disabled globally by ops: now"}) == (
-        "disabled globally by ops: now"
-    )
+    assert veto.told == "alpha is turned off by an operator: now"
+    assert veto.reason == "turned off by an operator (ops@example.com): now"
 
 
 async def test_the_tool_search_tool_loads_through_the_turn_index_under_promote(reg):

@@ -20,6 +20,11 @@ The meta tools (``tool_search``, ``call_tool``) are how a model reaches deferred
 no veto of layer 5 applies to them: the resolver offers them exactly when something is
 deferred, and a removal that would not be enforced is never reported as if it were
 (writers refuse such removals; an old stored one is ignored).
+
+A call to a tool the turn may not use is answered with a ``Refusal``: the model is told
+which rule stopped it in plain words (so it can tell the person), and the person's card
+reads the same words with who did it. An operator's reason goes to the model; the
+operator's name does not (docs/architecture.md, "Why a tool is unavailable").
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ from toolhub.tools.registry import ToolRegistry
 from toolhub.tools.registry import registry as default_registry
 from toolhub.tools.tool import Tool, ToolUnavailable
 
+# How a global disable's reason starts: "disabled globally by <operator>: <their reason>"
+# (profiles_app's GlobalDisable writes it; the words below take it apart).
+OPERATOR_DISABLED = "disabled globally by "
 NEEDS_A_PERSON = frozenset({"ask_user_question"})
 META_TOOLS = frozenset({"tool_search", "call_tool"})
 # The reasons of what an agent's own intent takes out (its Agents page puts them back).
@@ -187,3 +195,67 @@ def _first_removal(tool: Tool, ctx: ToolContext, sel: _Selection) -> tuple[str |
     if not ctx.attended and tool.name in NEEDS_A_PERSON:
         return "L5", "needs a person watching; this turn is unattended"
     return None, ""
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a call did not run: ``told`` is the tool result the model receives, ``reason``
+    what the person reads on the call's card."""
+
+    told: str
+    reason: str
+
+
+# Each layer's words, for a person and for the model (who is told the tool's name too).
+_PERSON_WORDS = {
+    "L1": "not available on this server",
+    "L2": "never offered to a model",
+    "L2b": "not in this chat's profile",
+    "L3": "not allowed here",
+    "L4": "unavailable",
+}
+_MODEL_WORDS = {
+    "L1": "is not available on this server",
+    "L2": "is internal and never offered to a model",
+    "L2b": "is not offered in this chat",
+    "L3": "is not allowed here",
+    "L4": "is unavailable right now",
+    "L5": "is not available",
+}
+
+
+def _operator(reason: str) -> tuple[str, str] | None:
+    """(operator, their reason) of a global disable's reason, else ``None``."""
+    if not reason.startswith(OPERATOR_DISABLED):
+        return None
+    who, _, why = reason.removeprefix(OPERATOR_DISABLED).partition(": ")
+    return who, why
+
+
+def hidden_words(layer: str, reason: str) -> str:
+    """Why a tool is hidden, in a person's words (the layer code stays beside it)."""
+    operator = _operator(reason) if layer == "L5" else None
+    if operator is not None:
+        return f"turned off by an operator ({operator[0]}): {operator[1]}"
+    prefix = _PERSON_WORDS.get(layer)
+    if prefix is None:
+        return reason
+    return f"{prefix}: {reason}" if reason else prefix
+
+
+def refusal(name: str, hidden: Hidden | None) -> Refusal:
+    """The answer to a call of ``name``, which this turn may not run: ``hidden`` is the
+    rule that removed it, ``None`` when no tool has that name."""
+    if hidden is None:
+        return Refusal(f"there is no tool named {name} here", "no tool by that name")
+    reason = hidden_words(hidden.layer, hidden.reason)
+    operator = _operator(hidden.reason) if hidden.layer == "L5" else None
+    if operator is not None:
+        told = f"{name} is turned off by an operator: {operator[1]}"
+    elif hidden.layer == "L3" and hidden.reason.startswith("hidden "):
+        # "hidden in plan mode: the server marks it destructive" reads well as it is.
+        told = f"{name} is {hidden.reason}"
+    else:
+        words = _MODEL_WORDS.get(hidden.layer, "is not available")
+        told = f"{name} {words}: {hidden.reason}" if hidden.reason else f"{name} {words}"
+    return Refusal(told, reason)

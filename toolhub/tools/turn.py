@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolhub.tools.context import ToolContext
-from toolhub.tools.layers import META_TOOLS
+from toolhub.tools.layers import META_TOOLS, Hidden, Refusal, refusal
 from toolhub.tools.resolve import CALL_TOOL, TOOL_SEARCH, ResolvedToolset, layout_array
 from toolhub.tools.search import SearchHit, ToolIndex
 from toolhub.tools.tool import Tool
@@ -33,13 +33,16 @@ from toolhub.tools.tool import Tool
 
 @dataclass(frozen=True, slots=True)
 class CallTarget:
-    """What a tool call resolved to: the real tool, or why it must not run."""
+    """What a tool call resolved to: the real tool, or why it must not run (``error``,
+    what the model is told; ``refused``, set when a rule of this turn removed the tool,
+    with the person's words)."""
 
     name: str
     arguments: Mapping[str, Any]
     tool: Tool | None = None
     via: str | None = None
     error: str | None = None
+    refused: Refusal | None = None
 
 
 class TurnTools:
@@ -92,7 +95,13 @@ class TurnTools:
             return CallTarget(name, {}, via=via, error=f"{name}: arguments must be an object")
         tool = self._by_name.get(name)
         if tool is None:
-            return CallTarget(name, arguments, via=via, error=f"{name} is not available here")
+            # Say which rule removed it, so the model can tell the person (layers.refusal).
+            # A name no rule removed is simply unknown: an error, not a veto.
+            hidden = self.resolved.reason_for(name)
+            refused = refusal(name, hidden)
+            return CallTarget(
+                name, arguments, via=via, error=refused.told, refused=refused if hidden else None
+            )
         # A deferred tool runs once tool_search loaded it, whichever way it is called
         # (call_tool, or its own name): the loaded set is what the model was shown.
         if name in self._deferred and self.strategy != "native" and name not in self._loaded:
@@ -104,17 +113,21 @@ class TurnTools:
             )
         return CallTarget(name, arguments, tool=tool, via=via)
 
-    def veto_now(self, tool: Tool, ctx: ToolContext, disabled_now: Mapping[str, str]) -> str | None:
+    def veto_now(
+        self, tool: Tool, ctx: ToolContext, disabled_now: Mapping[str, str]
+    ) -> Refusal | None:
         """Why ``tool`` must not run at this moment, or ``None`` (docs/architecture.md,
         hard line 5)."""
         if tool.name in disabled_now and tool.name not in META_TOOLS:
-            return disabled_now[tool.name]
+            return refusal(tool.name, Hidden(tool.name, "L5", disabled_now[tool.name]))
         if tool.can_use is not None and tool.name != TOOL_SEARCH:
             try:
-                if not tool.can_use(ctx):
-                    return "not available in this session"
+                allowed = tool.can_use(ctx)
+                why = "not available in this session"
             except Exception as exc:
-                return f"availability check failed: {type(exc).__name__}"
+                allowed, why = False, f"availability check failed: {type(exc).__name__}"
+            if not allowed:
+                return refusal(tool.name, Hidden(tool.name, "L4", why))
         return None
 
 

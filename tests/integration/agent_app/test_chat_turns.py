@@ -405,6 +405,40 @@ async def test_a_global_disable_made_during_a_turn_vetoes_the_next_execution(
     await socket.disconnect()
 
 
+async def test_the_model_is_told_an_operator_turned_the_tool_off_and_the_card_says_who(
+    owner, staff, model, executed
+):
+    from sessions_app.transcript import session_transcript, transcript_html
+
+    await database_sync_to_async(_disable)(staff, "counter_tool")
+    model.replies.extend(
+        [
+            Reply(tool_calls=[("toolu_d", "counter_tool", {})]),
+            Reply(text="An operator turned it off."),
+        ]
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    frames = await chat(socket, "count please")
+
+    told = {
+        block["tool_use_id"]: block["content"]
+        for block in model.requests[1].body["messages"][-1]["content"]
+    }
+    assert told["toolu_d"] == "counter_tool is turned off by an operator: leaks secrets"
+    card = events(frames, "tool_result")[0]["data"]
+    assert (card["status"], card["reason"]) == (
+        "vetoed",
+        "turned off by an operator (ops): leaks secrets",
+    )
+    transcript = await database_sync_to_async(session_transcript)(session_id=session.pk)
+    page = "".join(transcript_html(transcript, session_id=session.pk))
+    assert "(turned off by an operator (ops): leaks secrets)" in page
+    assert executed == []
+    await socket.disconnect()
+
+
 async def test_a_disable_committed_between_turns_leaves_the_next_turns_array(
     owner, staff, model, executed
 ):

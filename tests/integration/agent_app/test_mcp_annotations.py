@@ -123,7 +123,10 @@ async def test_in_plan_mode_a_turn_runs_the_read_only_tool_and_cannot_reach_a_de
 
     _search, looked, wiped = (frame["data"] for frame in events(frames, "tool_result"))
     assert (looked["status"], looked["content"]) == ("ok", "value of k")
-    assert (wiped["status"], wiped["content"]) == ("error", "demo__wipe is not available here")
+    # The model is told why, so it can tell the person (not "no such tool").
+    assert wiped["status"] == "vetoed"
+    assert wiped["content"].startswith("demo__wipe is hidden in plan mode: the server ")
+    assert wiped["reason"].startswith("not allowed here: hidden in plan mode: the server ")
     assert not events(frames, "approval_request")
     assert calls(annotated_server) == ["look"]
     await socket.disconnect()

@@ -352,7 +352,11 @@ async def test_a_globally_disabled_worker_tool_is_refused_before_anything_is_que
     tally = tmp_path / "tally"
     frames, session = await _turn(owner, model, [("toolu_1", "tally", {"path": str(tally)})])
     result = _result(frames)
-    assert (result["status"], result["content"]) == ("error", "tally is not available here")
+    assert (result["status"], result["content"]) == (
+        "vetoed",
+        "tally is turned off by an operator: noisy",
+    )
+    assert result["reason"] == "turned off by an operator (ops): noisy"
     assert await runs(session) == []
     assert not tally.exists()
 
@@ -367,7 +371,11 @@ async def test_a_globally_disabled_worker_tool_is_refused_before_anything_is_que
     await disable(user=staff, tool="bash", reason="not today")
     await send(socket, {"type": "approve", "call_id": "toolu_b", "allow": True})
     result = _result(await until(socket))
-    assert (result["status"], result["reason"]) == ("vetoed", "disabled globally by ops: not today")
+    assert (result["status"], result["content"]) == (
+        "vetoed",
+        "bash is turned off by an operator: not today",
+    )
+    assert result["reason"] == "turned off by an operator (ops): not today"
     assert await runs(session) == []
     await socket.disconnect()
 
