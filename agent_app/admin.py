@@ -1,5 +1,9 @@
 """Admin for notes, worker tool runs (read-only: runs are the record) and MCP
-servers (their secrets write-only). Runs link to their chat, servers to the ops page."""
+servers (their secrets write-only). Runs link to their chat, servers to the ops page.
+
+An MCP server is written through ``mcp_server_save`` and ``mcp_server_delete``, as the API
+writes it (toolhub.lib.admin_writes): the same checks, the same audit entry, and a change
+of where it connects forgets every person's own credential for it."""
 
 from __future__ import annotations
 
@@ -7,20 +11,19 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.db import transaction
 from django.urls import reverse
 
 from agent_app.mcp import (
     FIELDS,
     SECRET_FIELDS,
-    destination_of,
-    mcp_config,
-    mcp_credentials_forget_if_moved,
     mcp_grant,
+    mcp_server_delete,
+    mcp_server_save,
     server_json,
 )
 from agent_app.models import McpServer, Note, ToolRun
 from toolhub.lib.admin_links import NOT_THEIRS, ReadOnlyLog, product_link
+from toolhub.lib.admin_writes import ServiceAdmin
 
 
 @admin.register(Note)
@@ -89,55 +92,22 @@ class McpServerForm(forms.ModelForm):
         # A form posted without the field (one from before it existed) keeps what is set.
         return self.cleaned_data.get("auth") or self.instance.auth
 
-    def _client_secret(self, data: dict) -> str:
-        if data.get("oauth_client_secret_clear"):
-            return ""
-        return data.get("oauth_client_secret_update") or self.instance.oauth_client_secret
 
-    def clean(self) -> dict:
-        data = super().clean()
-        # Checked as the row will be used (mcp_config says what is wrong, never a value).
-        probe = McpServer(
-            name=data.get("name") or "",
-            transport=data.get("transport") or "",
-            command=data.get("command") or "",
-            args=data.get("args") or [],
-            url=data.get("url") or "",
-            timeout=data.get("timeout") or 0,
-            timeout_ceiling=data.get("timeout_ceiling") or 0,
-            allowlist=data.get("allowlist"),
-            user_credential=data.get("user_credential") or "",
-            env=self.instance.env if data.get("env_update") is None else data["env_update"],
-            headers=(
-                self.instance.headers
-                if data.get("headers_update") is None
-                else data["headers_update"]
-            ),
-            auth=data.get("auth") or "none",
-            oauth_scopes=data.get("oauth_scopes") or "",
-            oauth_client_id=data.get("oauth_client_id") or "",
-            oauth_client_secret=self._client_secret(data),
-        )
-        try:
-            mcp_config(probe)
-        except ValueError as exc:
-            raise forms.ValidationError(str(exc)) from exc
-        return data
-
-    def save(self, commit: bool = True) -> McpServer:
-        server = super().save(commit=False)
-        if self.cleaned_data.get("env_update") is not None:
-            server.env = self.cleaned_data["env_update"]
-        if self.cleaned_data.get("headers_update") is not None:
-            server.headers = self.cleaned_data["headers_update"]
-        server.oauth_client_secret = self._client_secret(self.cleaned_data)
-        if commit:
-            server.save()
-        return server
+def _secrets(data: dict[str, Any]) -> dict[str, Any]:
+    """The secrets a post changes (the others are kept as stored)."""
+    changed: dict[str, Any] = {}
+    for field in ("env", "headers"):
+        if data.get(f"{field}_update") is not None:
+            changed[field] = data[f"{field}_update"]
+    if data.get("oauth_client_secret_clear"):
+        changed["oauth_client_secret"] = ""
+    elif data.get("oauth_client_secret_update"):
+        changed["oauth_client_secret"] = data["oauth_client_secret_update"]
+    return changed
 
 
 @admin.register(McpServer)
-class McpServerAdmin(admin.ModelAdmin):
+class McpServerAdmin(ServiceAdmin):
     form = McpServerForm
     list_display = [
         "name",
@@ -190,17 +160,10 @@ class McpServerAdmin(admin.ModelAdmin):
         data = server_json(server)
         return f"{data['state']}: {data['error']}" if data["error"] else data["state"]
 
-    def save_model(self, request, obj: McpServer, form, change: bool) -> None:
-        if not change:
-            obj.created_by = request.user
-        stored = McpServer.objects.filter(pk=obj.pk).first() if change else None
-        before = destination_of(stored) if stored is not None else None
-        with transaction.atomic():
-            super().save_model(request, obj, form, change)
-            forgotten = mcp_credentials_forget_if_moved(server=obj, before=before)
-        if forgotten:
-            self.message_user(
-                request,
-                f"Where {obj.name} connects changed: {forgotten} personal credential"
-                f"{'s were' if forgotten > 1 else ' was'} forgotten; people add theirs again.",
-            )
+    def service_save(self, request: Any, *, row: Any, data: dict[str, Any]) -> McpServer:
+        fields = {field: data[field] for field in FIELDS if field in data}
+        fields.update(_secrets(data))
+        return mcp_server_save(user=request.user, server=row, data=fields)
+
+    def service_delete(self, request: Any, *, row: Any) -> None:
+        mcp_server_delete(user=request.user, server=row)

@@ -1,6 +1,10 @@
 """Admin for chats, their events and model calls. The events and calls are the record the
 product writes: read-only here, searchable by a person's name, a chat's id or a model, and
-each row links to the chat page that shows it (for the chats the viewer may open)."""
+each row links to the chat page that shows it (for the chats the viewer may open).
+
+A chat is changed or deleted here through the services its page uses, with its owner's
+rules and the operator audited (toolhub.lib.admin_writes); chats are started by people,
+never here."""
 
 from __future__ import annotations
 
@@ -9,8 +13,10 @@ from typing import Any
 from django.contrib import admin
 from django.urls import reverse
 
+from sessions_app import services
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
 from toolhub.lib.admin_links import NOT_THEIRS, ReadOnlyLog, product_link
+from toolhub.lib.admin_writes import ServiceAdmin
 
 
 def _chat_link(request: Any, session: ChatSession, anchor: str = "") -> str:
@@ -32,12 +38,34 @@ class _LinksToChat:
 
 
 @admin.register(ChatSession)
-class ChatSessionAdmin(_LinksToChat, admin.ModelAdmin):
+class ChatSessionAdmin(_LinksToChat, ServiceAdmin):
     list_display = ["__str__", "owner", "agent", "plan_mode", "last_seq", "updated"]
     list_filter = ["plan_mode", "channel", "agent", ("deleted", admin.EmptyFieldListFilter)]
     search_fields = ["title", "owner__username", "id"]
-    readonly_fields = ["last_seq", "version", "created", "updated"]
+    # What session_update changes; the rest is the turn's record.
+    fields = ["owner", "title", "agent", "tool_intent", "plan_mode", "allowed_tools"]
+    readonly_fields = ["owner", "last_seq", "version", "created", "updated"]
     list_select_related = ["owner", "agent"]
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def service_save(self, request: Any, *, row: Any, data: dict[str, Any]) -> ChatSession:
+        agent = data.get("agent")
+        return services.session_update(
+            user=row.owner,
+            session=row,
+            version=row.version,
+            operator=request.user,
+            title=data.get("title") or "",
+            agent=agent.pk if agent is not None else None,
+            intent=data.get("tool_intent"),
+            plan_mode=bool(data.get("plan_mode")),
+            allowed_tools=[] if data.get("allowed_tools") is None else data["allowed_tools"],
+        )
+
+    def service_delete(self, request: Any, *, row: Any) -> None:
+        services.session_trash(user=row.owner, session=row, operator=request.user)
 
 
 @admin.register(SessionEvent)

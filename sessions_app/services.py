@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.contrib.admin.models import CHANGE, DELETION
 from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Count, F, QuerySet
@@ -25,6 +26,8 @@ from django.utils import timezone
 from profiles_app.models import Agent
 from profiles_app.services import (
     agents_visible_to,
+    audit_write,
+    check_operator,
     clean_tools,
     default_agent,
     global_disables,
@@ -33,6 +36,7 @@ from profiles_app.services import (
     operator_policies,
     profile_lookup_for,
     profile_lookup_preloaded,
+    refuse_meta_tool,
     toolset_check_exists,
 )
 from sessions_app.eventlog import event_append, events_append
@@ -69,16 +73,27 @@ def sessions_of(user: Any) -> QuerySet[ChatSession]:
 UNDO_SECONDS = 600
 
 
-def session_trash(*, user: Any, session: ChatSession) -> None:
+def session_trash(*, user: Any, session: ChatSession, operator: Any = None) -> None:
     """Delete a chat from the page, restorable by ``session_restore`` for
     ``UNDO_SECONDS``; the person's chats binned longer ago than that go for good now.
-    A chat with a running turn is refused (stop it first)."""
+    A chat with a running turn is refused (stop it first). ``operator``: a staff member
+    deleting it in the admin (audited)."""
+    check_operator(operator)
     now = timezone.now()
-    trashed = sessions_of(user).filter(pk=session.pk, turn_id="").update(deleted=now)
-    if not trashed:
-        if sessions_of(user).filter(pk=session.pk).exists():
-            raise Conflict("This chat is still answering; stop it before deleting it.")
-        raise NotFound("no such session")
+    with transaction.atomic():
+        trashed = sessions_of(user).filter(pk=session.pk, turn_id="").update(deleted=now)
+        if not trashed:
+            if sessions_of(user).filter(pk=session.pk).exists():
+                raise Conflict("This chat is still answering; stop it before deleting it.")
+            raise NotFound("no such session")
+        audit_write(
+            user=user,
+            operator=operator,
+            shared=False,
+            obj=session,
+            flag=DELETION,
+            message=f"deleted chat {session.pk} (its owner can restore it for a while)",
+        )
     sessions_purge_binned(now=now)
 
 
@@ -180,6 +195,9 @@ def _clean_intent(intent: Any, user: Any, field: str = "intent") -> dict[str, An
         parsed = ToolIntent.parse(intent)
     except IntentError as exc:
         raise Invalid(str(exc), fields={field: [str(exc)]}) from None
+    # Removing a meta tool would have no effect (layers.py): refused, as profiles do.
+    for name in parsed.disabled:
+        refuse_meta_tool(name, field, "removed from a chat")
     toolset_check_exists(user=user, name=parsed.toolset, field=field)
     return parsed.to_json()
 
@@ -246,9 +264,13 @@ def _new_chat_intent(intent: Any, user: Any, agent: Agent) -> Any:
     return {**(intent or {}), "toolset": preferred}
 
 
-def session_update(*, user: Any, session: ChatSession, version: int, **fields: Any) -> ChatSession:
+def session_update(
+    *, user: Any, session: ChatSession, version: int, operator: Any = None, **fields: Any
+) -> ChatSession:
     """Change title, agent, intent, plan mode or the tools allowed for this chat if
-    ``version`` is current."""
+    ``version`` is current; ``operator``: a staff member changing it in the admin, for
+    ``user``, its owner (audited)."""
+    check_operator(operator)
     changes: dict[str, Any] = {}
     for key, value in fields.items():
         if key == "title":
@@ -271,7 +293,15 @@ def session_update(*, user: Any, session: ChatSession, version: int, **fields: A
         versioned_update(
             sessions_of(user), pk=session.pk, version=version, what="session", **changes
         )
-    session.refresh_from_db()
+        session.refresh_from_db()
+        audit_write(
+            user=user,
+            operator=operator,
+            shared=False,
+            obj=session,
+            flag=CHANGE,
+            message=f"changed {', '.join(sorted(fields)) or 'nothing'}",
+        )
     return session
 
 
@@ -353,9 +383,14 @@ def session_intent_merge(*, session: ChatSession, patch: Any) -> ChatSession:
     for _ in range(5):
         current = ChatSession.objects.values("tool_intent", "version").get(pk=session.pk)
         try:
-            merged = ToolIntent.parse(current["tool_intent"]).merge(patch)
+            stored_intent = ToolIntent.parse(current["tool_intent"])
+            merged = stored_intent.merge(patch)
         except IntentError as exc:
             raise Invalid(str(exc), fields={"intent": [str(exc)]}) from None
+        # A removal of a meta tool the frame adds is refused; an old stored one is ignored
+        # (layers.py), so it never blocks another change.
+        for name in set(merged.disabled) - set(stored_intent.disabled):
+            refuse_meta_tool(name, "intent", "removed from a chat")
         toolset_check_exists(user=session.owner, name=merged.toolset)
         stored = merged.to_json()
         if stored == current["tool_intent"]:

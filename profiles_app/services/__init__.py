@@ -75,7 +75,13 @@ from profiles_app.services.profiles import (
     profiles_for_user,
     toolset_check_exists,
 )
-from profiles_app.services.rules import clean_tools, profiles_visible_to
+from profiles_app.services.rules import (
+    audit_write,
+    check_operator,
+    clean_tools,
+    profiles_visible_to,
+    refuse_meta_tool,
+)
 from profiles_app.services.switch import (
     ModeSwitch,
     ModeSwitched,
@@ -118,7 +124,9 @@ __all__ = [
     "agent_update",
     "agents_visible_to",
     "audit_entries",
+    "audit_write",
     "catalog_context",
+    "check_operator",
     "clean_tools",
     "default_agent",
     "global_disable_audit",
@@ -152,6 +160,7 @@ __all__ = [
     "profile_update",
     "profiles_for_user",
     "profiles_visible_to",
+    "refuse_meta_tool",
     "shared_first",
     "tool_catalog",
     "tool_disable_globally",

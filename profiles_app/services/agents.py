@@ -10,13 +10,19 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
+from django.contrib.admin.models import ADDITION, CHANGE, DELETION
 from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 
 from profiles_app.models import DEFAULT_AGENT, Agent
 from profiles_app.services.profiles import toolset_check_exists
-from profiles_app.services.rules import clean_name, clean_tools, refuse_meta_tool
+from profiles_app.services.rules import (
+    audit_write,
+    check_operator,
+    clean_name,
+    clean_tools,
+    refuse_meta_tool,
+)
 from toolhub.lib.errors import Conflict, Forbidden, Invalid, NotFound, Stale
 from toolhub.lib.versioned import versioned_update
 from toolhub.tools import IntentError, ToolIntent
@@ -92,6 +98,8 @@ def _clean(fields: dict[str, Any], user: Any, *, shared: bool) -> dict[str, Any]
                 intent = ToolIntent.parse(value)
             except IntentError as exc:
                 raise Invalid(str(exc), fields={"tool_intent": [str(exc)]}) from None
+            for name in intent.disabled:
+                refuse_meta_tool(name, "tool_intent", "removed from an agent")
             toolset_check_exists(user=user, name=intent.toolset, field="tool_intent", shared=shared)
             value = intent.to_json()
         elif key == "strategy" and value not in STRATEGIES:
@@ -119,7 +127,8 @@ def _clean(fields: dict[str, Any], user: Any, *, shared: bool) -> dict[str, Any]
     return cleaned
 
 
-def agent_create(*, user: Any, shared: bool = False, **fields: Any) -> Agent:
+def agent_create(*, user: Any, shared: bool = False, operator: Any = None, **fields: Any) -> Agent:
+    check_operator(operator)
     if shared and not user.is_staff:
         raise Forbidden("shared agents are created by staff")
     cleaned = _clean(fields, user, shared=shared)
@@ -128,16 +137,23 @@ def agent_create(*, user: Any, shared: bool = False, **fields: Any) -> Agent:
     try:
         with transaction.atomic():
             agent = Agent.objects.create(owner=None if shared else user, **cleaned)
-            if shared:
-                LogEntry.objects.log_actions(
-                    user.pk, [agent], ADDITION, change_message=f"created shared agent {agent.name}"
-                )
+            audit_write(
+                user=user,
+                operator=operator,
+                shared=shared,
+                obj=agent,
+                flag=ADDITION,
+                message=f"created {'shared ' if shared else ''}agent {agent.name}",
+            )
     except IntegrityError:
         raise Conflict("an agent with that name exists", fields={"name": ["taken"]}) from None
     return agent
 
 
-def agent_update(*, user: Any, agent: Agent, version: int, **fields: Any) -> Agent:
+def agent_update(
+    *, user: Any, agent: Agent, version: int, operator: Any = None, **fields: Any
+) -> Agent:
+    check_operator(operator)
     if agent.is_shared and not user.is_staff:
         raise Forbidden("shared agents are edited by staff")
     if not agent.is_shared and agent.owner_id != user.pk:
@@ -147,10 +163,14 @@ def agent_update(*, user: Any, agent: Agent, version: int, **fields: Any) -> Age
         with transaction.atomic():
             versioned_update(Agent.objects, pk=agent.pk, version=version, what="agent", **cleaned)
             agent.refresh_from_db()
-            if agent.is_shared:
-                LogEntry.objects.log_actions(
-                    user.pk, [agent], CHANGE, change_message=f"changed {', '.join(sorted(cleaned))}"
-                )
+            audit_write(
+                user=user,
+                operator=operator,
+                shared=agent.is_shared,
+                obj=agent,
+                flag=CHANGE,
+                message=f"changed {', '.join(sorted(cleaned))}",
+            )
     except IntegrityError:
         raise Conflict("an agent with that name exists", fields={"name": ["taken"]}) from None
     return agent
@@ -185,9 +205,10 @@ def agent_check_deletable(*, user: Any, agent: Agent) -> None:
         raise Conflict("the default agent always exists", fields={"agent": ["default"]})
 
 
-def agent_delete(*, user: Any, agent: Agent, version: int) -> int:
+def agent_delete(*, user: Any, agent: Agent, version: int, operator: Any = None) -> int:
     """Delete ``agent`` if ``version`` is current; its chats go on with ``default`` (their
     history stays). Returns how many chats moved."""
+    check_operator(operator)
     agent_check_deletable(user=user, agent=agent)
     fallback = default_agent()
     with transaction.atomic():
@@ -197,10 +218,14 @@ def agent_delete(*, user: Any, agent: Agent, version: int) -> int:
                 raise Stale("agent")
             raise NotFound("no such agent")
         moved = locked.sessions.update(agent=fallback, tier_plan=None)
-        if agent.is_shared:
-            LogEntry.objects.log_actions(
-                user.pk, [locked], DELETION, change_message=f"deleted shared agent {agent.name}"
-            )
+        audit_write(
+            user=user,
+            operator=operator,
+            shared=agent.is_shared,
+            obj=locked,
+            flag=DELETION,
+            message=f"deleted {'shared ' if agent.is_shared else ''}agent {agent.name}",
+        )
         locked.delete()
     return moved
 

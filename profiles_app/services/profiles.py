@@ -23,9 +23,10 @@ from profiles_app.models import (
 )
 from profiles_app.services.disables import global_disables
 from profiles_app.services.rules import (
-    audit,
+    audit_write,
     check_can_edit,
     check_fresh,
+    check_operator,
     check_removals,
     clean_approvals,
     clean_mode,
@@ -72,9 +73,11 @@ def profile_create(
     tools: Iterable[str] = (),
     approvals: Any = None,
     shared: bool = False,
+    operator: Any = None,
 ) -> ToolProfile:
     """A new profile; by default a copy of ``default`` (all tools, nothing removed), with
     no approval policy of its own."""
+    check_operator(operator)
     if shared and not user.is_staff:
         raise Forbidden("shared profiles are created by staff")
     name, mode, tools = clean_name(name), clean_mode(mode), clean_tools(tools)
@@ -89,8 +92,14 @@ def profile_create(
                 tools=tools,
                 approvals=approvals,
             )
-            if shared:
-                audit(user, profile, ADDITION, f"created shared profile {name}")
+            audit_write(
+                user=user,
+                operator=operator,
+                shared=shared,
+                obj=profile,
+                flag=ADDITION,
+                message=f"created {'shared ' if shared else ''}profile {name}",
+            )
     except IntegrityError:
         raise Conflict(f"a profile named '{name}' exists", fields={"name": ["taken"]}) from None
     return profile
@@ -105,8 +114,10 @@ def profile_update(
     mode: str | None = None,
     tools: Iterable[str] | None = None,
     approvals: dict[str, str] | None = None,
+    operator: Any = None,
 ) -> ToolProfile:
     """Change the fields given, if ``version`` is still current; else ``Conflict``."""
+    check_operator(operator)
     check_can_edit(user, profile)
     changes: dict[str, Any] = {}
     if approvals is not None:
@@ -125,8 +136,14 @@ def profile_update(
                 ToolProfile.objects, pk=profile.pk, version=version, what="profile", **changes
             )
             profile.refresh_from_db()
-            if profile.is_shared:
-                audit(user, profile, CHANGE, f"changed {', '.join(sorted(changes)) or 'nothing'}")
+            audit_write(
+                user=user,
+                operator=operator,
+                shared=profile.is_shared,
+                obj=profile,
+                flag=CHANGE,
+                message=f"changed {', '.join(sorted(changes)) or 'nothing'}",
+            )
     except IntegrityError:
         raise Conflict("a profile with that name exists", fields={"name": ["taken"]}) from None
     return profile
@@ -176,11 +193,18 @@ def profile_tool_policy(
     return profile_update(user=user, profile=profile, version=version, approvals=approvals)
 
 
-def profile_delete(*, user: Any, profile: ToolProfile, version: int) -> None:
+def profile_delete(*, user: Any, profile: ToolProfile, version: int, operator: Any = None) -> None:
+    check_operator(operator)
     check_can_edit(user, profile)
     with transaction.atomic():
-        if profile.is_shared:
-            audit(user, profile, DELETION, f"deleted shared profile {profile.name}")
+        audit_write(
+            user=user,
+            operator=operator,
+            shared=profile.is_shared,
+            obj=profile,
+            flag=DELETION,
+            message=f"deleted {'shared ' if profile.is_shared else ''}profile {profile.name}",
+        )
         versioned_delete(ToolProfile.objects, pk=profile.pk, version=version, what="profile")
 
 

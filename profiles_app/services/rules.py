@@ -3,6 +3,10 @@ may read or edit a profile is decided here, and an edit names the version it rea
 
 A meta tool (``tool_search``, ``call_tool``) can be neither removed from a profile nor
 disabled: such a request is refused with its reason.
+
+The admin writes through the same services: an operator's edit of a person's object runs
+with that person as ``user`` (their rules: which profiles they may name) and the operator
+as ``operator``, who is audited for it.
 """
 
 from __future__ import annotations
@@ -119,6 +123,23 @@ def check_fresh(profile: ToolProfile, version: int) -> None:
 
 def audit(user: Any, obj: Any, flag: int, message: str) -> None:
     LogEntry.objects.log_actions(user.pk, [obj], flag, change_message=message)
+
+
+def check_operator(operator: Any) -> None:
+    """``operator`` is the staff member making a write for an object's owner in the admin
+    (``None`` on the pages and the API, where people write their own)."""
+    if operator is not None and not operator.is_staff:
+        raise Forbidden("the admin is for staff")
+
+
+def audit_write(
+    *, user: Any, operator: Any, shared: bool, obj: Any, flag: int, message: str
+) -> None:
+    """The change log entry of a write: a shared object's change by the staff member who
+    made it, and every change an operator made in the admin, whosever the object."""
+    writer = operator if operator is not None else (user if shared else None)
+    if writer is not None:
+        audit(writer, obj, flag, message)
 
 
 def missing_tools(tools: Iterable[str]) -> tuple[str, ...]:

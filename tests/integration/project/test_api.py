@@ -393,6 +393,38 @@ def test_a_chat_frame_intent_merge_never_overwrites_a_newer_rest_edit(owner):
     assert merged.version == 3
 
 
+def test_a_chat_refuses_to_remove_a_meta_tool_by_any_writer_but_keeps_an_old_one(owner):
+    from toolhub.lib.errors import MetaToolRefused
+
+    session = session_services.session_create(user=owner)
+    writers = {
+        "create": lambda: session_services.session_create(
+            user=owner, intent={"disabled": ["tool_search"]}
+        ),
+        "update": lambda: session_services.session_update(
+            user=owner, session=session, version=1, intent={"disabled": ["call_tool"]}
+        ),
+        "frame": lambda: session_services.session_intent_merge(
+            session=session, patch={"disabled": ["bash", "tool_search"]}
+        ),
+    }
+    refused = {}
+    for name, write in writers.items():
+        with pytest.raises(MetaToolRefused) as caught:
+            write()
+        refused[name] = caught.value.message.split(":")[0]
+    # A removal stored before the rule (it never had an effect) does not block other edits.
+    type(session).objects.filter(pk=session.pk).update(tool_intent={"disabled": ["tool_search"]})
+    merged = session_services.session_intent_merge(session=session, patch={"web_search": True})
+
+    assert refused == {
+        "create": "tool_search cannot be removed from a chat",
+        "update": "call_tool cannot be removed from a chat",
+        "frame": "tool_search cannot be removed from a chat",
+    }
+    assert merged.tool_intent["web_search"] is True
+
+
 def test_the_catalog_shows_tools_that_never_registered_and_broken_plugins(
     api, owner, registry_state
 ):
