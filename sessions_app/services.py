@@ -11,7 +11,6 @@ import copy
 import os
 import uuid
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,6 @@ from profiles_app.services import (
     new_chat_toolset,
     operator_policies,
     profile_lookup_for,
-    profile_lookup_preloaded,
     refuse_meta_tool,
     toolset_check_exists,
 )
@@ -46,7 +44,6 @@ from toolhub.lib.errors import Conflict, Invalid, NotFound
 from toolhub.lib.storable import storable_text
 from toolhub.lib.versioned import versioned_delete, versioned_update
 from toolhub.tools import (
-    DEFAULT_TOOLSET,
     IntentError,
     ProfileSpec,
     ResolvedToolset,
@@ -55,7 +52,6 @@ from toolhub.tools import (
     Tool,
     ToolContext,
     ToolIntent,
-    UnknownToolsetError,
     resolve,
 )
 from toolhub.tools.approval import Decision, decide
@@ -676,100 +672,3 @@ def session_recent_calls(*, session: ChatSession) -> list[dict[str, Any]]:
         }
         for call in calls
     ]
-
-
-# --- the composer's three-state controls ---------------------------------------------
-
-WEB_SEARCH = "web_search"
-
-
-def composer_state(flag: bool | None) -> str:
-    """A stored override as the composer's three-state control shows it."""
-    return "follow" if flag is None else "on" if flag else "off"
-
-
-@dataclass(frozen=True, slots=True)
-class Follow:
-    """What "follow" comes to for one composer control: on or off, and why, in words."""
-
-    on: bool
-    hint: str
-    # Why web search cannot be offered whatever the control says ("" when it can).
-    unavailable: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ComposerFollow:
-    """What each of the composer's "follow" choices resolves to, per toolset of its
-    Profile select, so the page can say it without a round trip."""
-
-    tools: Follow
-    web_search: dict[str, Follow]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "tools": asdict(self.tools),
-            "web_search": {k: asdict(v) for k, v in self.web_search.items()},
-        }
-
-
-def _tools_follow(session: ChatSession) -> Follow:
-    # A chat's `enabled: null` follows the agent, then the default (on).
-    agent = session.agent
-    enabled = ToolIntent.parse(agent.tool_intent).enabled
-    if enabled is None:
-        return Follow(on=True, hint="Follow: on (the default).")
-    word = "on" if enabled else "off"
-    return Follow(on=enabled, hint=f"Follow: {word} (the agent “{agent.name}” has tools {word}).")
-
-
-def session_composer_follow(*, session: ChatSession, toolsets: list[str]) -> ComposerFollow:
-    """Resolve, for every toolset the composer offers, whether web_search would be offered
-    with the chat's web search override cleared ("follow") and with it on, through the
-    real resolver (memoized, so a page load of an unchanged chat recomputes nothing).
-
-    Tools are taken as on here: tools off offers nothing, and the page combines the two
-    controls itself. The toolset is what the composer would send for that choice
-    (``default`` is sent as null: follow the agent's toolset)."""
-    agent = session.agent
-    intent = ToolIntent.parse(session.tool_intent)
-    agent_intent = ToolIntent.parse(agent.tool_intent)
-    inputs: dict[str, Any] = {
-        "agent_intent": agent_intent,
-        # One query for every profile, however many resolutions ask.
-        "profile_lookup": profile_lookup_preloaded(session.owner_id),
-        "disabled": global_disables(),
-        "ctx": session_context(session=session),
-        "strategy": agent.strategy,
-    }
-
-    def offered(patch: dict[str, Any]) -> tuple[bool, str]:
-        try:
-            resolved = resolve(intent=intent.merge(patch), **inputs)
-        except UnknownToolsetError as exc:
-            return False, exc.args[0]
-        if WEB_SEARCH in resolved.names:
-            return True, ""
-        hidden = resolved.reason_for(WEB_SEARCH)
-        return False, hidden.reason if hidden else "web search is not installed"
-
-    web: dict[str, Follow] = {}
-    for name in toolsets:
-        toolset = None if name == DEFAULT_TOOLSET else name
-        follow_on, why = offered({"toolset": toolset, "enabled": True, "web_search": None})
-        on_works, blocked = offered({"toolset": toolset, "enabled": True, "web_search": True})
-        if follow_on:
-            if agent_intent.web_search:
-                why = f"the agent “{agent.name}” has it on"
-            elif intent.picked is not None or agent_intent.picked is not None:
-                why = "it is among the picked tools"
-            else:
-                why = f"the {toolset or agent_intent.toolset or DEFAULT_TOOLSET} profile has it"
-        elif agent_intent.web_search is False and on_works:
-            why = f"the agent “{agent.name}” has it off"
-        web[name] = Follow(
-            on=follow_on,
-            hint=f"Follow: {'on' if follow_on else 'off'} ({why}).",
-            unavailable="" if on_works else blocked,
-        )
-    return ComposerFollow(tools=_tools_follow(session), web_search=web)

@@ -27,12 +27,10 @@ from profiles_app.services import (
     shared_first,
 )
 from profiles_app.theme import request_preferences
+from sessions_app.composer import composer_state, session_composer_follow
 from sessions_app.limits import FRAME_MAX_BYTES, MESSAGE_MAX_CHARS
 from sessions_app.services import (
-    Follow,
     call_result_get,
-    composer_state,
-    session_composer_follow,
     session_get_for_user,
     session_new_or_empty,
     session_restore,
@@ -70,10 +68,8 @@ def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
     toolset = intent.toolset or DEFAULT_TOOLSET
     follow = session_composer_follow(session=session, toolsets=toolsets)
     tools_state, web_state = composer_state(intent.enabled), composer_state(intent.web_search)
-    web = follow.web_search.get(toolset) or Follow(on=False, hint="", unavailable="")
-    tools_on = follow.tools.on if tools_state == "follow" else tools_state == "on"
-    # Which hint each control shows first; chat.js applies the same rule on every change.
-    web_hint = "unavailable" if web.unavailable else web_state if tools_on else "no_tools"
+    # The words under the controls as first shown; chat.js looks up the same table.
+    words = follow.words(toolset, tools_state, web_state)
     transcript = session_transcript(session_id=session.pk)
     agents = shared_first(agents_visible_to(request.user))
     context = {
@@ -90,9 +86,9 @@ def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
         "web_state": web_state,
         "follow": follow.to_json(),
         "tools_follow": follow.tools,
-        "web_follow": web,
-        "web_follow_on": web.on and tools_on,
-        "web_hint": web_hint,
+        "web_unavailable": toolset in follow.web_search
+        and bool(follow.web_search[toolset].unavailable),
+        "words": words,
         "plan_mode": session.plan_mode,
         "undo": _undo(request),
         "compact_cards": request_preferences(request).compact_cards,

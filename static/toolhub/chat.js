@@ -511,35 +511,24 @@ list.addEventListener("submit", (submitted) => {
 const OVERRIDE = { follow: null, on: true, off: false };
 const follow = JSON.parse(document.getElementById("composer-follow").textContent);
 
-function showHint(fieldset, key) {
-  for (const hint of fieldset.querySelectorAll("[data-hint]")) {
-    hint.hidden = hint.dataset.hint !== key;
-  }
-}
-
 function updateControls() {
+  // The words come from the server's table (sessions_app.composer), computed from the
+  // resolver for every combination: the page never guesses what a turn sends.
   const toolsBox = form.querySelector('[data-tristate="tools"]');
   const webBox = form.querySelector('[data-tristate="web_search"]');
+  const toolset = form.elements.toolset.value;
   const toolsState = form.elements.tools.value;
-  const toolsOn = toolsState === "follow" ? follow.tools.on : toolsState === "on";
+  const said = follow.words[toolset]?.[toolsState]?.[form.elements.web_search.value];
+  const web = follow.web_search[toolset];
   toolsBox.querySelector("[data-resolved]").textContent = `· ${follow.tools.on ? "on" : "off"}`;
-  showHint(toolsBox, toolsState);
-
-  const web = follow.web_search[form.elements.toolset.value] ?? {
-    on: false,
-    hint: "",
-    unavailable: "",
-  };
-  const webOn = form.querySelector("#web-search-on");
   // "On" cannot take effect when web search is unavailable (not installed, no key, or
-  // disabled by an operator): it is not offered, and the hint says why.
-  webOn.disabled = Boolean(web.unavailable);
-  webBox.querySelector("[data-resolved]").textContent = `· ${web.on && toolsOn ? "on" : "off"}`;
-  webBox.querySelector('[data-hint="follow"]').textContent = web.hint;
-  webBox.querySelector('[data-hint="unavailable"]').textContent = `Unavailable: ${web.unavailable}.`;
-  // The same rule as the server's first render (sessions_app.views.chat_session).
-  const webState = form.elements.web_search.value;
-  showHint(webBox, web.unavailable ? "unavailable" : toolsOn ? webState : "no_tools");
+  // disabled by an operator): it is not offered, and the words say why.
+  form.querySelector("#web-search-on").disabled = Boolean(web?.unavailable);
+  if (!said) return;
+  toolsBox.querySelector("[data-hint]").textContent = said.tools;
+  webBox.querySelector("[data-hint]").textContent = said.web;
+  const followOn = follow.words[toolset][toolsState].follow.web_follow_on;
+  webBox.querySelector("[data-resolved]").textContent = `· ${followOn ? "on" : "off"}`;
 }
 
 function composerChanged() {

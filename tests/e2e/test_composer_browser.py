@@ -76,6 +76,16 @@ def test_follow_on_and_off_reach_the_next_turn_and_say_what_follow_means(product
     expect(tools.get_by_role("radio", name="Off", exact=True)).to_be_checked()
     expect(web).to_contain_text("Tools are off, so web search is too.")
     expect(web.get_by_role("radio", name="Follow · off")).to_be_visible()
+    # Web search On is sent even with tools off, and both controls say so.
+    web.get_by_role("radio", name="On", exact=True).check()
+    expect(tools).to_contain_text("Off: this chat sends no tools but web search.")
+    expect(web).to_contain_text("On: sent on its own, though tools are off.")
+    _send(page, "just search")
+    expect(inspector.locator("code", has_text="web_search").first).to_be_visible(timeout=10_000)
+    expect(inspector).not_to_contain_text("None: this turn sends no tools.")
+    web.get_by_role("radio", name="Follow · off").check()
+    expect(tools).to_contain_text("Off: this chat sends no tools.")
+    expect(web).to_contain_text("Tools are off, so web search is too.")
     _send(page, "no tools now")
     expect(inspector).to_contain_text("None: this turn sends no tools.", timeout=10_000)
 

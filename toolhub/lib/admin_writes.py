@@ -41,8 +41,8 @@ class ServiceAdmin(_ModelAdmin):
         base = super().get_form(request, obj, change=change, **kwargs)
         owner = self
 
-        def clean(form: forms.ModelForm) -> dict[str, Any]:
-            data: dict[str, Any] = base.clean(form)
+        def clean(form: forms.ModelForm[Any]) -> dict[str, Any]:
+            data: dict[str, Any] = base.clean(form) or {}
             if form.errors:
                 return data
             try:
@@ -87,20 +87,20 @@ class ServiceAdmin(_ModelAdmin):
             self.delete_model(request, obj)
 
     # The service already wrote the audit entry, with its reason.
-    def log_addition(self, request: Any, obj: Any, message: Any) -> None:
+    def log_addition(self, request: Any, obj: Any, message: Any) -> Any:
         return None
 
-    def log_change(self, request: Any, obj: Any, message: Any) -> None:
+    def log_change(self, request: Any, obj: Any, message: Any) -> Any:
         return None
 
-    def log_deletion(self, request: Any, obj: Any, object_repr: str) -> None:
+    def log_deletion(self, request: Any, obj: Any, object_repr: str) -> Any:
         return None
 
-    def log_deletions(self, request: Any, queryset: Any) -> None:
+    def log_deletions(self, request: Any, queryset: Any) -> Any:
         return None
 
 
-def _as_form_error(form: forms.ModelForm, exc: ServiceError) -> None:
+def _as_form_error(form: forms.ModelForm[Any], exc: ServiceError) -> None:
     """The service's message on the field it names, when the form has that field."""
     named = [name for name in exc.fields or {} if name in form.fields]
     if named:

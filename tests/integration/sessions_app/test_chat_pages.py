@@ -194,12 +194,14 @@ def test_web_search_on_follow_says_what_each_profile_gives(client, owner, monkey
         "on": True,
         "hint": "Follow: on (the research profile has it).",
         "unavailable": "",
+        "agent_says": None,
     }
     assert web["default"]["hint"] == "Follow: on (the default profile has it)."
     assert web["files"] == {
         "on": False,
         "hint": "Follow: off (not in the 'files' toolset).",
         "unavailable": "",
+        "agent_says": None,
     }
     # The first render already shows the chat's own profile (research), before any script.
     assert "Follow: on (the research profile has it)." in page
@@ -221,10 +223,11 @@ def test_tools_on_follow_say_when_the_agent_turns_them_off(client, owner, monkey
         "on": False,
         "hint": "Follow: off (the agent \u201cquiet\u201d has tools off).",
         "unavailable": "",
+        "agent_says": None,
     }
     assert _checked(page, "tools") == ["follow"]
     # Tools off on follow: web search follows them off, and the page says so first.
-    assert '<p data-hint="no_tools">Tools are off, so web search is too.</p>' in page
+    assert "<p data-hint>Tools are off, so web search is too.</p>" in page
 
 
 def test_web_search_that_cannot_run_says_why_and_cannot_be_switched_on(
@@ -246,7 +249,7 @@ def test_web_search_that_cannot_run_says_why_and_cannot_be_switched_on(
     tool_disable_globally(user=staff, tool="web_search", reason="quota spent")
     page = client.get(reverse("chat_session", args=[session.pk])).content.decode()
 
-    assert "Unavailable: disabled globally by ops: quota spent." in page
+    assert "Unavailable: turned off by an operator (ops): quota spent." in page
 
 
 def test_a_deleted_chat_can_be_brought_back_with_undo_until_it_is_purged(

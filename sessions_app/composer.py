@@ -1,0 +1,216 @@
+"""The composer's three-state controls (Tools, Web search) and the words under them.
+
+What the words say is what the next turn sends: they are computed here from the real
+resolver's answers, never by a rule of the page's own. For each toolset of the Profile
+select, two resolutions decide everything (tools on, web search following; tools on, web
+search on), and ``composer_words`` combines them with the two controls:
+
+- Web search **On** layers ``web_search`` on top of whatever the rest gives, Tools Off
+  included (``toolhub.tools.resolve``): the turn sends it unless a rule blocks it
+  (unavailable: not installed, no key, an operator's disable).
+- Web search **Follow** sends it when the profile does and tools are on.
+- Web search **Off** never sends it.
+
+The page receives the whole table (every toolset, Tools state and Web search state) as
+JSON, so a change of a control shows its words without a round trip and without a second
+copy of the rule in JavaScript. A test checks every cell against the resolver
+(``tests/integration/sessions_app/test_composer_words.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from profiles_app.services import global_disables, profile_lookup_preloaded
+from sessions_app.models import ChatSession
+from sessions_app.services import session_context
+from toolhub.tools import ToolIntent, UnknownToolsetError, resolve
+from toolhub.tools.layers import hidden_words
+from toolhub.tools.presets import DEFAULT_TOOLSET
+
+WEB_SEARCH = "web_search"
+STATES = ("follow", "on", "off")
+
+
+def composer_state(flag: bool | None) -> str:
+    """A stored override as the composer's three-state control shows it."""
+    return "follow" if flag is None else "on" if flag else "off"
+
+
+@dataclass(frozen=True, slots=True)
+class Follow:
+    """What "follow" comes to for one composer control: on or off, and why, in words."""
+
+    on: bool
+    hint: str
+    # Why web search cannot be offered whatever the control says ("" when it can).
+    unavailable: str = ""
+    # The agent's own setting, which "follow" takes (None: the profile decides). On, it
+    # adds web search as the control's On does, tools off included.
+    agent_says: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ComposerWords:
+    """What one combination of the controls sends, and the words under each control."""
+
+    tools: str
+    web: str
+    # Whether the turn sends web_search.
+    web_on: bool
+    # The "· on/off" beside Web search's Follow: what following would give now.
+    web_follow_on: bool
+
+
+def composer_words(
+    *, tools_follow: Follow, web: Follow, tools_state: str, web_state: str
+) -> ComposerWords:
+    """The one rule the page shows (module docstring)."""
+    tools_on = tools_follow.on if tools_state == "follow" else tools_state == "on"
+    # Following an agent that says on or off is that agent's On or Off.
+    acts_as = web_state
+    if web_state == "follow" and web.agent_says is not None:
+        acts_as = "on" if web.agent_says else "off"
+    if acts_as == "on":
+        web_on = not web.unavailable
+    elif acts_as == "follow":
+        web_on = tools_on and web.on
+    else:
+        web_on = False
+    if web.unavailable:
+        web_words = f"Unavailable: {web.unavailable}."
+    elif web_state == "off":
+        web_words = "Off: never offered in this chat."
+    elif web_state == "on":
+        web_words = (
+            "On: added to the profile's tools."
+            if tools_on
+            else "On: sent on its own, though tools are off."
+        )
+    elif tools_on:
+        web_words = web.hint
+    elif web_on:
+        web_words = f"{web.hint[:-1]}, sent though tools are off."
+    else:
+        web_words = "Tools are off, so web search is too."
+    if tools_state == "follow":
+        tools_words = tools_follow.hint
+    elif tools_state == "on":
+        tools_words = "On: this chat offers its profile's tools."
+    else:
+        tools_words = (
+            "Off: this chat sends no tools but web search."
+            if web_on
+            else "Off: this chat sends no tools."
+        )
+    if tools_state == "follow" and not tools_on and web_on:
+        tools_words += " Web search is still sent."
+    return ComposerWords(
+        tools=tools_words,
+        web=web_words,
+        web_on=web_on,
+        web_follow_on=web_on
+        if web_state == "follow"
+        else (
+            composer_words(
+                tools_follow=tools_follow, web=web, tools_state=tools_state, web_state="follow"
+            ).web_on
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ComposerFollow:
+    """What each of the composer's "follow" choices resolves to, per toolset of its
+    Profile select, and the words of every combination of the controls."""
+
+    tools: Follow
+    web_search: dict[str, Follow]
+
+    def words(self, toolset: str, tools_state: str, web_state: str) -> ComposerWords:
+        web = self.web_search.get(toolset) or Follow(on=False, hint="")
+        return composer_words(
+            tools_follow=self.tools, web=web, tools_state=tools_state, web_state=web_state
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tools": asdict(self.tools),
+            "web_search": {k: asdict(v) for k, v in self.web_search.items()},
+            "words": {
+                toolset: {
+                    tools: {web: asdict(self.words(toolset, tools, web)) for web in STATES}
+                    for tools in STATES
+                }
+                for toolset in self.web_search
+            },
+        }
+
+
+def _tools_follow(session: ChatSession) -> Follow:
+    # A chat's `enabled: null` follows the agent, then the default (on).
+    agent = session.agent
+    enabled = ToolIntent.parse(agent.tool_intent).enabled
+    if enabled is None:
+        return Follow(on=True, hint="Follow: on (the default).")
+    word = "on" if enabled else "off"
+    return Follow(on=enabled, hint=f"Follow: {word} (the agent “{agent.name}” has tools {word}).")
+
+
+def session_composer_follow(*, session: ChatSession, toolsets: list[str]) -> ComposerFollow:
+    """Resolve, for every toolset the composer offers, whether web_search would be offered
+    with the chat's web search override cleared ("follow") and with it on, through the
+    real resolver (memoized, so a page load of an unchanged chat recomputes nothing).
+
+    Tools are taken as on here; ``composer_words`` combines the answers with the Tools
+    control. The toolset is what the composer would send for that choice (``default`` is
+    sent as null: follow the agent's toolset)."""
+    agent = session.agent
+    intent = ToolIntent.parse(session.tool_intent)
+    agent_intent = ToolIntent.parse(agent.tool_intent)
+    inputs: dict[str, Any] = {
+        "agent_intent": agent_intent,
+        # One query for every profile, however many resolutions ask.
+        "profile_lookup": profile_lookup_preloaded(session.owner_id),
+        "disabled": global_disables(),
+        "ctx": session_context(session=session),
+        "strategy": agent.strategy,
+    }
+
+    def offered(patch: dict[str, Any]) -> tuple[bool, str]:
+        try:
+            resolved = resolve(intent=intent.merge(patch), **inputs)
+        except UnknownToolsetError as exc:
+            return False, exc.args[0]
+        if WEB_SEARCH in resolved.names:
+            return True, ""
+        hidden = resolved.reason_for(WEB_SEARCH)
+        if hidden is None:
+            return False, "web search is not installed"
+        # An operator's disable in the words a person reads elsewhere (who, and why).
+        return False, hidden_words(
+            hidden.layer, hidden.reason
+        ) if hidden.layer == "L5" else hidden.reason
+
+    web: dict[str, Follow] = {}
+    for name in toolsets:
+        toolset = None if name == DEFAULT_TOOLSET else name
+        follow_on, why = offered({"toolset": toolset, "enabled": True, "web_search": None})
+        on_works, blocked = offered({"toolset": toolset, "enabled": True, "web_search": True})
+        if follow_on:
+            if agent_intent.web_search:
+                why = f"the agent “{agent.name}” has it on"
+            elif intent.picked is not None or agent_intent.picked is not None:
+                why = "it is among the picked tools"
+            else:
+                why = f"the {toolset or agent_intent.toolset or DEFAULT_TOOLSET} profile has it"
+        elif agent_intent.web_search is False and on_works:
+            why = f"the agent “{agent.name}” has it off"
+        web[name] = Follow(
+            on=follow_on,
+            hint=f"Follow: {'on' if follow_on else 'off'} ({why}).",
+            unavailable="" if on_works else blocked,
+            agent_says=agent_intent.web_search,
+        )
+    return ComposerFollow(tools=_tools_follow(session), web_search=web)
