@@ -131,3 +131,64 @@ def test_changing_tools_are_hidden_in_plan_mode(workspace):
     assert selection.reason_for("write").reason == "hidden in plan mode"
     assert selection.reason_for("edit").layer == "L3"
     assert selection.reason_for("bash").layer == "L3"
+
+
+def _loops(workspace):
+    """What `echo needle > notes.txt; ln -s loop_b loop_a; ln -s loop_a loop_b` leaves."""
+    (workspace / "notes.txt").write_text("needle\n")
+    (workspace / "loop_a").symlink_to("loop_b")
+    (workspace / "loop_b").symlink_to("loop_a")
+
+
+async def test_glob_and_grep_skip_a_symlink_loop_and_say_so(ctx, workspace):
+    _loops(workspace)
+
+    found = await _run("glob", ctx, pattern="*")
+    searched = await _run("grep", ctx, pattern="needle")
+
+    skipped = "(skipped 2 symlink loops: loop_a, loop_b)"
+    assert (found.is_error, found.content) == (False, f"notes.txt\n{skipped}")
+    assert (searched.is_error, searched.content) == (False, f"notes.txt:1: needle\n{skipped}")
+
+
+async def test_no_path_tool_error_names_the_hosts_workspace_directory(ctx, workspace):
+    """Every path tool, given every kind of path that fails, answers in workspace terms."""
+    _loops(workspace)
+    (workspace / "folder").mkdir()
+    (workspace / "binary.bin").write_bytes(b"\x00\x01")
+    (workspace / "outside").symlink_to("/etc")
+    bad_paths = [
+        "missing.txt",
+        "folder",
+        "loop_a",
+        "loop_a/inner.txt",
+        "outside/passwd",
+        "binary.bin",
+        "folder/missing/deeper.txt",
+        "/etc/passwd",
+        "../escape.txt",
+        "notes.txt/child",
+    ]
+    calls = []
+    for path in bad_paths:
+        calls += [
+            ("read", {"path": path}),
+            ("write", {"path": path, "content": "x"}),
+            ("edit", {"path": path, "old_string": "a", "new_string": "b"}),
+            ("grep", {"pattern": "x", "path": path}),
+            ("glob", {"pattern": f"{path}/*"}),
+        ]
+    hosts = {str(workspace), str(workspace.resolve()), str(workspace.parent)}
+
+    answers = {(name, str(args)): await _run(name, ctx, **args) for name, args in calls}
+
+    leaked = {
+        call: result.content
+        for call, result in answers.items()
+        if any(host in result.content for host in hosts)
+    }
+    errors = [call for call, result in answers.items() if result.is_error]
+    assert leaked == {}
+    # Most of these fail; each says so in its own words.
+    assert len(errors) >= len(bad_paths) * 2
+    assert "loop_a: a symlink loop" in answers[("read", str({"path": "loop_a"}))].content

@@ -279,6 +279,17 @@ class ToolContext:
         finally:
             self.tail.release()
 
+    def without_host_paths(self, text: str) -> str:
+        """``text`` with the host directory of the workspace taken out (a path inside it
+        reads as workspace-relative): errors reach the model and the person, who have no
+        business with the server's filesystem layout."""
+        if self.workspace is None:
+            return text
+        roots = {str(self.workspace), str(self.workspace.resolve())}
+        for root in sorted(roots, key=len, reverse=True):
+            text = text.replace(root + "/", "").replace(root, ".")
+        return text
+
     def update(self, chunk: str) -> None:
         """Stream progress: feed the bounded tail and tell ``on_update`` (if any)."""
         if self.tail is None or not chunk:

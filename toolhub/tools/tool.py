@@ -293,7 +293,8 @@ class Tool:
                 return ToolResult.cancelled(f"{self.name}: cancelled")
             exc = work.exception()
             if exc is not None:
-                return ToolResult.error(f"{self.name} failed: {type(exc).__name__}: {exc}")
+                said = ctx.without_host_paths(str(exc))
+                return ToolResult.error(f"{self.name} failed: {type(exc).__name__}: {said}")
             return work.result()
         await _stop(work)
         if cancelled in done or ctx.cancel.cancelled:

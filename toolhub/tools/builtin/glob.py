@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from toolhub.tools.builtin._workspace import (
     PathEscapeError,
+    SymlinkLoop,
     check_relative,
     confine,
     has_workspace,
+    loops_note,
     relative,
     workspace_root,
 )
@@ -25,15 +27,19 @@ def glob(pattern: str, limit: int = 200, *, ctx: ToolContext) -> str:
     check_relative(pattern)
     root = workspace_root(ctx)
     found: list[str] = []
+    loops: list[str] = []
     for match in sorted(root.glob(pattern)):
         try:
             inside = confine(ctx, relative(ctx, match))
+        except SymlinkLoop:
+            loops.append(relative(ctx, match))
+            continue
         except (PathEscapeError, ValueError):
             continue
         if inside.is_file():
             found.append(relative(ctx, match))
     if not found:
-        return f"no files match {pattern}"
+        return f"no files match {pattern}" + loops_note(loops)
     shown = found[: max(limit, 1)]
     more = f"\n… {len(found) - len(shown)} more" if len(found) > len(shown) else ""
-    return "\n".join(shown) + more
+    return "\n".join(shown) + more + loops_note(loops)

@@ -15,9 +15,11 @@ import re2
 
 from toolhub.tools.builtin._workspace import (
     PathEscapeError,
+    SymlinkLoop,
     confine,
     has_workspace,
     is_binary,
+    loops_note,
     relative,
 )
 from toolhub.tools.context import ToolContext
@@ -71,11 +73,15 @@ def grep(
     scanned = 0
     files = [start] if start.is_file() else sorted(start.rglob(include or "*"))
     matches: list[str] = []
+    loops: list[str] = []
     for file in files:
         if include and not file.match(include):
             continue
         try:
             file = confine(ctx, relative(ctx, file))
+        except SymlinkLoop:
+            loops.append(relative(ctx, file))
+            continue
         except (PathEscapeError, ValueError):
             continue
         if not file.is_file() or file.stat().st_size > MAX_FILE_BYTES or is_binary(file):
@@ -89,5 +95,7 @@ def grep(
             if regex.search(line):
                 matches.append(f"{relative(ctx, file)}:{number}: {line}")
                 if len(matches) >= limit:
-                    return "\n".join(matches) + f"\n… stopped at {limit} matches"
-    return "\n".join(matches) if matches else f"no matches for {pattern}"
+                    matches.append(f"… stopped at {limit} matches")
+                    return "\n".join(matches) + loops_note(loops)
+    found = "\n".join(matches) if matches else f"no matches for {pattern}"
+    return found + loops_note(loops)
