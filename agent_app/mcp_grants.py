@@ -114,7 +114,15 @@ def _refresh(
 
 
 def _lost(server: str, access_token: str, reason: str) -> bool:
-    rows = McpOAuthGrant.objects.filter(server__name=server, tokens__access_token=access_token)
+    """Mark the grant lost if it still holds ``access_token``. The tokens are sealed, so
+    the check opens them; the write is conditional on the grant being unchanged since
+    (a refresh stamps ``refreshed_at``, a sign-in or a loss moves ``generation``)."""
+    row = McpOAuthGrant.objects.filter(server__name=server, tokens__isnull=False).first()
+    if row is None or (row.tokens or {}).get("access_token") != access_token:
+        return False
+    rows = McpOAuthGrant.objects.filter(
+        pk=row.pk, generation=row.generation, refreshed_at=row.refreshed_at
+    )
     return bool(_mark_lost(rows, reason))
 
 

@@ -13,6 +13,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from toolhub.lib.sealing import SealedJSONField, SealedTextField
+
 
 class Note(models.Model):
     owner = models.ForeignKey(
@@ -106,9 +108,9 @@ class McpServer(models.Model):
     transport = models.CharField(max_length=16, choices=Transport.choices)
     command = models.CharField(max_length=500, blank=True)
     args = models.JSONField(default=list, blank=True)
-    env = models.JSONField(default=dict, blank=True)
+    env = SealedJSONField(default=dict, blank=True)
     url = models.URLField(max_length=500, blank=True)
-    headers = models.JSONField(default=dict, blank=True)
+    headers = SealedJSONField(default=dict, blank=True)
     enabled = models.BooleanField(default=True)
     defer = models.BooleanField(
         default=True, help_text="Keep its tools deferred behind tool_search (recommended)."
@@ -182,7 +184,7 @@ class McpServer(models.Model):
             "registers itself, if the server allows dynamic registration)."
         ),
     )
-    oauth_client_secret = models.CharField(max_length=500, blank=True)
+    oauth_client_secret = SealedTextField(blank=True, default="")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
@@ -204,7 +206,7 @@ class McpCredential(models.Model):
 
     server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="credentials")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
-    value = models.TextField()
+    value = SealedTextField()
     updated = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -230,9 +232,10 @@ class McpOAuthGrant(models.Model):
 
     server = models.OneToOneField(McpServer, on_delete=models.CASCADE, related_name="oauth_grant")
     # The SDK's OAuthToken as JSON; null once the grant is lost (sign-in needed).
-    tokens = models.JSONField(null=True, blank=True)
+    tokens = SealedJSONField(null=True, blank=True)
     expires_at = models.FloatField(null=True, blank=True)
-    client_info = models.JSONField(default=dict, blank=True)
+    # The registered client, its secret included.
+    client_info = SealedJSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     generation = models.PositiveIntegerField(default=0)
     signed_in_by = models.ForeignKey(
@@ -258,8 +261,8 @@ class McpOAuthSignIn(models.Model):
     server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     state_digest = models.CharField(max_length=64, unique=True)
-    code_verifier = models.CharField(max_length=128)
-    client_info = models.JSONField(default=dict)
+    code_verifier = SealedTextField()
+    client_info = SealedJSONField(default=dict)
     metadata = models.JSONField(default=dict)
     created = models.DateTimeField(auto_now_add=True)
     used = models.DateTimeField(null=True, blank=True)

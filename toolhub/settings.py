@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
@@ -66,6 +67,30 @@ _INSECURE_DEV_KEY = "django-insecure-toolhub-development-key-never-use-in-produc
 SECRET_KEY = os.environ.get("SECRET_KEY") or (_INSECURE_DEV_KEY if DEBUG else "")
 if not SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
+
+# Secrets at rest (MCP servers' env, headers and OAuth client secrets, OAuth tokens,
+# personal credentials) are sealed with Fernet under these keys: the first seals, any of
+# them opens, so a new key goes first and the old one stays until `manage.py
+# toolhub_secrets_rotate` has run (docs/security.md, "Secrets at rest"). With DEBUG on and
+# none set, one is derived from SECRET_KEY, so the embedded default needs no setup.
+TOOLHUB_SECRETS_KEYS = tuple(_env_list("TOOLHUB_SECRETS_KEYS", ""))
+_MAKE_A_KEY = (
+    "Make one with: python -c 'from cryptography.fernet import Fernet; "
+    "print(Fernet.generate_key().decode())'"
+)
+if not TOOLHUB_SECRETS_KEYS and not DEBUG:
+    raise ImproperlyConfigured(
+        "TOOLHUB_SECRETS_KEYS must be set when DEBUG is off: the key that encrypts stored "
+        f"secrets. {_MAKE_A_KEY}"
+    )
+for _number, _key in enumerate(TOOLHUB_SECRETS_KEYS, start=1):
+    try:
+        Fernet(_key.encode())
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"TOOLHUB_SECRETS_KEYS: key {_number} is not a Fernet key (32 bytes in url-safe "
+            f"base64). {_MAKE_A_KEY}"
+        ) from None
 
 ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")

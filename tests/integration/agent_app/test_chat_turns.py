@@ -366,8 +366,22 @@ async def test_crafted_calls_outside_the_contract_never_run(owner, staff, model,
 
     assert executed == []
     results = [f["data"] for f in events(frames, "tool_result")]
-    assert [r["status"] for r in results] == ["error"] * 4
-    assert [r["call_id"] for r in results] == ["toolu_1", "toolu_2", "toolu_3", "toolu_4"]
+    # A tool a rule removed is vetoed, with the rule; a name no tool has is an error.
+    assert [(r["call_id"], r["status"], r["content"]) for r in results] == [
+        # The first rule that removed it speaks: the profile, before the operator.
+        (
+            "toolu_1",
+            "vetoed",
+            "guarded is not offered in this chat: not in the profile 'only-time'",
+        ),
+        (
+            "toolu_2",
+            "vetoed",
+            "plan_danger is not offered in this chat: not in the profile 'only-time'",
+        ),
+        ("toolu_3", "error", "there is no tool named no_such_tool here"),
+        ("toolu_4", "error", "there is no tool named call_tool here"),
+    ]
     sent = model.requests[1].body["messages"][-1]["content"]
     assert [block["is_error"] for block in sent] == [True] * 4
     await socket.disconnect()
@@ -696,7 +710,8 @@ async def test_plan_mode_hides_tools_unsafe_in_plan(owner, model, executed):
 
     assert "plan_danger" not in tool_names(model.requests[0])
     assert "counter_tool" in tool_names(model.requests[0])
-    assert events(frames, "tool_result")[0]["data"]["status"] == "error"
+    result = events(frames, "tool_result")[0]["data"]
+    assert (result["status"], result["content"]) == ("vetoed", "plan_danger is hidden in plan mode")
     assert executed == []
     await socket.disconnect()
 

@@ -229,7 +229,11 @@ async def test_a_server_gone_past_the_hold_hides_its_tools_with_the_reason_and_t
     frames = await chat(socket, "echo x")
 
     result = events(frames, "tool_result")[-1]["data"]
-    assert result["status"] == "error"
+    # The model is told why, so it can tell the person the server is down.
+    assert (result["status"], result["content"]) == (
+        "vetoed",
+        "demo__echo is unavailable right now: MCP server demo disconnected",
+    )
     during = await toolset()
     hidden = {item["name"]: item for item in during["hidden"]}
     assert hidden["demo__echo"]["layer"] == "L4"

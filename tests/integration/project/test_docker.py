@@ -29,7 +29,12 @@ def _compose_config(var_dir) -> dict:
     result = subprocess.run(
         [*command, "-f", "docker/compose.yaml", "config"],
         cwd=ROOT,
-        env=app_env(var_dir, SECRET_KEY="compose-config-check", REDIS_PASSWORD="s3cret-check"),
+        env=app_env(
+            var_dir,
+            SECRET_KEY="compose-config-check",
+            TOOLHUB_SECRETS_KEYS="Y29tcG9zZS1jb25maWctY2hlY2stMzItYnl0ZXMhISE=",
+            REDIS_PASSWORD="s3cret-check",
+        ),
         capture_output=True,
         text=True,
         timeout=60,

@@ -109,15 +109,21 @@ def test_with_redis_the_run_script_serves_and_keeps_a_worker_that_stops_with_it(
             # Ctrl-C in a terminal signals the whole foreground process group.
             os.killpg(process.pid, signal.SIGINT)
             stopped_by_ctrl_c = True
+            left = ""
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 stopped_by_ctrl_c = False
+                # What did not stop, for whoever reads the failure.
+                left = "\n".join(
+                    f"{pid} (parent {parent}): {b' '.join(command).decode(errors='replace')}"
+                    for pid, (parent, command) in _processes(process.pid).items()
+                )
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
 
         output = log.read_text()
-        assert stopped_by_ctrl_c, output[-3000:]
+        assert stopped_by_ctrl_c, f"still running:\n{left}\n\nlog:\n{output[-3000:]}"
         assert "Sign in at" in output
         assert "the Celery worker died (status 137); starting it again" in output
         assert "No nodes replied" in _ping_workers(env)

@@ -13,6 +13,9 @@ from tests.conftest import ROOT, app_env, manage
 # Each test starts Django in a process of its own, with the environment it checks.
 pytestmark = pytest.mark.processes
 
+# A Fernet key made for these tests (Fernet.generate_key()).
+SECRETS_KEY = "x6jX7tO8c3Jb0l9b6u2pXm5lQe4Vb1sZr8yK2wN0qHc="
+
 _PROBE = """
 import json, django
 django.setup()
@@ -100,12 +103,41 @@ def test_production_configuration_passes_check_deploy_without_warnings(tmp_path)
             tmp_path,
             DEBUG="0",
             SECRET_KEY="k3y-" + "s9Vd0qLr7TzX2mWc8HbN4yPj6FgA1eKu5iOt3RwQ" * 2,
+            TOOLHUB_SECRETS_KEYS=SECRETS_KEY,
             ALLOWED_HOSTS="toolhub.example.com",
         ),
     )
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout
+
+
+def test_production_without_a_usable_secrets_key_refuses_to_start_and_says_how_to_make_one(
+    tmp_path,
+):
+    said = {}
+    for keys in (None, "not-a-key", f"{SECRETS_KEY},short"):
+        env = app_env(tmp_path, DEBUG="0", SECRET_KEY="k3y-" + "x" * 50)
+        env.pop("TOOLHUB_SECRETS_KEYS", None)
+        if keys is not None:
+            env["TOOLHUB_SECRETS_KEYS"] = keys
+        # Importing the settings is what every process does first.
+        result = subprocess.run(
+            [sys.executable, "-c", "import toolhub.settings"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        said[keys] = (result.returncode != 0, result.stderr.strip().splitlines()[-1])
+
+    assert {keys: refused for keys, (refused, _) in said.items()} == dict.fromkeys(said, True)
+    assert "TOOLHUB_SECRETS_KEYS must be set when DEBUG is off" in said[None][1]
+    assert "key 1 is not a Fernet key" in said["not-a-key"][1]
+    assert "key 2 is not a Fernet key" in said[f"{SECRETS_KEY},short"][1]
+    assert all("Fernet.generate_key()" in line for _, line in said.values())
 
 
 def test_production_without_a_secret_key_refuses_to_start_with_a_clear_message(tmp_path):
