@@ -8,11 +8,13 @@ the current last seq). The socket joins the group *before* it replays from the d
 so the cursor can drop what it already sent and nothing is missed.
 
 A refused frame gets an ``error`` frame and the socket stays open. An anonymous socket
-is closed with 4401; a missing session and another user's session both with 4404; a
-socket that cannot join its group because Redis is out of reach with 1013 (try again
-later). A socket whose channel-layer read breaks (Redis went away) is closed by Channels;
-the page reconnects and resumes. One that lived through it joins its group again every
-``REJOIN_SECONDS`` (a Redis restart forgets groups), and fills what it missed from the log
+is closed with 4401; a missing session and another user's session both with 4404; one
+over the person's or the chat's number of open sockets with 4429, after an ``error``
+frame that says which (``agent_app.socket_slots``); a socket that cannot join its group
+because Redis is out of reach with 1013 (try again later). A socket whose channel-layer
+read breaks (Redis went away) is closed by Channels; the page reconnects and resumes. One
+that lived through it joins its group again every ``REJOIN_SECONDS`` (a Redis restart
+forgets groups), renews its socket slots, and fills what it missed from the log
 (docs/outages.md).
 
 ``tail`` frames (a running tool's output) are not events: after a resume the socket
@@ -32,6 +34,7 @@ from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from agent_app.frames import FrameError, parse_frame
+from agent_app.socket_slots import Slots, TooManySockets, socket_slots_take
 from agent_app.turns import (
     TailGate,
     running_tails,
@@ -51,6 +54,7 @@ from toolhub.lib.redis_codecs import DISCARDED
 
 CLOSE_NOT_AUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+CLOSE_TOO_MANY = 4429
 CLOSE_TRY_AGAIN = 1013
 # How often an open socket joins its group again: a Redis restart (or a socket older than
 # the layer's group expiry) leaves it out of the group, and live events with it.
@@ -63,6 +67,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.session = None
         self.cursor: EventCursor | None = None
         self.membership: asyncio.Task[None] | None = None
+        self.slots: Slots | None = None
         self.tails = TailGate()
         user = self.scope.get("user")
         await self.accept()
@@ -73,6 +78,19 @@ class SessionConsumer(AsyncWebsocketConsumer):
             self.session = await _session(user, self.scope["url_route"]["kwargs"]["session_id"])
         except NotFound:
             await self.close(code=CLOSE_NOT_FOUND)
+            return
+        try:
+            self.slots = await socket_slots_take(
+                user_id=user.pk, session_id=self.session.pk, owner=self.channel_name
+            )
+        except TooManySockets as exc:
+            self.session = None
+            await self._send({"type": "error", "code": "too_many_sockets", "message": exc.message})
+            await self.close(code=CLOSE_TOO_MANY)
+            return
+        except REDIS_ERRORS:
+            self.session = None
+            await self.close(code=CLOSE_TRY_AGAIN)
             return
         session_id = self.session.pk
         self.cursor = EventCursor(
@@ -94,6 +112,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.membership = asyncio.ensure_future(self._stay_joined())
 
     async def disconnect(self, code: int) -> None:
+        if self.slots is not None:
+            with contextlib.suppress(*REDIS_ERRORS):
+                await self.slots.release()
         if self.cursor is not None:
             self.cursor.close()
         if self.membership is not None:
@@ -194,6 +215,15 @@ class SessionConsumer(AsyncWebsocketConsumer):
         # Already in the group: live events queue behind this handler and are filtered
         # by seq once the replay is done.
         self.session = await _session(self.scope["user"], self.session.pk)
+        if frame["after_seq"] > self.session.last_seq:
+            # Events are stored before anyone hears of them, so no client saw a seq past
+            # the stored last one: this client's copy is of something else.
+            raise FrameError(
+                "bad_frame",
+                f"after_seq {frame['after_seq']} is past this chat's last event "
+                f"({self.session.last_seq}); reload the chat",
+                "resume",
+            )
         self.transcript = None
         if frame["render"]:
             upto = min(frame["after_seq"], self.session.last_seq)
@@ -231,6 +261,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await asyncio.sleep(REJOIN_SECONDS)
             with contextlib.suppress(*REDIS_ERRORS):
                 await self._join()
+                if self.slots is not None:
+                    await self.slots.renew()
 
     async def _join(self) -> None:
         await self.channel_layer.group_add(self.group, self.channel_name)

@@ -18,6 +18,8 @@ from toolhub.tools import IntentError, ToolIntent
 from toolhub.tools.mcp.asks import ACTIONS
 
 MAX_FRAME_BYTES = FRAME_MAX_BYTES
+# The largest seq the event log can hold (a signed 64-bit column on PostgreSQL).
+MAX_SEQ = 2**63 - 1
 APPROVAL_SCOPES = ("once", "chat")
 APPROVAL_KINDS = ("approval", "sampling")
 TYPES = ("chat", "edit", "regenerate", "cancel", "approve", "elicit", "resume")
@@ -140,8 +142,10 @@ def _elicit(frame: dict[str, Any]) -> dict[str, Any]:
 
 def _resume(frame: dict[str, Any]) -> dict[str, Any]:
     after = frame.get("after_seq")
-    if not isinstance(after, int) or isinstance(after, bool) or after < 0:
-        raise FrameError("bad_frame", "resume needs after_seq, a whole number >= 0", "resume")
+    if not isinstance(after, int) or isinstance(after, bool) or not 0 <= after <= MAX_SEQ:
+        raise FrameError(
+            "bad_frame", f"resume needs after_seq, a whole number from 0 to {MAX_SEQ}", "resume"
+        )
     render = frame.get("render", False)
     if not isinstance(render, bool):
         raise FrameError("bad_frame", "resume's render is true or false", "resume")

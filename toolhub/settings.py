@@ -423,6 +423,9 @@ TOOLHUB_APPROVAL_TIMEOUT = _env_float("TOOLHUB_APPROVAL_TIMEOUT", 300.0)
 # A turn whose server process died is ended (its open calls get ``lost`` results, then
 # ``turn_failed`` with code ``lost``) within this many seconds of the death, by any live
 # server or the restarted one; the session then takes the next message (docs/faults.md).
+# Session sockets one person, and one chat, may hold open at once (agent_app.socket_slots).
+TOOLHUB_SOCKETS_PER_PERSON = int(_env_float("TOOLHUB_SOCKETS_PER_PERSON", 30))
+TOOLHUB_SOCKETS_PER_CHAT = int(_env_float("TOOLHUB_SOCKETS_PER_CHAT", 10))
 TOOLHUB_TURN_LOST_AFTER = _env_float("TOOLHUB_TURN_LOST_AFTER", 15.0)
 if TOOLHUB_TURN_LOST_AFTER < 1:
     raise ImproperlyConfigured("TOOLHUB_TURN_LOST_AFTER must be at least 1 second")

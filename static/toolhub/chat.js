@@ -203,6 +203,12 @@ function draw(frame) {
     return;
   }
   if (frame.type === "error") {
+    if (frame.code === "too_many_sockets") {
+      // Said where the connection's state is, once, not as a new notice per retry.
+      connection.hidden = false;
+      connection.textContent = frame.message;
+      return;
+    }
     if (frame.ref === "elicit" && showFormError(frame.message)) return;
     notice(frame.message);
     // What was typed is not lost to a refusal.
@@ -336,6 +342,12 @@ function connect() {
     const delay = Math.min(10000, 500 * 2 ** retry);
     retry += 1;
     connection.hidden = false;
+    if (closed.code === 4429) {
+      // Over the number of open connections (the server said which): try again slowly,
+      // as tabs close.
+      setTimeout(connect, 10000);
+      return;
+    }
     connection.textContent = "Reconnecting…";
     setTimeout(connect, delay);
   });

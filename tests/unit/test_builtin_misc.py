@@ -213,6 +213,24 @@ async def test_tool_search_ranks_by_query_and_never_dead_ends():
     assert "Searchable tools: convert_currency, fetch_weather" in miss.content
 
 
+async def test_a_query_longer_than_the_limit_is_refused_before_it_is_searched():
+    searched = []
+    index = _index()
+    original = index.search
+    index.search = lambda query, limit: searched.append(query) or original(query, limit)
+    ctx = ToolContext(services=ToolServices(tool_index=index))
+
+    huge = await get("tool_search").execute({"query": "weather " * 200_000}, ctx)
+    names = await get("tool_search").execute({"query": "select:" + "x," * 100_000}, ctx)
+    longest = await get("tool_search").execute({"query": "w" * 1_000}, ctx)
+
+    assert huge.is_error
+    assert "the query is 1,600,000 characters; at most 1,000" in huge.content
+    assert names.is_error
+    assert not longest.is_error
+    assert searched == ["w" * 1_000]
+
+
 def test_tools_whose_interface_is_missing_are_unavailable_with_a_reason():
     selection = agent_tools(ctx=ToolContext(user_id="u1"))
 

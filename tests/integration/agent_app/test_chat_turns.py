@@ -593,7 +593,11 @@ async def test_a_dropped_socket_does_not_stop_the_turn_and_resume_replays_exactl
     await send(third, {"type": "resume", "after_seq": 0})
     replay = await until(third)
     assert [f["seq"] for f in events(replay)] == seqs
+    # A seq past the chat's last event is another chat's, or a client's mistake: said so.
     await send(third, {"type": "resume", "after_seq": 10_000})
+    refused = await receive(third)
+    assert (refused["code"], refused["ref"]) == ("bad_frame", "resume")
+    assert "past this chat's last event" in refused["message"]
     await send(third, {"type": "cancel"})
     assert (await receive(third))["code"] == "no_turn"
     await second.disconnect()
@@ -632,6 +636,10 @@ async def test_a_socket_gets_no_events_before_it_resumes(owner, model):
         ('{"type": "approve", "call_id": "x", "allow": true}', "unknown_call", "approve"),
         ('{"type": "resume", "after_seq": -1}', "bad_frame", "resume"),
         ('{"type": "resume", "after_seq": "3"}', "bad_frame", "resume"),
+        ('{"type": "resume", "after_seq": 1.5}', "bad_frame", "resume"),
+        (json.dumps({"type": "resume", "after_seq": 10**30}), "bad_frame", "resume"),
+        (json.dumps({"type": "resume", "after_seq": 2**63}), "bad_frame", "resume"),
+        ('{"type": "resume", "after_seq": 5}', "bad_frame", "resume"),
         ('{"type": "resume", "after_seq": 0, "render": "yes"}', "bad_frame", "resume"),
         ('{"type": "edit", "text": "changed"}', "bad_frame", "edit"),
         ('{"type": "edit", "seq": true, "text": "changed"}', "bad_frame", "edit"),

@@ -3,6 +3,7 @@ cookies, and ownership, all decided before any frame."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -119,3 +120,46 @@ async def test_a_wrong_token_or_a_token_in_the_url_does_not_authenticate(owner):
 
     assert await _close_code(wrong) == 4401
     assert await _close_code(in_url) == 4401
+
+
+async def _opened(session, key) -> tuple[WebsocketCommunicator, int | None, dict | None]:
+    """A socket, and how it ended if it was refused: its close code and error frame."""
+    socket = token_socket(session.pk, key)
+    connected, code = await socket.connect()
+    assert connected, code
+    # A socket that was let in answers this with unknown_type; a refused one said why
+    # before anything was sent, and closed.
+    await send(socket, {"type": "dance"})
+    said = await socket.receive_json_from(timeout=5)
+    if said["code"] == "unknown_type":
+        return socket, None, None
+    closed = await socket.receive_output(timeout=5)
+    return socket, closed["code"], said
+
+
+async def test_sockets_beyond_a_chats_and_a_persons_limit_are_refused_saying_which(owner, settings):
+    settings.TOOLHUB_SOCKETS_PER_CHAT = 3
+    settings.TOOLHUB_SOCKETS_PER_PERSON = 4
+    key = await token_for(owner)
+    chat, other = await _session_of(owner), await _session_of(owner)
+
+    # Opened all at once: exactly the chat's limit get in, whatever the interleaving.
+    rush = await asyncio.gather(*(_opened(chat, key) for _ in range(6)))
+    kept = [socket for socket, code, _ in rush if code is None]
+    refused = [(code, said) for _, code, said in rush if code is not None]
+    elsewhere, person_ok, _ = await _opened(other, key)
+    _, person_code, person_said = await _opened(other, key)
+    await kept[0].disconnect()
+    again, again_code, _ = await _opened(chat, key)
+
+    assert len(kept) == 3
+    assert {code for code, _ in refused} == {4429}
+    assert {said["code"] for _, said in refused} == {"too_many_sockets"}
+    assert "This chat is open in 3 places already" in refused[0][1]["message"]
+    assert person_ok is None
+    assert person_code == 4429
+    assert "You have 4 chat connections open already" in person_said["message"]
+    # A closed socket frees its place at once.
+    assert again_code is None
+    for socket in [*kept[1:], elsewhere, again]:
+        await socket.disconnect()

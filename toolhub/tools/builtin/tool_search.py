@@ -16,6 +16,9 @@ from toolhub.tools.schema import canonical_json
 from toolhub.tools.tool import function
 
 SELECT_PREFIX = "select:"
+# A query is a few words or a list of names: anything longer is refused before it costs
+# the process a search (a 1 MB query took seconds of the web process's CPU).
+MAX_QUERY_CHARS = 1_000
 # Up to this many searchable tools, a query that matched nothing lists them all: cheaper
 # than a retry. Past it, the nearest names are enough and the whole list would be noise.
 _LIST_ALL_UP_TO = 20
@@ -36,6 +39,11 @@ def tool_search(query: str, limit: int = 5, *, ctx: ToolContext) -> str:
         limit: Most tools to return for a keyword query.
     """
     index = present(ctx.services.tool_index, "the turn's tool index")
+    if len(query) > MAX_QUERY_CHARS:
+        raise ValueError(
+            f"the query is {len(query):,} characters; at most {MAX_QUERY_CHARS:,}: describe "
+            'the tool in a few words, or name it with "select:<name>"'
+        )
     if query.strip().lower().startswith(SELECT_PREFIX):
         found, missing = index.select(query.strip()[len(SELECT_PREFIX) :].split(","))
         if not found:

@@ -1,0 +1,83 @@
+"""How many session sockets one person, and one chat, may hold open at once.
+
+Each open socket holds a slot of its person and one of its chat: a cache key taken with
+an atomic add (``SET NX`` on Redis, so every process counts against the same slots; the
+local-memory cache in the embedded default, which is one process). A socket renews its
+slots while it lives (``renew``, from the consumer's periodic rejoin) and frees them when
+it closes. Slots of a process that died without closing expire after ``SLOT_SECONDS``, so
+a crash locks nobody out for longer than that.
+
+A socket over either limit is closed with 4429 after an ``error`` frame that says which
+limit and what to do (README, "Limits").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+
+# Three of the consumer's renewal rounds (``REJOIN_SECONDS``, 30 s): a socket that misses
+# two (a busy loop) keeps its slots.
+SLOT_SECONDS = 90
+
+
+@dataclass
+class Slots:
+    """The slots one socket holds."""
+
+    owner: str
+    keys: list[str] = field(default_factory=list)
+
+    async def renew(self) -> None:
+        for key in self.keys:
+            # A slot Redis forgot (it keeps nothing across a restart) is taken again.
+            if not await cache.atouch(key, SLOT_SECONDS):
+                await cache.aadd(key, self.owner, SLOT_SECONDS)
+
+    async def release(self) -> None:
+        for key in self.keys:
+            # Only ours: a slot that expired and was taken by another socket stays theirs.
+            if await cache.aget(key) == self.owner:
+                await cache.adelete(key)
+        self.keys.clear()
+
+
+class TooManySockets(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+async def _take(prefix: str, limit: int, owner: str) -> str | None:
+    for number in range(limit):
+        key = f"{prefix}:{number}"
+        if await cache.aadd(key, owner, SLOT_SECONDS):
+            return key
+    return None
+
+
+async def socket_slots_take(*, user_id: Any, session_id: Any, owner: str) -> Slots:
+    """A slot of the person and one of the chat for the socket ``owner`` (its channel
+    name), or ``TooManySockets`` with nothing held."""
+    slots = Slots(owner)
+    # The chat's slot first: a rush on one chat then never holds the person's slots
+    # while it is refused (which could refuse a socket of another chat meanwhile).
+    chat = await _take(f"sockets:chat:{session_id}", settings.TOOLHUB_SOCKETS_PER_CHAT, owner)
+    if chat is None:
+        raise TooManySockets(
+            f"This chat is open in {settings.TOOLHUB_SOCKETS_PER_CHAT} places already; close "
+            "some and reload this one."
+        )
+    slots.keys.append(chat)
+    person = await _take(f"sockets:person:{user_id}", settings.TOOLHUB_SOCKETS_PER_PERSON, owner)
+    if person is None:
+        await slots.release()
+        raise TooManySockets(
+            f"You have {settings.TOOLHUB_SOCKETS_PER_PERSON} chat connections open already "
+            "(tabs or windows); close some and reload this one."
+        )
+    slots.keys.append(person)
+    return slots
