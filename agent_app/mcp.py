@@ -108,6 +108,7 @@ def mcp_config(server: McpServer) -> McpServerConfig:
         oauth_client_id=server.oauth_client_id,
         oauth_client_secret=server.oauth_client_secret,
         oauth_generation=grant.generation if grant is not None else 0,
+        allow_private=settings.TOOLHUB_MCP_ALLOW_PRIVATE,
     )
 
 

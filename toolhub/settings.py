@@ -390,6 +390,10 @@ TOOLHUB_EMBEDDING_CACHE = os.environ.get(
 # backoff up to TOOLHUB_MCP_BACKOFF_MAX seconds apart.
 # Off: this process does not connect (the test suite connects its own servers).
 TOOLHUB_MCP_CONNECT = _env_bool("TOOLHUB_MCP_CONNECT", True)
+# MCP servers on loopback and private addresses (a server beside toolhub, the tests'):
+# refused unless this is on. Link-local and cloud metadata addresses always are
+# (toolhub.tools.netguard).
+TOOLHUB_MCP_ALLOW_PRIVATE = _env_bool("TOOLHUB_MCP_ALLOW_PRIVATE", False)
 TOOLHUB_MCP_HEALTH_INTERVAL = _env_float("TOOLHUB_MCP_HEALTH_INTERVAL", 10.0)
 TOOLHUB_MCP_POLL = _env_float("TOOLHUB_MCP_POLL", 5.0)
 TOOLHUB_MCP_BACKOFF_MAX = _env_float("TOOLHUB_MCP_BACKOFF_MAX", 30.0)

@@ -26,6 +26,8 @@ def stdio_config(name: str = "demo", *args: str, **fields) -> McpServerConfig:
 
 
 def http_config(name: str, port: int, **fields) -> McpServerConfig:
+    # The tests' servers listen on loopback, which a deployment refuses by default.
+    fields.setdefault("allow_private", True)
     return McpServerConfig(
         name=name, transport="streamable_http", url=f"http://127.0.0.1:{port}/mcp", **fields
     )

@@ -165,10 +165,13 @@ class _NeverConnect:
 
 @pytest.mark.parametrize("host", ["10.1.2.3", "169.254.169.254", "192.168.0.10", "localhost"])
 async def test_the_connection_guard_refuses_internal_hosts_before_any_connection(host):
-    from toolhub.tools.builtin.web_fetch import BlockedAddressError, _GuardedBackend
+    import httpcore
+
+    from toolhub.tools.netguard import PUBLIC, guarded_backend
 
     inner = _NeverConnect()
+    backend = guarded_backend(httpcore)
 
-    with pytest.raises(BlockedAddressError, match="private or local address"):
-        await _GuardedBackend(inner).connect_tcp(host, 80)
+    with pytest.raises(backend.Blocked, match="resolves to a refused address"):
+        await backend(inner, PUBLIC).connect_tcp(host, 80)
     assert inner.calls == []

@@ -13,7 +13,11 @@ from toolhub.tools.mcp.oauth import McpSignInNeeded, sign_in_needed
 
 def remote(**fields) -> McpServerConfig:
     return McpServerConfig(
-        name="remote", transport="streamable_http", url="http://127.0.0.1:9/mcp", **fields
+        name="remote",
+        transport="streamable_http",
+        url="http://127.0.0.1:9/mcp",
+        allow_private=True,
+        **fields,
     )
 
 

@@ -18,6 +18,24 @@ from tests.integration.faults import redis_server
 pytestmark = pytest.mark.processes
 
 
+def _as_from_a_terminal() -> None:
+    """In the child, before bin/run starts: Ctrl-C's signal as a shell in a terminal
+    leaves it, handled by default and not blocked. A signal ignored or blocked in the test
+    process (by whatever ran in it before) would pass to the script, and a script cannot
+    trap a signal that was ignored when it started."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def _signals(pid: int) -> str:
+    """The signal masks of ``pid`` as the kernel reports them."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return "gone"
+    return " ".join(line for line in status if line.startswith(("SigBlk", "SigIgn", "SigCgt")))
+
+
 def _wait_healthy(url: str, process: subprocess.Popen, seconds: float = 90) -> httpx.Response:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -88,6 +106,7 @@ def test_with_redis_the_run_script_serves_and_keeps_a_worker_that_stops_with_it(
             stdout=log.open("w"),
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_as_from_a_terminal,
         )
         try:
             health = _wait_healthy(f"http://127.0.0.1:{port}/healthz", process)
@@ -117,8 +136,10 @@ def test_with_redis_the_run_script_serves_and_keeps_a_worker_that_stops_with_it(
                 # What did not stop, for whoever reads the failure.
                 left = "\n".join(
                     f"{pid} (parent {parent}): {b' '.join(command).decode(errors='replace')}"
+                    f" [{_signals(pid)}]"
                     for pid, (parent, command) in _processes(process.pid).items()
                 )
+                left += f"\nthis test process: [{_signals(os.getpid())}]"
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
 

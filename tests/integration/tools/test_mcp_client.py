@@ -664,6 +664,7 @@ def test_header_values_that_an_http_client_would_quote_in_its_errors_are_refused
             name="remote",
             transport="streamable_http",
             url="http://127.0.0.1:9/mcp",
+            allow_private=True,
             headers=(("Authorization", "Bearer sk-secret "),),
         )
     assert "sk-secret" not in str(refused.value)

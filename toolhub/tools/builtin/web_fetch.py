@@ -1,10 +1,11 @@
 """``web_fetch``: GET a public web page and return its text.
 
-Every connection is checked where it is made: the host is resolved once, each address must
-be public (not private, loopback, link-local, reserved, multicast or unspecified, IPv4
-mapped into IPv6 included), and the socket connects to that same checked address. So
-neither a redirect nor a DNS answer that changes between check and connect (rebinding)
-reaches an internal service. ``RuntimeSettings.allow_private_fetch`` lifts the check.
+Every connection is checked where it is made (``toolhub.tools.netguard``, with
+``PUBLIC``): the host is resolved once, each address must be public (not private,
+loopback, link-local, reserved, multicast or unspecified, IPv4 mapped into IPv6
+included), and the socket connects to that same checked address. So neither a redirect
+nor a DNS answer that changes between check and connect (rebinding) reaches an internal
+service. ``RuntimeSettings.allow_private_fetch`` lifts the check.
 Bodies are read up to a byte limit under a time limit; proxies from the environment are
 ignored, since they would bypass the check.
 """
@@ -12,106 +13,33 @@ ignored, since they would bypass the check.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
-import socket
 from html.parser import HTMLParser
-from typing import Any
 
 import httpcore
 import httpx
 
 from toolhub.tools.context import ToolContext
+from toolhub.tools.netguard import PUBLIC, guard, is_public_address
 from toolhub.tools.tool import function
+
+__all__ = ["html_to_text", "is_public_address", "web_fetch"]
 
 MAX_REDIRECTS = 5
 USER_AGENT = "toolhub-web-fetch/1.0"
 
 
-class BlockedAddressError(httpcore.ConnectError):
-    """The host resolves to an address web_fetch may not reach."""
-
-
-_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
-
-
-def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 one carries (mapped, compatible, 6to4, Teredo, NAT64)."""
-    if ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    if ip.sixtofour is not None:
-        return ip.sixtofour
-    if ip.teredo is not None:
-        return ip.teredo[1]
-    if int(ip) >> 32 == 0 or any(ip in network for network in _NAT64):
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return None
-
-
-def is_public_address(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.is_site_local:
-            return False
-        inner = _embedded_ipv4(ip)
-        if inner is not None and not (inner.is_global and not inner.is_multicast):
-            return False
-    return ip.is_global and not ip.is_multicast
-
-
-class _GuardedBackend(httpcore.AsyncNetworkBackend):
-    """Resolve, check, then connect to the checked address (TLS still verifies the name)."""
-
-    def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
-        self._inner = inner
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Any = None,
-    ) -> httpcore.AsyncNetworkStream:
-        loop = asyncio.get_running_loop()
-        try:
-            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except socket.gaierror as exc:
-            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
-        addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-        blocked = [address for address in addresses if not is_public_address(address)]
-        if blocked:
-            raise BlockedAddressError(
-                f"{host} resolves to a private or local address ({blocked[0]}); refused"
-            )
-        return await self._inner.connect_tcp(
-            addresses[0],
-            port,
-            timeout=timeout,
-            local_address=local_address,
-            socket_options=socket_options,
-        )
-
-    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
-        raise BlockedAddressError("unix sockets are not reachable from web_fetch")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
 def _client(ctx: ToolContext) -> httpx.AsyncClient:
-    transport = httpx.AsyncHTTPTransport(retries=0)
-    if not ctx.settings.allow_private_fetch:
-        # httpx has no public hook for the network backend; the pool's is swapped once here.
-        pool = transport._pool
-        pool._network_backend = _GuardedBackend(pool._network_backend)
-    return httpx.AsyncClient(
-        transport=transport,
+    client = httpx.AsyncClient(
+        transport=httpx.AsyncHTTPTransport(retries=0),
         timeout=ctx.settings.fetch_timeout,
         follow_redirects=True,
         max_redirects=MAX_REDIRECTS,
         trust_env=False,
         headers={"User-Agent": USER_AGENT},
     )
+    if not ctx.settings.allow_private_fetch:
+        guard(client, httpcore, PUBLIC)
+    return client
 
 
 class _TextExtractor(HTMLParser):

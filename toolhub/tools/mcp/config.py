@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from toolhub.tools.netguard import Reach, url_refusal
 from toolhub.tools.registry import Skipped
 from toolhub.tools.tool import NAME_PATTERN
 
@@ -115,6 +116,9 @@ class McpServerConfig:
     # more, changes it, so every process reconnects with what is stored now. A refresh of
     # the access token does not.
     oauth_generation: int = 0
+    # Whether the URL, OAuth discovery and every connection may reach loopback and private
+    # addresses (link-local and cloud metadata never: ``toolhub.tools.netguard``).
+    allow_private: bool = False
     # The tokens this server's connection holds now: not configuration (never compared),
     # but secrets redact() hides like the configured ones.
     held_secrets: set[str] = field(default_factory=set, compare=False, repr=False)
@@ -131,6 +135,13 @@ class McpServerConfig:
             raise ValueError("a stdio server needs a command")
         if self.transport == "streamable_http" and not self.url:
             raise ValueError("a streamable HTTP server needs a URL")
+        if self.transport == "streamable_http":
+            refused = url_refusal(self.url, self.reach)
+            if refused is not None:
+                hint = (
+                    "" if self.allow_private else " (TOOLHUB_MCP_ALLOW_PRIVATE allows private ones)"
+                )
+                raise ValueError(f"the URL cannot be used: {refused}{hint}")
         if self.timeout <= 0 or self.timeout_ceiling <= 0:
             raise ValueError("timeout and timeout_ceiling must be positive")
         for key, value in self.headers:
@@ -150,6 +161,10 @@ class McpServerConfig:
                 what = "an HTTP header" if self.transport == "streamable_http" else "a variable"
                 raise ValueError(f"the personal credential's name is not {what} name")
         self._check_oauth()
+
+    @property
+    def reach(self) -> Reach:
+        return Reach(private=self.allow_private)
 
     def with_credential(self, value: str) -> McpServerConfig:
         """This server as one person's connection sees it: their credential in its header

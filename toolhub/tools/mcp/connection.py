@@ -48,6 +48,7 @@ from toolhub.tools.mcp.tools import (
     resource_tools,
     same_safety,
 )
+from toolhub.tools.netguard import guard
 from toolhub.tools.registry import Skipped
 
 if TYPE_CHECKING:
@@ -505,12 +506,13 @@ class Connection:
             # None (no log given): the server inherits this process's stderr, as anyio
             # passes it to the subprocess unchanged; the SDK's annotation says TextIO.
             return stdio_client(params, errlog=cast("TextIO", self.manager.errlog))
+        import httpcore2
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
         if config.auth == "oauth":
             return oauth_transport(config, self.manager.oauth_store)
-        http = create_mcp_http_client(headers=dict(config.headers))
+        http = guard(create_mcp_http_client(headers=dict(config.headers)), httpcore2, config.reach)
         return streamable_http_client(config.url, http_client=http)
 
     async def call(

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode, urlparse
 
 from toolhub.tools.mcp.config import McpServerConfig, untrusted_text
+from toolhub.tools.netguard import guard
 
 if TYPE_CHECKING:
     from mcp.shared.auth import (
@@ -160,13 +161,29 @@ def sign_in_needed(exc: BaseException) -> McpSignInNeeded | None:
     return None
 
 
-def _http() -> Any:
+def _http(config: McpServerConfig) -> Any:
     """A client without the MCP server's configured headers: what goes to the
     authorization server (which may be another host) must not carry them, so a request
-    to the MCP server adds them itself (``_to_server``)."""
+    to the MCP server adds them itself (``_to_server``). It connects only where the
+    server's reach allows (``toolhub.tools.netguard``)."""
+    import httpcore2
     import httpx2
 
-    return httpx2.AsyncClient(timeout=HTTP_SECONDS)
+    return guard(httpx2.AsyncClient(timeout=HTTP_SECONDS), httpcore2, config.reach)
+
+
+def _same_origin(url: str, other: str) -> bool:
+    a, b = urlparse(url), urlparse(other)
+    return (a.scheme, a.netloc) == (b.scheme, b.netloc)
+
+
+def _check_scheme(config: McpServerConfig, url: str, what: str) -> None:
+    """Sign-in goes over https; plain http only where loopback and private addresses are
+    allowed (a local authorization server in development). Where it may connect is the
+    connection guard's to check."""
+    scheme = urlparse(url).scheme
+    if scheme != "https" and not (scheme == "http" and config.allow_private):
+        raise _error(config, f"{what} is not on https ({url[:200]})")
 
 
 def _to_server(config: McpServerConfig, request: Any) -> Any:
@@ -237,7 +254,7 @@ async def oauth_sign_in_begin(
     from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
 
     try:
-        async with _http() as http:
+        async with _http(config) as http:
             challenge = await http.post(
                 config.url, json=_probe(), headers={**dict(config.headers), **_PROBE_HEADERS}
             )
@@ -251,6 +268,10 @@ async def oauth_sign_in_begin(
             for url in build_protected_resource_metadata_discovery_urls(
                 extract_resource_metadata_from_www_auth(challenge), config.url
             ):
+                # The server's own metadata is on its own origin: a challenge naming
+                # another (loopback, say) is not followed.
+                if not _same_origin(url, config.url):
+                    continue
                 prm = await handle_protected_resource_response(
                     await http.send(_to_server(config, create_oauth_metadata_request(url)))
                 )
@@ -266,6 +287,7 @@ async def oauth_sign_in_begin(
                     raise _error(config, f"its metadata names another resource ({named})")
                 resource = named or resource
                 auth_server_url = str(prm.authorization_servers[0])
+                _check_scheme(config, auth_server_url, "its authorization server")
             parsed = urlparse(config.url)
             expected = auth_server_url or f"{parsed.scheme}://{parsed.netloc}"
             asm = None
@@ -285,6 +307,13 @@ async def oauth_sign_in_begin(
                     break
             if asm is None:
                 raise _error(config, "its authorization server publishes no OAuth metadata")
+            for what, endpoint in (
+                ("authorization endpoint", asm.authorization_endpoint),
+                ("token endpoint", asm.token_endpoint),
+                ("registration endpoint", asm.registration_endpoint),
+            ):
+                if endpoint is not None:
+                    _check_scheme(config, str(endpoint), f"its {what}")
             scope = config.oauth_scopes or get_client_metadata_scopes(
                 extract_scope_from_www_auth(challenge), prm, asm, GRANT_TYPES
             )
@@ -423,7 +452,7 @@ async def oauth_sign_in_finish(
                 "resource": metadata["resource"],
             },
         )
-        async with _http() as http:
+        async with _http(config) as http:
             answer = await http.post(str(asm.token_endpoint), data=data, headers=headers)
             if answer.status_code not in (200, 201):
                 body = (await answer.aread()).decode("utf-8", "replace")
@@ -572,7 +601,7 @@ class _HeldGrant:
             },
         )
         try:
-            async with _http() as http:
+            async with _http(config) as http:
                 answer = await http.post(self.token_endpoint, data=data, headers=headers)
                 if answer.status_code in (400, 401):
                     # RFC 6749 §5.2: the refresh token or the client is no good any more.
@@ -678,7 +707,11 @@ async def oauth_transport(
     grant = await store.grant(config.name) if store is not None else None
     if grant is None or store is None or not _fits(config, grant):
         raise McpSignInNeeded(sign_in_reason(config.name))
+    import httpcore2
+
     auth = _bearer(_HeldGrant(config, store, grant))
-    http = create_mcp_http_client(headers=dict(config.headers), auth=auth)
+    http = guard(
+        create_mcp_http_client(headers=dict(config.headers), auth=auth), httpcore2, config.reach
+    )
     async with http, streamable_http_client(config.url, http_client=http) as streams:
         yield streams
