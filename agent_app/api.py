@@ -142,6 +142,11 @@ class McpServerSerializer(serializers.Serializer):
     signed_in_at = serializers.DateTimeField(read_only=True, allow_null=True)
     state = serializers.CharField(read_only=True)
     error = serializers.CharField(read_only=True)
+    stderr = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="A stdio server's last stderr lines when it failed (secrets redacted).",
+    )
     tools = serializers.IntegerField(read_only=True)
     since = serializers.DateTimeField(read_only=True, allow_null=True)
 

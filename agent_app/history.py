@@ -11,7 +11,8 @@ tool that is disabled or gone now. The rebuild is a pure function of the event l
 - ``tool_result`` → a tool_result block in the next user message (``is_error`` for any
   status but ``ok``; under the native strategy, tools that ``tool_search`` loaded replay
   as ``tool_reference`` blocks, for tools the request still carries; images a tool
-  returned follow its text as ``image`` blocks, checked again as they are read);
+  returned are ``image`` blocks where the tool sent them among its text, checked again
+  as they are read: ``toolhub.tools.images.interleave``);
 - a ``tool_call`` the log never answered gets an error result in the rebuild, so one
   crash cannot make every later request invalid.
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from toolhub.tools.images import stored_images
+from toolhub.tools.images import interleave, stored_images
 
 
 def tool_use_block(data: dict[str, Any]) -> dict[str, Any]:
@@ -47,14 +48,14 @@ def tool_result_block(
     if native and references:
         content: Any = [{"type": "tool_reference", "tool_name": name} for name in references]
     elif images:
-        text = data.get("content") or ""
-        content = [{"type": "text", "text": text}] if text else []
-        content += [
-            {
+        content = [
+            {"type": "text", "text": piece}
+            if isinstance(piece, str)
+            else {
                 "type": "image",
-                "source": {"type": "base64", "media_type": image.media_type, "data": image.data},
+                "source": {"type": "base64", "media_type": piece.media_type, "data": piece.data},
             }
-            for image in images
+            for piece in interleave(data.get("content") or "", images)
         ]
     else:
         content = data.get("content") or ""

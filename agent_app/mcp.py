@@ -337,6 +337,8 @@ def server_json(server: McpServer) -> dict[str, Any]:
         "signed_in_at": grant.signed_in_at if signed_in and grant is not None else None,
         "state": state,
         "error": status.error if status is not None else "",
+        # A stdio server's last stderr lines when it failed (why it would not start).
+        "stderr": list(status.stderr) if status is not None else [],
         "tools": status.tools if status is not None else 0,
         # When this process last changed the server's state (connected, disconnected).
         "since": datetime.fromtimestamp(status.since, UTC) if status is not None else None,

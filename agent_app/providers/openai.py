@@ -206,11 +206,16 @@ def to_chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _result_text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    return "\n".join(
-        block.get("text") or f"Loaded tool {block.get('tool_name')}"
-        for block in content
-        if block.get("type") != "image"
-    )
+    lines = []
+    images = 0
+    for block in content:
+        if block.get("type") == "image":
+            # The image itself follows in a user message; its place is kept here.
+            images += 1
+            lines.append(f"[image {images}, sent in the next message]")
+        else:
+            lines.append(block.get("text") or f"Loaded tool {block.get('tool_name')}")
+    return "\n".join(lines)
 
 
 def _result_images(call_id: str, content: Any) -> list[dict[str, Any]]:

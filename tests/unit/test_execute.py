@@ -406,3 +406,38 @@ async def test_a_broken_cache_or_store_degrades_to_a_miss_never_a_failed_tool():
     assert result.status == "ok"
     assert result.truncated
     assert result.full_ref is None
+
+
+async def test_a_required_argument_with_a_declared_default_may_be_left_out_as_the_server_allows():
+    """Playwright MCP's browser_take_screenshot marks ``scale`` required and declares its
+    default; the server takes ``{}``, so toolhub does too, and still checks a given value."""
+    seen = []
+
+    def screenshot(**arguments) -> str:
+        seen.append(arguments)
+        return "shot"
+
+    tool = function(
+        screenshot,
+        name="browser_take_screenshot",
+        description="Take a screenshot.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "scale": {"type": "string", "enum": ["css", "device"], "default": "css"},
+                "path": {"type": "string"},
+            },
+            "required": ["scale", "path"],
+        },
+        register_globally=False,
+    )
+
+    left_out = await tool.execute({"path": "a.png"}, ToolContext())
+    wrong = await tool.execute({"path": "a.png", "scale": 5}, ToolContext())
+    no_path = await tool.execute({}, ToolContext())
+
+    assert (left_out.status, left_out.content) == ("ok", "shot")
+    assert seen == [{"path": "a.png"}]
+    assert wrong.is_error
+    assert "scale" in wrong.content
+    assert no_path.content.endswith("missing required argument 'path'")

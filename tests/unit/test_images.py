@@ -54,3 +54,38 @@ def test_stored_images_are_checked_again_as_they_are_read():
 
     assert stored_images(stored) == (ToolImage("image/png", PNG),)
     assert stored_images("nope") == ()
+
+
+def test_text_around_an_image_reaches_the_model_as_sent_without_the_line_for_it():
+    from agent_app.history import tool_result_block
+    from toolhub.tools.images import image_marker
+
+    first, second = ToolImage("image/png", PNG), ToolImage("image/png", PNG[:-4] + "AAA=")
+    text = "\n".join(
+        ["before", image_marker(1, "image/png, about 16 bytes"), "between", image_marker(2, "x")]
+    )
+
+    block = tool_result_block(
+        {
+            "call_id": "c",
+            "status": "ok",
+            "content": text,
+            "images": [first.to_json(), second.to_json()],
+        },
+        native=False,
+    )
+
+    kinds = [(item["type"], item.get("text")) for item in block["content"]]
+    assert kinds == [("text", "before"), ("image", None), ("text", "between"), ("image", None)]
+
+
+def test_an_image_whose_line_was_cut_away_follows_the_text_and_a_spoofed_line_stays_text():
+    from toolhub.tools.images import interleave
+
+    image = ToolImage("image/png", PNG)
+
+    cut = interleave("head … tail", (image,))
+    inline = interleave("say [image 1: x] mid-line", (image,))
+
+    assert cut == ["head … tail", image]
+    assert inline == ["say [image 1: x] mid-line", image]

@@ -58,8 +58,11 @@ def _asked_names(model):
 
 def test_a_tool_is_found_by_how_people_ask_for_it_once_a_model_wrote_that(store):
     model = Model()
+    # Held until the first search is done: the model answering first is not the case here.
+    model.gate = threading.Event()
     phrasings.configure(ask=model, store_file=store)
     assert ToolIndex(TOOLS).search("holler", mode="lexical") == []
+    model.gate.set()
 
     assert phrasings.wait_written(timeout=10)
     hits = ToolIndex(TOOLS).search("holler", mode="lexical")

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.validators import RegexValidator, URLValidator
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema_field
 from rest_framework import serializers
 
@@ -37,9 +36,9 @@ NAME_LIST = {"type": "array", "items": TOOL_NAME, "maxItems": MAX_NAMES}
 REMOVABLE_TOOL = {**TOOL_NAME, "not": {"enum": sorted(META_TOOLS)}}
 TOOL_PATH = OpenApiParameter(
     "tool",
-    OpenApiTypes.STR,
+    # The meta tools match the name pattern but take no policy: the schema says so too.
+    {"type": "string", "pattern": NAME_PATTERN.pattern, "not": {"enum": sorted(META_TOOLS)}},
     OpenApiParameter.PATH,
-    pattern=NAME_PATTERN.pattern,
     description="A tool's name (tool_search and call_tool take no policy: 400 meta_tool)",
 )
 INTENT = {

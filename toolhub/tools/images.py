@@ -8,6 +8,10 @@ PNG, JPEG, GIF and WebP whose bytes are what the media type says (providers refu
 mismatch, and one refused block would fail every later request of the conversation), at
 most ``MAX_IMAGE_BYTES`` each and ``MAX_IMAGES`` per result. Anything else stays a line of
 text saying why it was not sent.
+
+Where a tool sent an image among its text, the text holds a line for it
+(``image_marker``); ``interleave`` puts the image back there for the model, between the
+texts around it, without the line.
 """
 
 from __future__ import annotations
@@ -27,6 +31,14 @@ _SIGNATURES: dict[str, tuple[bytes, ...]] = {
     "image/gif": (b"GIF87a", b"GIF89a"),
     "image/webp": (b"RIFF",),
 }
+
+
+_MARKER = "[image {number}: "
+
+
+def image_marker(number: int, size: str) -> str:
+    """The line that stands for image ``number`` (from 1) in a result's text."""
+    return _MARKER.format(number=number) + size + "]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,3 +85,28 @@ def stored_images(value: object) -> tuple[ToolImage, ...]:
             if isinstance(image, ToolImage):
                 images.append(image)
     return tuple(images)
+
+
+def interleave(text: str, images: tuple[ToolImage, ...]) -> list[str | ToolImage]:
+    """``text`` and ``images`` in the order the tool sent them: each image where its line
+    was (the line itself dropped), the text between as pieces; an image whose line is not
+    there (cut by the result's cap, or a tool that wrote none) comes after the text."""
+    pieces: list[str | ToolImage] = []
+    rest = text
+    trailing: list[ToolImage] = []
+    for number, image in enumerate(images, start=1):
+        start = rest.find(_MARKER.format(number=number))
+        end = rest.find("]", start) if start >= 0 else -1
+        line_starts = start == 0 or (start > 0 and rest[start - 1] == "\n")
+        line_ends = end >= 0 and (end + 1 == len(rest) or rest[end + 1] == "\n")
+        if not (line_starts and line_ends):
+            trailing.append(image)
+            continue
+        before = rest[:start].removesuffix("\n")
+        if before:
+            pieces.append(before)
+        pieces.append(image)
+        rest = rest[end + 1 :].removeprefix("\n")
+    if rest:
+        pieces.append(rest)
+    return pieces + trailing

@@ -165,7 +165,25 @@ def _check_schema_text(text: str) -> None:
 
 
 def compile_validator(schema: Mapping[str, Any]) -> Draft202012Validator:
-    return Draft202012Validator(schema)
+    """The check of a call's arguments. A property the schema both requires and gives a
+    default (Playwright MCP's ``scale``) may be left out: whoever runs the tool applies
+    the default, so refusing ``{}`` here would be stricter than the tool itself."""
+    return Draft202012Validator(_defaults_not_required(schema))
+
+
+def _defaults_not_required(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    required = schema.get("required")
+    properties = schema.get("properties")
+    if not isinstance(required, list) or not isinstance(properties, Mapping):
+        return schema
+    kept = [
+        name
+        for name in required
+        if not (isinstance(properties.get(name), Mapping) and "default" in properties[name])
+    ]
+    if len(kept) == len(required):
+        return schema
+    return {**schema, "required": kept}
 
 
 def validate_arguments(validator: Draft202012Validator, arguments: Any) -> None:

@@ -203,7 +203,11 @@ def test_an_image_a_tool_returns_reaches_the_model_as_an_image_and_shows_in_its_
         assert forged_result["content"] == "forged"
     else:
         assert second[-3:-1] == [
-            {"role": "tool", "tool_call_id": "call_1", "content": "the chart"},
+            {
+                "role": "tool",
+                "tool_call_id": "call_1",
+                "content": "the chart\n[image 1, sent in the next message]",
+            },
             {"role": "tool", "tool_call_id": "call_2", "content": "forged"},
         ]
         pictures = second[-1]

@@ -1028,6 +1028,26 @@ def test_structured_content_is_kept_beside_the_text_and_is_the_text_when_there_i
     assert result_text(alone).structured == {"c": -3}
 
 
+def test_structured_content_that_repeats_an_image_is_not_sent_again_as_text():
+    """As server-filesystem's read_media_file sends it: the image, and the same image in
+    structuredContent."""
+    from mcp_types import CallToolResult, ImageContent
+
+    from tests.mcp.server import PIXEL
+
+    image = ImageContent(type="image", data=PIXEL, mime_type="image/png")
+    both = CallToolResult(
+        content=[image],
+        structured_content={"content": [{"type": "image", "data": PIXEL, "mimeType": "image/png"}]},
+    )
+
+    result = result_text(both)
+
+    assert result.content == "[image 1: image/png, about 69 bytes]"
+    assert PIXEL not in result.content
+    assert [image.data for image in result.images] == [PIXEL]
+
+
 @pytest.mark.processes
 def test_a_servers_prompts_are_listed_and_filled_in_as_a_persons_message(manager, reg):
     connect(manager, stdio_config("demo", "--lively"))
@@ -1067,3 +1087,33 @@ def test_prompts_and_resources_no_client_can_parse_cost_the_server_nothing_but_t
     assert [prompt for prompt in manager.prompts() if prompt.server == "raw"] == []
     assert manager.resources() == []
     assert reg.get("raw__read_resource") is None
+
+
+@pytest.mark.processes
+def test_a_server_that_fails_to_start_keeps_its_last_stderr_lines_with_secrets_redacted(
+    manager,
+):
+    script = (
+        "import sys\n"
+        "for n in range(40): print(f'line {n}', file=sys.stderr)\n"
+        "print('Traceback: KeyError: token sk-live-123456 was refused', file=sys.stderr)\n"
+        "sys.exit(1)\n"
+    )
+    broken = McpServerConfig(
+        name="broken",
+        transport="stdio",
+        command=sys.executable,
+        args=("-c", script),
+        env=(("TOKEN", "sk-live-123456"),),
+    )
+
+    manager.reconcile([broken], wait=10)
+    status = wait_for(
+        lambda: manager.statuses()["broken"].stderr and manager.statuses()["broken"],
+        what="the failure and what the server wrote",
+    )
+
+    assert status.state != "connected"
+    assert status.stderr[-1] == "Traceback: KeyError: token *** was refused"
+    assert len(status.stderr) == 20
+    assert status.stderr[0] == "line 21"

@@ -219,6 +219,8 @@ class McpStatus:
     tools: int = 0
     skipped: tuple[Skipped, ...] = ()
     since: float = field(default_factory=time.time)
+    # A stdio server's last stderr lines when it failed (cut, secrets redacted).
+    stderr: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

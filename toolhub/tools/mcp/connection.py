@@ -12,10 +12,13 @@ import contextlib
 import functools
 import json
 import logging
+import os
+import sys
+import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from toolhub.tools.mcp.asks import AskRefused, elicit_form, sampling_ask
 from toolhub.tools.mcp.callers import CALLER, CallEnded, Caller, scope_of
@@ -55,6 +58,10 @@ if TYPE_CHECKING:
     from toolhub.tools.mcp.manager import McpManager
 
 logger = logging.getLogger(__name__)
+
+# What a stdio server's stderr keeps for the ops page: its last lines, each cut.
+STDERR_LINES = 20
+STDERR_LINE_CHARS = 300
 
 
 def progress_line(progress: float, total: float | None, message: str | None) -> str:
@@ -133,6 +140,47 @@ SHOWN = frozenset({"connected", "reconnecting"})
 NEEDS_SIGN_IN = "needs_sign_in"
 
 
+class StderrTail:
+    """A stdio server's stderr: passed through to the manager's log as before, and its
+    last ``STDERR_LINES`` lines kept (each cut, secrets redacted), so a server that fails
+    to start says why on the ops page and in the API, not only in the process's log.
+
+    The server writes into a pipe; a daemon thread reads it until every writer closed
+    it (the server exited and ``close`` dropped this side's copy)."""
+
+    def __init__(self, config: McpServerConfig, through: IO[str] | None) -> None:
+        self._config = config
+        self._through = through
+        self.lines: deque[str] = deque(maxlen=STDERR_LINES)
+        read_fd, write_fd = os.pipe()
+        self.writer = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
+        reader = os.fdopen(read_fd, "r", encoding="utf-8", errors="replace")
+        self._thread = threading.Thread(
+            target=self._read, args=(reader,), name=f"mcp-stderr-{config.name}", daemon=True
+        )
+        self._thread.start()
+
+    def _read(self, reader: TextIO) -> None:
+        with reader:
+            for line in reader:
+                self.lines.append(
+                    self._config.redact(untrusted_text(line.rstrip("\n"), STDERR_LINE_CHARS))
+                )
+                target = self._through or sys.stderr
+                with contextlib.suppress(Exception):
+                    target.write(line)
+                    target.flush()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.writer.close()
+
+    def drain(self, timeout: float) -> None:
+        """Until everything the exited server wrote is read (at most ``timeout``)."""
+        self.close()
+        self._thread.join(timeout)
+
+
 class Connection:
     """One server: a supervising task on the manager's loop that connects, lists, keeps
     the listing fresh, probes the server, notices it going away, and reconnects with
@@ -166,6 +214,8 @@ class Connection:
         # Set by a list_changed notification: relist now, not at the next interval.
         self.changed = asyncio.Event()
         self.logs: deque[McpLogLine] = deque(maxlen=LOG_LINES)
+        # The stderr of the last stdio process started (none for streamable HTTP).
+        self.stderr: StderrTail | None = None
         self.prompts: tuple[McpPrompt, ...] = ()
         self.resources: tuple[McpResource, ...] = ()
         self.warned: frozenset[str] = frozenset()
@@ -194,6 +244,9 @@ class Connection:
                     await self._until_signed_in()
                     return
                 error = self.config.redact(describe(exc))
+                if self.stderr is not None:
+                    # Its last words explain the failure: read them all before it is told.
+                    await asyncio.to_thread(self.stderr.drain, 1.0)
             self.client = None
             if self.closing:
                 return
@@ -215,6 +268,9 @@ class Connection:
 
         async with asyncio.timeout(self.manager.list_timeout):
             transport = _watched(self._transport(), self.wire_annotations)
+            if self.stderr is not None:
+                # Registered first, so it runs last: after the process it was given to.
+                stack.callback(self.stderr.close)
             return await stack.enter_async_context(
                 Client(
                     transport,
@@ -490,6 +546,8 @@ class Connection:
             tools=previous.tools if tools is None else tools,
             skipped=previous.skipped if skipped is None else skipped,
             since=previous.since if previous.state == state else time.time(),
+            # What the server wrote last: why it failed, when it did.
+            stderr=tuple(self.stderr.lines) if self.stderr is not None and error else (),
         )
         if (previous.state in SHOWN) != (state in SHOWN):
             # The layer-4 gate changed: memoized resolutions key on the registry too.
@@ -503,9 +561,10 @@ class Connection:
             params = StdioServerParameters(
                 command=config.command, args=list(config.args), env=dict(config.env) or None
             )
-            # None (no log given): the server inherits this process's stderr, as anyio
-            # passes it to the subprocess unchanged; the SDK's annotation says TextIO.
-            return stdio_client(params, errlog=cast("TextIO", self.manager.errlog))
+            # Through a pipe whose tail this connection keeps; what it reads goes on to
+            # the manager's log (None: this process's stderr).
+            self.stderr = StderrTail(config, self.manager.errlog)
+            return stdio_client(params, errlog=self.stderr.writer)
         import httpcore2
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client

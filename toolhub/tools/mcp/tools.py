@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolhub.tools.context import ToolContext
-from toolhub.tools.images import MAX_IMAGES, ToolImage, sendable_image
+from toolhub.tools.images import MAX_IMAGES, ToolImage, image_marker, sendable_image
 from toolhub.tools.mcp.config import (
     CONFLICTING_HINT,
     CONTROL_CHARS,
@@ -363,15 +363,15 @@ def result_text(result: Any, *, reader: str = "") -> ToolResult:
     models take as images (a line each says so), audio and binary resources as a line;
     a resource link names the ``reader`` tool that reads it. ``structuredContent`` is kept
     beside the text (``ToolResult.structured``); the model reads it as JSON only when the
-    result has no text, since the spec asks servers to send it as text too."""
+    result has no content blocks, since the spec asks servers to send it as text too. An
+    image's line marks where it was sent: the model gets it there, between the texts
+    around it (``image_marker``; agent_app.history)."""
     parts: list[str] = []
-    texts: list[str] = []
     images: list[ToolImage] = []
     for item in result.content or ():
         kind = getattr(item, "type", "")
         if kind == "text":
             parts.append(item.text)
-            texts.append(item.text)
         elif kind == "image":
             parts.append(_image_line(item, images))
         elif kind == "audio":
@@ -392,7 +392,9 @@ def result_text(result: Any, *, reader: str = "") -> ToolResult:
         else:
             parts.append(f"[{untrusted_text(kind, 40) or 'unknown'} content]")
     structured = result.structured_content
-    if structured is not None and not texts:
+    if structured is not None and not parts:
+        # Only a result with no content blocks at all reads it as text: otherwise it
+        # repeats them (an image's base64 a second time, as the SDK's wrapping does).
         # Text for the model, not part of a schema: NaN is shown as such, not refused.
         parts.append(json.dumps(structured, sort_keys=True, ensure_ascii=False))
     # Exactly as sent: a file read with CR, ZWJ or bidi marks must come back as it is for an
@@ -424,7 +426,7 @@ def _image_line(item: Any, images: list[ToolImage]) -> str:
     if len(images) >= MAX_IMAGES:
         return f"[image: {size}; not sent as an image: a result carries at most {MAX_IMAGES}]"
     images.append(image)
-    return f"[image {len(images)}: {size}]"
+    return image_marker(len(images), size)
 
 
 def _mime(value: str | None) -> str:
