@@ -17,7 +17,6 @@ from toolhub.tools.sandbox import reap_orphan_sandboxes
 logger = logging.getLogger(__name__)
 
 
-@worker_process_init.connect
 def _connect_mcp_in_child(**_: object) -> None:
     # Each prefork child connects its own MCP servers (a thread does not survive a fork).
     mcp_start()
@@ -29,6 +28,13 @@ def _connect_mcp_in_worker(sender: Any = None, **_: object) -> None:
     pool = get_implementation(getattr(sender, "pool_cls", "prefork"))
     if not issubclass(pool, PreforkPool):
         mcp_start()
+        return
+    # Connected here, not at import: Celery's Django fixup connects its own child receiver
+    # at worker_init, before this runs, and receivers run in that order. So in each child
+    # the fixup first drops the database pool inherited through the fork (its threads did
+    # not survive it), and only then does the MCP thread read the server table, through a
+    # pool of the child's own. The other order read through a pool being closed under it.
+    worker_process_init.connect(_connect_mcp_in_child, weak=False, dispatch_uid="toolhub-mcp")
 
 
 @worker_init.connect

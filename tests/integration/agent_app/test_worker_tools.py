@@ -14,15 +14,15 @@ import asyncio
 import os
 import shutil
 import signal
-import tempfile
 from pathlib import Path
 
 import pytest
 from channels.db import database_sync_to_async
 
-from tests.conftest import app_env, celery_worker, namespace_survivors, need
+from tests.conftest import celery_worker, namespace_survivors
 from tests.fakes import Reply
 from tests.integration.chat import events, open_socket, send, until
+from tests.integration.worker_tools import worker_env
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services, pytest.mark.processes]
 
@@ -31,30 +31,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services, pyt
 def worker(django_db_setup, django_db_blocker):
     """A real Celery worker (one prefork child) serving the tools queue, on the test
     database and this process's Redis; yields its log file."""
-    from django.conf import settings
-
-    database = settings.DATABASES["default"]
-    if database["ENGINE"] != "django.db.backends.postgresql":
-        need("PostgreSQL", "the worker tests share the test database with a worker process")
-    if settings.CELERY_TASK_ALWAYS_EAGER:
-        need("Redis", "REDIS_URL is not set, so there is no broker for a worker")
-    password = f":{database['PASSWORD']}" if database.get("PASSWORD") else ""
-    url = (
-        f"postgres://{database['USER']}{password}@{database['HOST']}:{database['PORT']}"
-        f"/{database['NAME']}"
-    )
-    # Outside pytest's temporary root, which is private to whoever runs the tests: the
-    # bash sandbox's user must be able to reach the worker's workspaces.
-    var_dir = Path(tempfile.mkdtemp(prefix="toolhub-worker-"))
-    var_dir.chmod(0o711)
-    env = app_env(
-        var_dir,
-        DATABASE_URL=url,
-        REDIS_URL=settings.CELERY_BROKER_URL,
-        TOOLHUB_TOOL_MODULES="tests.integration.worker_tools",
-        TOOLHUB_RUN_HEARTBEAT="0.5",
-        TOOLHUB_SEMANTIC_SEARCH="0",
-    )
+    var_dir, env = worker_env()
     log = var_dir / "worker.log"
     try:
         with celery_worker(env, log=log):
