@@ -109,7 +109,21 @@ OFF_TOPIC = (
     "zzzz qqq",
     "asdf",
     "lorem ipsum dolor sit amet",
+    "lorem ipsum dolor",
     "blah blah blah",
+    "what rhymes with orange",
+    "my cat knocked over a plant",
+    "favourite colour of the sky at dusk",
+    "how tall is a giraffe",
+    "the smell of rain on hot pavement",
+    "whistling in the wind",
+    "socks with sandals",
+    "a dream about flying over mountains",
+    "the taste of salted caramel",
+    "bicycle bell ding ding",
+    "fireflies on a summer night",
+    "sneezing in the sunlight",
+    "xyzzy plugh",
 )
 # Near-duplicates: another vendor's tool that does something else to the same thing.
 VENDORS = ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "tyrell")
@@ -456,6 +470,14 @@ def main() -> None:
         print_quality(mode, run(real, mode))
         for name, value in rejected(nonsense_cases, mode).items():
             print(f"tool_search {mode} {name} {value:.3f}")
+        # Against the whole corpus, as a chat with every tool deferred: each off-topic
+        # query that loads anything, and what it loads.
+        loading = {query: index.search(query, 5, mode=mode) for query in OFF_TOPIC}
+        loading = {query: hits for query, hits in loading.items() if hits}
+        print(f"tool_search {mode} off_topic_loading_anything {len(loading)}/{len(OFF_TOPIC)}")
+        for query, hits in loading.items():
+            names = ", ".join(hit.tool.name for hit in hits)
+            print(f"tool_search {mode} off_topic_loads {query!r}: {names}")
     if not args.quick:
         search.RELEVANCE_FLOOR, search.CLOSE_MATCH, search.STANDOUT_MARGIN = (-2.0, -2.0, 0.0)
         for mode in modes:

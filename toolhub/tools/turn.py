@@ -103,8 +103,10 @@ class TurnTools:
                 name, arguments, via=via, error=refused.told, refused=refused if hidden else None
             )
         # A deferred tool runs once tool_search loaded it, whichever way it is called
-        # (call_tool, or its own name): the loaded set is what the model was shown.
-        if name in self._deferred and self.strategy != "native" and name not in self._loaded:
+        # (call_tool, or its own name) and whatever the strategy (native sends its schema
+        # deferred, but the model is shown it only once tool_search references it): the
+        # loaded set is what the model was shown.
+        if name in self._deferred and name not in self._loaded:
             return CallTarget(
                 name,
                 arguments,
