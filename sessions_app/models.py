@@ -116,6 +116,8 @@ class ProviderCall(models.Model):
     cache_creation_input_tokens = models.PositiveIntegerField(default=0)
     # Our cl100k estimate of the same request; input over estimate calibrates per model.
     estimated_input_tokens = models.PositiveIntegerField(default=0)
+    # The provider reported no usage: input and output are toolhub's own count.
+    usage_estimated = models.BooleanField(default=False)
     latency_ms = models.PositiveIntegerField(default=0)
     created = models.DateTimeField(auto_now_add=True)
 

@@ -662,11 +662,13 @@ def session_recent_calls(*, session: ChatSession) -> list[dict[str, Any]]:
             "created": call.created,
             "model": call.model,
             "input": call.input_tokens,
+            # No usage from the provider: toolhub's own count of the request.
+            "estimated": call.usage_estimated,
             "cache_read": call.cache_read_input_tokens,
             "cache_write": call.cache_creation_input_tokens,
             "ratio": (
                 round(call.input_tokens / call.estimated_input_tokens, 2)
-                if call.estimated_input_tokens
+                if call.estimated_input_tokens and not call.usage_estimated
                 else None
             ),
         }

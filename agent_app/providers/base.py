@@ -136,6 +136,8 @@ class Usage:
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    # Counted by toolhub (tiktoken), not reported by the provider, which sent no usage.
+    estimated: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from agent_app.providers.base import (
     tool_input,
 )
 from toolhub.tools.schema import canonical_json
+from toolhub.tools.tokens import count as count_tokens
 
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
 
@@ -71,17 +72,18 @@ class OpenAIProvider:
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         client = self._clients.get()
+        payload = self.payload(request)
         try:
             async with client.stream(
                 "POST",
                 self._url,
-                content=self.payload(request),
+                content=payload,
                 headers={**self._headers, "Content-Type": "application/json"},
             ) as response:
                 if response.status_code >= 400:
                     body = (await response.aread()).decode(errors="replace")
                     raise status_error(response.status_code, _error_message(body))
-                async for event in _events(response):
+                async for event in _events(response, payload):
                     yield event
         except httpx.TimeoutException:
             raise ProviderError(
@@ -93,10 +95,15 @@ class OpenAIProvider:
             ) from None
 
 
-async def _events(response: httpx.Response) -> AsyncIterator[ProviderEvent]:
+async def _events(response: httpx.Response, payload: bytes) -> AsyncIterator[ProviderEvent]:
+    """The stream's events. A stream that reports an error, or ends without a
+    finish_reason, is an error (``provider_stream_error``, ``provider_cut``), never a
+    complete answer: the text so far has been streamed, and the turn ends saying it was cut.
+    Without a usage chunk the tokens are counted here and marked estimated."""
     calls: dict[int, dict[str, str]] = {}
-    usage = Usage()
-    stop = "end_turn"
+    usage: Usage | None = None
+    stop: str | None = None
+    said: list[str] = []
     async for line in response.aiter_lines():
         if not line.startswith("data:"):
             continue
@@ -105,6 +112,12 @@ async def _events(response: httpx.Response) -> AsyncIterator[ProviderEvent]:
             break
         try:
             chunk = json.loads(data)
+            if isinstance(chunk, dict) and chunk.get("error") is not None:
+                raise ProviderError(
+                    "provider_stream_error",
+                    "the server stopped the answer with an error: "
+                    + _said(chunk.get("error"))[:400],
+                )
             choices = chunk.get("choices") or []
             if isinstance(chunk.get("usage"), dict):
                 usage = Usage(
@@ -114,22 +127,38 @@ async def _events(response: httpx.Response) -> AsyncIterator[ProviderEvent]:
             for choice in choices:
                 delta = choice.get("delta") or {}
                 if delta.get("content"):
+                    said.append(delta["content"])
                     yield TextDelta(delta["content"])
                 for position, piece in enumerate(delta.get("tool_calls") or []):
                     # Some compatible servers leave out ``index``; then it is the position.
                     index = int(piece.get("index", position))
                     call = calls.setdefault(index, {"id": "", "name": "", "args": ""})
-                    call["id"] = piece.get("id") or call["id"]
                     function = piece.get("function") or {}
-                    call["name"] += function.get("name") or ""
+                    # Names and ids are set once: some servers repeat them in every chunk
+                    # (llama-cpp-python), and a repeat never grows them.
+                    call["id"] = call["id"] or piece.get("id") or ""
+                    call["name"] = call["name"] or function.get("name") or ""
                     call["args"] += function.get("arguments") or ""
                 if choice.get("finish_reason"):
                     stop = STOP_REASONS.get(choice["finish_reason"], choice["finish_reason"])
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ProviderError("provider_malformed", f"unreadable stream: {exc}") from None
+    if stop is None:
+        raise ProviderError(
+            "provider_cut",
+            "the server ended the answer before it was finished (no finish_reason)",
+            retryable=True,
+        )
     for index in sorted(calls):
         call = calls[index]
         yield ToolUse(call["id"] or f"call_{index}", call["name"], tool_input(call["args"]))
+    if usage is None:
+        produced = "".join(said) + "".join(call["name"] + call["args"] for call in calls.values())
+        usage = Usage(
+            input_tokens=count_tokens(payload.decode()),
+            output_tokens=count_tokens(produced),
+            estimated=True,
+        )
     yield usage
     yield Stop(stop)
 
@@ -151,11 +180,30 @@ def _wire_tools(tools_json: str) -> WireTools:
 
 
 def _error_message(body: str) -> str:
+    """What an error body says, in the shapes compatible servers use: OpenAI's
+    ``{"error": {"message"}}`` or ``{"error": "..."}``, FastAPI's ``{"detail": "..."}`` or
+    its list of ``{"msg"}``, a bare ``{"message"}``; else the body's start."""
     try:
-        error = json.loads(body).get("error")
-        return str(error.get("message") if isinstance(error, dict) else error)
-    except (ValueError, AttributeError):
-        return body[:300]
+        parsed = json.loads(body)
+    except ValueError:
+        return body[:300] or "no message"
+    if isinstance(parsed, dict):
+        for key in ("error", "detail", "message"):
+            if parsed.get(key) is not None:
+                return _said(parsed[key])[:300]
+    return body[:300]
+
+
+def _said(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        for key in ("message", "msg", "detail"):
+            if isinstance(value.get(key), str):
+                return value[key]
+    if isinstance(value, list) and value:
+        return "; ".join(_said(item) for item in value[:3])
+    return json.dumps(value)[:300]
 
 
 def to_chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -175,7 +223,9 @@ def to_chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 for block in blocks
                 if block["type"] == "tool_use"
             ]
-            entry: dict[str, Any] = {"role": "assistant", "content": text or None}
+            # "" rather than null beside tool calls: some servers refuse a null content
+            # (llama-cpp-python: "Input should be a valid string"), none refuses "".
+            entry: dict[str, Any] = {"role": "assistant", "content": text}
             if calls:
                 entry["tool_calls"] = calls
             out.append(entry)

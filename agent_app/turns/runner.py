@@ -274,6 +274,9 @@ class TurnRunner(McpAsks):
             "catalog_tokens": tools.catalog_tokens,
             "fingerprint": tools.fingerprint,
         }
+        if outcome.usage.estimated:
+            # The provider sent no usage: toolhub counted the request and the answer.
+            usage["estimated"] = True
         # Announced before any of them runs, so a person sees each call start.
         outcome.calls = [self._call_event(turn, use) for use in outcome.uses]
         self._emit("usage", usage)
@@ -304,6 +307,7 @@ class TurnRunner(McpAsks):
             "cache_read_input_tokens": usage["cache_read_input_tokens"],
             "cache_creation_input_tokens": usage["cache_creation_input_tokens"],
             "estimated_input_tokens": estimate,
+            "usage_estimated": bool(usage.get("estimated")),
             "latency_ms": outcome.latency_ms,
         }
 

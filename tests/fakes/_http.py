@@ -51,7 +51,7 @@ class Reply:
     `delay` is slept between stream events. With `hold`, the stream parks after its first
     content delta until the event is set or the client disconnects. `malformed` sends a
     truncated event at that same point and drops the connection. `usage_output` overrides
-    the output token estimate.
+    the output token estimate. `stream_error` and `cut` are FakeOpenAI's (its docstring).
     """
 
     text: str = ""
@@ -63,6 +63,10 @@ class Reply:
     hold: threading.Event | None = None
     malformed: bool = False
     usage_output: int | None = None
+    # OpenAI-compatible servers' ways of going wrong inside a 200 stream (FakeOpenAI):
+    # an error event after the text so far, or the stream ending with no finish_reason.
+    stream_error: str | None = None
+    cut: bool = False
 
     def text_pieces(self) -> list[str]:
         return split_text(self.text, self.chunks)

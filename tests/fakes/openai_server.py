@@ -10,6 +10,15 @@ and `data: [DONE]`. Errors are `{"error": {"message", "type", "param", "code"}}`
 status. A bearer token is required only when `api_key` is set, and must match it.
 
 Token counts are estimates: a quarter of the canonical JSON length of messages and tools.
+
+Modes for what real compatible servers do (llama-cpp-python's server does each of them):
+`repeat_call_head` repeats every tool call's `id`, `type` and `function.name` in each of its
+chunks; `refuse_null_content` answers 500 ("Input should be a valid string") to an assistant
+message whose `content` is null; `ignore_stream_options` never sends a usage chunk;
+`error_shape="detail"` answers errors as `{"detail": message}`. A `Reply` with
+`stream_error` sends `data: {"error": {...}}` after its text and ends the stream there (a
+context overflow reported mid-stream); one with `cut` ends after its text with neither a
+finish_reason nor `[DONE]` (a stream the server dropped).
 """
 
 from __future__ import annotations
@@ -52,30 +61,44 @@ class FakeOpenAI(FakeServer):
         *,
         responder: Callable[[dict[str, Any]], Reply] | None = None,
         api_key: str | None = None,
+        repeat_call_head: bool = False,
+        refuse_null_content: bool = False,
+        ignore_stream_options: bool = False,
+        error_shape: str = "openai",
     ) -> None:
         super().__init__(responder=responder)
         self.api_key = api_key
+        self.repeat_call_head = repeat_call_head
+        self.refuse_null_content = refuse_null_content
+        self.ignore_stream_options = ignore_stream_options
+        self.error_shape = error_shape
         self._ids = count(1)
 
     def handle(self, exchange: Exchange) -> None:
         if exchange.method != "POST" or exchange.path != COMPLETIONS_PATH:
-            _send_error(exchange, 404, f"Unknown request URL: {exchange.method} {exchange.path}")
+            self._error(exchange, 404, f"Unknown request URL: {exchange.method} {exchange.path}")
             return
         authorization = exchange.headers.get("authorization")
         if self.api_key is not None and authorization != f"Bearer {self.api_key}":
-            _send_error(exchange, 401, "Incorrect API key provided")
+            self._error(exchange, 401, "Incorrect API key provided")
             return
         if not exchange.is_json:
-            _send_error(exchange, 400, "We could not parse the JSON body of your request.")
+            self._error(exchange, 400, "We could not parse the JSON body of your request.")
             return
         missing = [name for name in ("model", "messages") if name not in exchange.body]
         if missing:
-            _send_error(exchange, 400, f"Missing required parameter: '{missing[0]}'.")
+            self._error(exchange, 400, f"Missing required parameter: '{missing[0]}'.")
+            return
+        if self.refuse_null_content and any(
+            isinstance(message, dict) and "content" in message and message["content"] is None
+            for message in exchange.body["messages"]
+        ):
+            self._error(exchange, 500, "messages.content: Input should be a valid string")
             return
 
         reply = self.next_reply(exchange.body)
         if reply.status != 200:
-            _send_error(exchange, reply.status, reply.text or None)
+            self._error(exchange, reply.status, reply.text or None)
             return
         body = exchange.body
         prompt_tokens = self.estimate(body)
@@ -92,13 +115,24 @@ class FakeOpenAI(FakeServer):
         }
         if body.get("stream"):
             options = body.get("stream_options") or {}
-            with_usage = usage if options.get("include_usage") else None
-            frames, pause_after = _chunks(reply, head=head, usage=with_usage)
+            asked = options.get("include_usage") and not self.ignore_stream_options
+            frames, pause_after = _chunks(
+                reply,
+                head=head,
+                usage=usage if asked else None,
+                repeat_call_head=self.repeat_call_head,
+            )
             exchange.stream(
                 frames, reply=reply, pause_after=pause_after, broken_frame=_BROKEN_FRAME
             )
         else:
             exchange.send_json(200, _completion(reply, head=head, usage=usage))
+
+    def _error(self, exchange: Exchange, status: int, message: str | None) -> None:
+        if self.error_shape == "detail":
+            exchange.send_json(status, {"detail": message or "error"})
+        else:
+            _send_error(exchange, status, message)
 
     def estimate(self, body: dict[str, Any]) -> int:
         """The prompt token estimate of a Chat Completions request body."""
@@ -120,7 +154,11 @@ def _frame(payload: dict[str, Any] | str) -> bytes:
 
 
 def _chunks(
-    reply: Reply, *, head: dict[str, Any], usage: dict[str, Any] | None
+    reply: Reply,
+    *,
+    head: dict[str, Any],
+    usage: dict[str, Any] | None,
+    repeat_call_head: bool = False,
 ) -> tuple[list[bytes], int]:
     """The stream's frames, and the index of the first content delta (or of the frame before
     the finishing chunk when there is none), where a hold or a malformed event goes."""
@@ -136,12 +174,20 @@ def _chunks(
     for index, (call_id, name, arguments) in enumerate(reply.tool_calls):
         opening = {"index": index, "id": call_id, "type": "function"}
         deltas.append({"tool_calls": [{**opening, "function": {"name": name, "arguments": ""}}]})
+        head_again = opening if repeat_call_head else {"index": index}
+        named = {"name": name} if repeat_call_head else {}
         deltas.extend(
-            {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+            {"tool_calls": [{**head_again, "function": {**named, "arguments": piece}}]}
             for piece in split_json(json.dumps(arguments, ensure_ascii=False))
         )
     first_delta = 1 if deltas else 0
     frames.extend(chunk(delta) for delta in deltas)
+    if reply.stream_error is not None:
+        error = {"message": reply.stream_error, "type": "server_error", "code": 400}
+        frames.append(_frame({"error": error}))
+        return frames, first_delta
+    if reply.cut:
+        return frames, first_delta
     frames.append(chunk({}, _finish_reason(reply)))
     if usage is not None:
         frames.append(
