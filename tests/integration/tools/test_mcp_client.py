@@ -996,7 +996,9 @@ def test_a_server_with_resources_gets_two_readers_that_list_and_read_them_exactl
         "- blob://pixel — pixel (image/png)",
     ]
     assert text.content == EXACT_TEXT  # as sent, CR and joiners included
-    assert binary.content == "[binary resource blob://pixel: image/png, about 69 bytes]"
+    # An image blob reaches the model as the image it is.
+    assert binary.content == "[image 1: image/png, about 69 bytes]"
+    assert [(image.media_type, image.data) for image in binary.images] == [("image/png", PIXEL)]
     assert link.content == (
         "[resource greeting, text/plain at note://greeting; read it with demo__read_resource]"
     )
@@ -1117,3 +1119,27 @@ def test_a_server_that_fails_to_start_keeps_its_last_stderr_lines_with_secrets_r
     assert status.stderr[-1] == "Traceback: KeyError: token *** was refused"
     assert len(status.stderr) == 20
     assert status.stderr[0] == "line 21"
+
+
+def test_an_image_sent_as_a_blob_resource_reaches_the_model_as_an_image_and_other_blobs_say_so():
+    from mcp_types import BlobResourceContents, CallToolResult, EmbeddedResource
+
+    def blob(uri: str, mime: str, data: str) -> EmbeddedResource:
+        contents = BlobResourceContents(uri=uri, mime_type=mime, blob=data)
+        return EmbeddedResource(type="resource", resource=contents)
+
+    result = result_text(
+        CallToolResult(
+            content=[
+                blob("file:///chart.png", "image/png", PIXEL),
+                blob("file:///data.bin", "application/octet-stream", "AAAA"),
+            ]
+        )
+    )
+
+    assert result.content.splitlines() == [
+        "[resource file:///chart.png]",
+        "[image 1: image/png, about 69 bytes]",
+        "[resource file:///data.bin: application/octet-stream, binary]",
+    ]
+    assert [image.data for image in result.images] == [PIXEL]

@@ -344,17 +344,23 @@ def resource_listing(server: str, result: Any) -> ToolResult:
 
 
 def resource_text(result: Any) -> ToolResult:
-    """A ``ReadResourceResult``: text exactly as sent, binary contents in a line each."""
-    parts = [_contents(item) for item in result.contents or ()]
-    return ToolResult(content="\n".join(parts) if parts else "(the resource is empty)")
+    """A ``ReadResourceResult``: text exactly as sent; an image blob as an image the model
+    sees (its line marks where), other binary contents in a line each."""
+    images: list[ToolImage] = []
+    parts = [_contents(item, images) for item in result.contents or ()]
+    text = "\n".join(parts) if parts else "(the resource is empty)"
+    return ToolResult(content=text, images=tuple(images))
 
 
-def _contents(item: Any) -> str:
+def _contents(item: Any, images: list[ToolImage]) -> str:
     text = getattr(item, "text", None)
     if isinstance(text, str):
         return text
-    mime = untrusted_text(getattr(item, "mime_type", None), 80) or "unknown type"
+    raw_mime = getattr(item, "mime_type", None)
     blob = getattr(item, "blob", "") or ""
+    if (raw_mime or "").lower().startswith("image/"):
+        return _image_of(raw_mime, blob, images)
+    mime = untrusted_text(raw_mime, 80) or "unknown type"
     return f"[binary resource {item.uri}: {mime}, about {len(blob) * 3 // 4:,} bytes]"
 
 
@@ -382,6 +388,10 @@ def result_text(result: Any, *, reader: str = "") -> ToolResult:
             mime = _mime(getattr(resource, "mime_type", None))
             if isinstance(text, str):
                 parts.append(f"[resource {resource.uri} ({mime})]\n{text}")
+            elif (mime or "").lower().startswith("image/"):
+                # An image the server sent as a blob: to the model as the image it is.
+                blob = getattr(resource, "blob", "") or ""
+                parts.append(f"[resource {resource.uri}]\n" + _image_of(mime, blob, images))
             else:
                 parts.append(f"[resource {resource.uri}: {mime}, binary]")
         elif kind == "resource_link":
@@ -419,8 +429,12 @@ def _kept(structured: Any) -> Any:
 
 
 def _image_line(item: Any, images: list[ToolImage]) -> str:
-    image = sendable_image(item.mime_type, item.data)
-    size = f"{_mime(item.mime_type)}, about {_size(item.data):,} bytes"
+    return _image_of(item.mime_type, item.data, images)
+
+
+def _image_of(mime_type: str | None, data: str | None, images: list[ToolImage]) -> str:
+    image = sendable_image(mime_type, data)
+    size = f"{_mime(mime_type)}, about {_size(data):,} bytes"
     if isinstance(image, str):
         return f"[image: {size}; not sent as an image: {image}]"
     if len(images) >= MAX_IMAGES:
