@@ -16,7 +16,7 @@ from channels.db import database_sync_to_async
 from tests.conftest import celery_worker
 from tests.fakes import Reply
 from tests.integration.chat import events, open_socket, send, until
-from tests.integration.worker_tools import worker_env
+from tests.integration.worker_env import worker_env
 from tests.mcp import SERVER
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services, pytest.mark.processes]

@@ -22,7 +22,7 @@ from channels.db import database_sync_to_async
 from tests.conftest import celery_worker, namespace_survivors
 from tests.fakes import Reply
 from tests.integration.chat import events, open_socket, send, until
-from tests.integration.worker_tools import worker_env
+from tests.integration.worker_env import worker_env
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services, pytest.mark.processes]
 
