@@ -20,7 +20,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from agent_app.providers import ProviderError, provider_for
-from agent_app.turns.preview import turn_model
+from agent_app.providers.windows import agent_window, turn_model
 from profiles_app.models import DEFAULT_AGENT, Agent
 from profiles_app.services import (
     agent_check_deletable,
@@ -37,7 +37,7 @@ from profiles_app.services import (
     profiles_for_user,
     shared_first,
 )
-from toolhub.lib.errors import ServiceError, found_or_404
+from toolhub.lib.errors import Invalid, ServiceError, found_or_404
 from toolhub.lib.versioned import posted_version
 from toolhub.tools import ToolIntent, UnknownToolsetError, resolve, token_cost
 from toolhub.tools.layers import AGENT_REMOVALS, META_TOOLS, hidden_words
@@ -94,12 +94,14 @@ def provider_states() -> list[ProviderState]:
 
 
 def _expanded(request: HttpRequest, agent: Agent) -> dict[str, Any]:
-    """What the agent's tools are now, on its model: token meter and hidden tools."""
+    """What the agent's tools are now, on its model and in its window: token meter and
+    hidden tools."""
     try:
         provider = provider_for(agent.provider)
         model = turn_model(agent=agent, provider=provider)
     except ProviderError as exc:
         model = agent.model or f"unavailable: {exc.message}"
+    window = agent_window(agent)
     try:
         resolved = resolve(
             agent_intent=agent.tool_intent,
@@ -107,11 +109,15 @@ def _expanded(request: HttpRequest, agent: Agent) -> dict[str, Any]:
             disabled=global_disables(),
             ctx=catalog_context(user=request.user),
             strategy=agent.strategy,
-            context_window_tokens=agent.context_window,
+            context_window_tokens=window.tokens,
             budget_tokens=agent.tier_budget,
         )
     except UnknownToolsetError as exc:
-        return {"model": model, "problem": f"{exc.args[0]}; pick another profile"}
+        return {
+            "model": model,
+            "window": window,
+            "problem": f"{exc.args[0]}; pick another profile",
+        }
     deferred = {tool.name for tool in resolved.deferred}
     offered = [
         {
@@ -135,6 +141,7 @@ def _expanded(request: HttpRequest, agent: Agent) -> dict[str, Any]:
     ]
     return {
         "model": model,
+        "window": window,
         "cost": token_cost(resolved),
         "resident": len(resolved.resident),
         "deferred": len(resolved.deferred),
@@ -152,6 +159,7 @@ def _form_of(agent: Agent) -> dict[str, Any]:
     return {
         **{key: getattr(agent, key) for key in FORM_FIELDS if key != "toolset"},
         "toolset": ToolIntent.parse(agent.tool_intent).toolset or "",
+        "context_window": agent.context_window or "",
         "plan_mode": agent.plan_mode,
     }
 
@@ -160,8 +168,24 @@ def _form_posted(request: HttpRequest) -> dict[str, Any]:
     """The edit form's values as sent: a refused edit is shown with them, nothing lost."""
     return {
         **{key: request.POST.get(key, "") for key in FORM_FIELDS},
+        "context_window": request.POST.get("context_window", "").strip(),
         "plan_mode": request.POST.get("plan_mode") == "on",
     }
+
+
+def _window_posted(text: str) -> int | None:
+    """The context window field: empty for the server's, else a whole number of tokens
+    (the service checks its range)."""
+    if not text:
+        return None
+    cleaned = text.replace(",", "").replace("_", "").replace(" ", "")
+    if not cleaned.isascii() or not cleaned.isdigit() or len(cleaned) > 9:
+        raise Invalid(
+            "The context window is a whole number of tokens, or empty to use what the "
+            "model's server reports.",
+            fields={"context_window": ["not a number"]},
+        )
+    return int(cleaned)
 
 
 def _page(
@@ -221,6 +245,7 @@ def agent_page(request: HttpRequest, agent_id: int) -> HttpResponse:
             user=request.user,
             agent=agent,
             version=posted_version(request),
+            context_window=_window_posted(form["context_window"]),
             name=form["name"],
             description=form["description"],
             provider=form["provider"],

@@ -383,6 +383,19 @@ ToolsetSerializer = inline_serializer(
         "provider": serializers.CharField(),
         "model": serializers.CharField(help_text="The model the next turn asks for"),
         "agent": serializers.CharField(help_text="The chat's agent"),
+        "context_window": inline_serializer(
+            "ContextWindow",
+            {
+                "tokens": serializers.IntegerField(),
+                "source": serializers.ChoiceField(
+                    ["server", "setting", "assumed"],
+                    help_text="server: the model's server reports it; setting: the agent's "
+                    "own, smaller figure; assumed: nobody says",
+                ),
+                "words": serializers.CharField(),
+            },
+            help_text="The window the next turn works in",
+        ),
         "resident": serializers.ListField(child=serializers.DictField()),
         "catalog": serializers.ListField(child=serializers.DictField()),
         "instructions": serializers.ListField(

@@ -244,7 +244,8 @@ def mcp_resources() -> list[dict[str, Any]]:
 def mcp_resource_attach(*, session: ChatSession, server: str, uri: str) -> str:
     """A listed resource's contents as the composer attaches them: a line naming it, then
     its text exactly as the server sent it. Raises ``Invalid`` for a URI the server does
-    not list, ``Conflict`` when it cannot be read now (its reader disabled included)."""
+    not list, ``Conflict`` when it cannot be read now (its reader disabled included) or
+    is binary (an image or a file: the reader tool carries those, a message cannot)."""
     resource = next((r for r in manager.resources() if (r.server, r.uri) == (server, uri)), None)
     if resource is None:
         raise Invalid(f"MCP server {server[:24]} lists no resource {uri[:200]!r}")
@@ -257,6 +258,14 @@ def mcp_resource_attach(*, session: ChatSession, server: str, uri: str) -> str:
     result = async_to_sync(manager.read_resource)(server, uri, ctx=session_context(session=session))
     if result.is_error:
         raise Conflict(result.content)
+    if result.files or result.images:
+        # A message carries text: the bytes would be lost, and its line would promise a
+        # download nobody is offered. The reader tool carries both, in a turn.
+        raise Conflict(
+            f"{resource.name[:80]} is a binary file, and a message carries only text: ask "
+            f"the assistant to read it with {reader}, which shows you images and offers "
+            "files for download."
+        )
     return f"[Resource {resource.name} ({uri}) from MCP server {server}]\n{result.content}"
 
 

@@ -440,7 +440,14 @@ class AgentSerializer(serializers.Serializer):
     system_prompt = text_field(required=False, blank=True, max_length=20_000)
     provider = serializers.ChoiceField(["", "demo", "anthropic", "openai"], required=False)
     model = text_field(required=False, blank=True, max_length=100)
-    context_window = serializers.IntegerField(required=False, min_value=1_000, max_value=10**7)
+    context_window = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1_000,
+        max_value=10**7,
+        help_text="Tokens; null: as the model's server reports (a smaller figure is kept, "
+        "a larger one is not used)",
+    )
     tool_intent = IntentField(required=False)
     strategy = serializers.ChoiceField(["call_tool", "promote", "native"], required=False)
     tier_budget = serializers.IntegerField(

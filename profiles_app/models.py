@@ -258,7 +258,14 @@ class Agent(OwnedNamed):
     system_prompt = models.TextField(blank=True, max_length=20_000)
     provider = models.CharField(max_length=16, choices=Provider.choices, blank=True)
     model = models.CharField(max_length=100, blank=True)
-    context_window = models.PositiveIntegerField(default=200_000)
+    # Empty: the window the model's server reports, else an assumed one (a turn says which).
+    context_window = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        default=None,
+        help_text="Tokens; empty: as the model's server reports. Smaller than the server's "
+        "keeps conversations shorter; larger is not used.",
+    )
     tool_intent = IntentField(default=dict, blank=True)
     strategy = models.CharField(max_length=16, choices=Strategy.choices, default=Strategy.CALL_TOOL)
     tier_budget = models.PositiveIntegerField(

@@ -1,4 +1,5 @@
-"""JSON API for chat sessions: their intent, their event log and their full results.
+"""JSON API for chat sessions: their intent, their event log, their full results and the
+files tools offered (served as downloads, not JSON: toolhub.lib.downloads).
 
 What a turn does with a session (a message, the inspector) is served by ``agent_app.api``.
 """
@@ -7,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -15,9 +18,11 @@ from rest_framework.views import APIView
 
 from sessions_app import eventlog, services
 from sessions_app.models import ChatSession
+from sessions_app.result_files import result_file_get
 from sessions_app.usage import usage_of
 from toolhub.lib.api import IF_MATCH, error, error_responses, etag, read_version, validated_body
 from toolhub.lib.api_schema import IntentField, ToolNameListField, text_field
+from toolhub.lib.downloads import AnyAccept, attachment
 
 
 class SessionSerializer(serializers.Serializer):
@@ -145,6 +150,22 @@ class SessionResultView(APIView):
                 "text": found.text,
             }
         )
+
+
+class SessionFileView(APIView):
+    """A file a tool offered the person (its ``tool_result`` event names it in ``files``)."""
+
+    content_negotiation_class = AnyAccept
+
+    @extend_schema(
+        responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
+        description="The file's bytes as an attachment, under its name, with the type it "
+        "was sent as when that is well formed (else application/octet-stream). Only the "
+        "chat's owner can read it.",
+    )
+    def get(self, request: Request, session_id: Any, file_id: Any) -> HttpResponse:
+        found = result_file_get(user=request.user, session_id=session_id, file_id=file_id)
+        return attachment(data=found.data, name=found.name, declared_type=found.media_type)
 
 
 class SessionEventsView(APIView):

@@ -149,3 +149,27 @@ class FullResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool} result {str(self.id)[:8]}"
+
+
+class ResultFile(models.Model):
+    """A file a tool offered the person (an MCP server's PDF, a recording): kept with its
+    session, downloaded by the session's owner from the tool's card, never sent to a
+    model. Its name and type are ``ToolFile``'s, already safe (toolhub/tools/files.py);
+    bounded per session (sessions_app.services.result_files_store)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="files")
+    # The turn and the tool call whose result offered it.
+    turn = models.CharField(max_length=36)
+    call_id = models.CharField(max_length=200)
+    name = models.CharField(max_length=200)
+    media_type = models.CharField(max_length=200)
+    size = models.PositiveBigIntegerField()
+    data = models.BinaryField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.size:,} bytes)"

@@ -41,6 +41,7 @@ from sessions_app.eventlog import event_append, events_append
 from sessions_app.models import ChatSession, FullResult, ProviderCall, SessionEvent
 from toolhub.lib.chat_services import chat_services
 from toolhub.lib.errors import Conflict, Invalid, NotFound
+from toolhub.lib.model_windows import DEFAULT_WINDOW
 from toolhub.lib.storable import storable_text
 from toolhub.lib.versioned import versioned_delete, versioned_update
 from toolhub.tools import (
@@ -578,8 +579,14 @@ def full_result_get(*, user: Any, session_id: Any, result_id: Any) -> FullResult
 
 
 def session_context(
-    *, session: ChatSession, attended: bool = True, channel: str | None = None
+    *,
+    session: ChatSession,
+    attended: bool = True,
+    channel: str | None = None,
+    context_window: int | None = None,
 ) -> ToolContext:
+    """What a tool of ``session`` runs with; ``context_window`` is the turn's window (its
+    result ceilings follow it), the agent's setting when the caller has none."""
     return ToolContext(
         user_id=str(session.owner_id),
         session_id=str(session.pk),
@@ -587,7 +594,7 @@ def session_context(
         mode="plan" if session.plan_mode else None,
         attended=attended,
         workspace=_workspace(session),
-        context_window_tokens=session.agent.context_window,
+        context_window_tokens=context_window or session.agent.context_window or DEFAULT_WINDOW,
         env=os.environ,
         services=chat_services(attended=attended),
         settings=RuntimeSettings(allow_private_fetch=settings.TOOLHUB_FETCH_ALLOW_PRIVATE),
@@ -607,14 +614,17 @@ def session_resolve(
     channel: str | None = None,
     strategy: str | None = None,
     rebuild_plan: bool = False,
+    context_window: int | None = None,
 ) -> ResolvedToolset:
-    """What the next turn of ``session`` would send, from the live registry.
+    """What the next turn of ``session`` would send, from the live registry, for a model
+    whose window is ``context_window`` (the agent's setting, else the assumed one).
 
     The session's stored tier plan is kept while its key (the intents, toolset, budget
     and strategy) holds; a changed key, or ``rebuild_plan``, rebuilds it with the
     person's usage counts. The turn stores the returned ``plan`` (docs/accounting.md).
     """
     agent = session.agent
+    window = context_window or agent.context_window or DEFAULT_WINDOW
     stored = None if rebuild_plan else TierPlan.from_json(session.tier_plan)
 
     def resolved_with(plan: TierPlan | None, usage: Mapping[str, int] | None) -> ResolvedToolset:
@@ -624,11 +634,13 @@ def session_resolve(
             profile_lookup=profile_lookup_for(session.owner_id),
             # A session a turn just claimed carries the disables' token, read by the claim.
             disabled=global_disables(**_claimed_token(session)),
-            ctx=session_context(session=session, attended=attended, channel=channel),
+            ctx=session_context(
+                session=session, attended=attended, channel=channel, context_window=window
+            ),
             strategy=strategy or agent.strategy,
             plan=plan,
             usage=usage,
-            context_window_tokens=agent.context_window,
+            context_window_tokens=window,
             budget_tokens=agent.tier_budget,
         )
 

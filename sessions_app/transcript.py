@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,6 +38,7 @@ from sessions_app.eventlog import TERMINAL
 from sessions_app.models import SessionEvent
 from toolhub.lib.prices import cost_usd
 from toolhub.lib.storable import json_loads_bounded
+from toolhub.tools.files import MAX_FILES, clean_name, size_in_words
 from toolhub.tools.images import ToolImage, stored_images
 
 Data = dict[str, Any]
@@ -57,6 +59,21 @@ class Message:
     html: str = ""
     streaming: bool = False
     kind: str = "message"
+
+
+@dataclass(frozen=True, slots=True)
+class CardFile:
+    """A file a tool offered, as its card lists it: a download (``id``), or why the chat
+    did not keep it (``refused``)."""
+
+    name: str
+    size: int
+    id: str = ""
+    refused: str = ""
+
+    @property
+    def size_words(self) -> str:
+        return size_in_words(self.size)
 
 
 @dataclass(slots=True)
@@ -93,6 +110,8 @@ class Card:
     images: tuple[ToolImage, ...] = ()
     # The JSON the tool returned beside its text (an MCP tool's structuredContent).
     structured: Any = None
+    # Files the tool offered the person (sessions_app.result_files), read defensively.
+    files: tuple[CardFile, ...] = ()
     # A form an MCP server put to the person during the call (its latest, as stored):
     # "waiting", then "accept", "decline", "cancel", "timeout" or "cancelled".
     eliciting: str = ""
@@ -206,6 +225,8 @@ class TurnEnd:
     # The last provider call's whole input: how full the context window was.
     context_tokens: int = 0
     context_window: int = 0
+    # Where the window came from: "server", "setting" or "assumed" (nobody said).
+    context_source: str = ""
     model: str = ""
     kind: str = "turn_end"
 
@@ -250,7 +271,7 @@ class Transcript:
     _streaming: str = ""
     _cards: dict[str, Card] = field(default_factory=dict)
     _usage: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    _models: dict[str, tuple[str, int]] = field(default_factory=dict)
+    _models: dict[str, tuple[str, int, str]] = field(default_factory=dict)
 
     def apply(
         self, *, seq: int, kind: str, data: dict[str, Any], turn: str, created: datetime | None
@@ -281,7 +302,11 @@ class Transcript:
         self.running = turn
         self.demo = bool(data.get("demo"))
         self._usage[turn] = []
-        self._models[turn] = (str(data.get("model", "")), _int(data.get("context_window")))
+        self._models[turn] = (
+            str(data.get("model", "")),
+            _int(data.get("context_window")),
+            str(data.get("context_source", ""))[:16],
+        )
         return []
 
     @property
@@ -421,6 +446,7 @@ class Transcript:
         card.cached = bool(data.get("cached"))
         card.full_ref = str(data.get("full_ref", ""))
         card.images = stored_images(data.get("images")) if card.status == "ok" else ()
+        card.files = _stored_files(data.get("files")) if card.status == "ok" else ()
         card.structured = data.get("structured")
         self._policy(card, data)
         if card.approval == "waiting":
@@ -445,7 +471,7 @@ class Transcript:
             item.message = str(data.get("message", ""))
         else:
             item.reason = str(data.get("reason", ""))
-        item.model, item.context_window = self._models.pop(turn, ("", 0))
+        item.model, item.context_window, item.context_source = self._models.pop(turn, ("", 0, ""))
         calls = self._usage.pop(turn, [])
         for call in calls:
             item.input_tokens += _int(call.get("input_tokens"))
@@ -496,6 +522,33 @@ def _shown(value: Any) -> str:
     if isinstance(value, list):
         return ", ".join(str(item) for item in value)
     return str(value)
+
+
+def _stored_files(value: Any) -> tuple[CardFile, ...]:
+    """The files a ``tool_result`` event names, as stored by ``result_files_store``; an
+    entry of any other shape is left out (a row written by hand never breaks the page, and
+    a link is only ever made of a real file id)."""
+    if not isinstance(value, list):
+        return ()
+    files = []
+    for entry in value[:MAX_FILES]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            continue
+        size, refused = max(0, _int(entry.get("size"))), entry.get("refused")
+        if isinstance(refused, str) and refused:
+            files.append(CardFile(clean_name(entry["name"]), size, refused=refused[:300]))
+        elif _is_uuid(entry.get("id")):
+            files.append(CardFile(clean_name(entry["name"]), size, id=str(entry["id"])))
+    return tuple(files)
+
+
+def _is_uuid(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        return str(uuid.UUID(value)) == value
+    except ValueError:
+        return False
 
 
 def _int(value: Any) -> int:

@@ -22,4 +22,9 @@ urlpatterns = [
         views.chat_call_result,
         name="chat_call_result",
     ),
+    path(
+        "chat/<uuid:session_id>/files/<uuid:file_id>/",
+        views.chat_result_file,
+        name="chat_result_file",
+    ),
 ]

@@ -29,6 +29,7 @@ from profiles_app.services import (
 from profiles_app.theme import request_preferences
 from sessions_app.composer import composer_state, session_composer_follow
 from sessions_app.limits import FRAME_MAX_BYTES, MESSAGE_MAX_CHARS
+from sessions_app.result_files import result_file_get
 from sessions_app.services import (
     call_result_get,
     session_get_for_user,
@@ -41,6 +42,7 @@ from sessions_app.services import (
 )
 from sessions_app.transcript import session_transcript, transcript_html
 from sessions_app.usage import usage_of
+from toolhub.lib.downloads import attachment
 from toolhub.lib.errors import ServiceError, found_or_404
 from toolhub.tools import DEFAULT_TOOLSET, ToolIntent
 
@@ -147,6 +149,14 @@ def chat_call_result(request: HttpRequest, session_id: Any, call_seq: int) -> Ht
         name = "".join(c if c.isalnum() or c in "-_" else "_" for c in result["name"])[:60]
         response["Content-Disposition"] = f'attachment; filename="{name or "result"}.txt"'
     return response
+
+
+@require_safe
+@login_required
+def chat_result_file(request: HttpRequest, session_id: Any, file_id: Any) -> HttpResponse:
+    """A file a tool offered the person, as the download its card links to."""
+    found = found_or_404(result_file_get, user=request.user, session_id=session_id, file_id=file_id)
+    return attachment(data=found.data, name=found.name, declared_type=found.media_type)
 
 
 @require_POST

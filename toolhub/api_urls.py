@@ -38,6 +38,10 @@ urlpatterns = [
         "sessions/<uuid:session_id>/results/<uuid:result_id>/",
         sessions.SessionResultView.as_view(),
     ),
+    path(
+        "sessions/<uuid:session_id>/files/<uuid:file_id>/",
+        sessions.SessionFileView.as_view(),
+    ),
     path("agents/", profiles.AgentListView.as_view()),
     path("agents/<int:agent_id>/", profiles.AgentDetailView.as_view()),
     path("agents/<int:agent_id>/duplicate/", profiles.AgentDuplicateView.as_view()),

@@ -355,6 +355,10 @@ TOOLHUB_FETCH_ALLOW_PRIVATE = _env_bool("TOOLHUB_FETCH_ALLOW_PRIVATE", False)
 # for its session's owner, up to this many characters, this many per session.
 TOOLHUB_FULL_RESULT_MAX_CHARS = _env_int("TOOLHUB_FULL_RESULT_MAX_CHARS", 5_000_000)
 TOOLHUB_FULL_RESULTS_PER_SESSION = _env_int("TOOLHUB_FULL_RESULTS_PER_SESSION", 50)
+# Files a tool offered the person (an MCP server's PDF) are kept with the chat for its
+# owner to download: this many at most per chat, this many bytes in all.
+TOOLHUB_RESULT_FILES_PER_SESSION = _env_int("TOOLHUB_RESULT_FILES_PER_SESSION", 50)
+TOOLHUB_RESULT_FILES_MAX_BYTES = _env_int("TOOLHUB_RESULT_FILES_MAX_BYTES", 200_000_000)
 
 # bash runs every command in a bubblewrap box (toolhub/tools/sandbox.py); without a working
 # bwrap here bash is unavailable, with the reason shown. Started as root, boxes run as
@@ -498,6 +502,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "McpServerAuthEnum": ["none", "oauth"],
         "StdioMcpServerAuthEnum": ["none"],
+        "ContextWindowSourceEnum": ["server", "setting", "assumed"],
+        "ProfileSourceEnum": ["builtin", "preset", "shared", "user"],
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

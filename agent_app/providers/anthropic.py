@@ -41,6 +41,7 @@ from agent_app.providers.base import (
     status_error,
     tool_input,
 )
+from toolhub.lib.model_windows import believable
 from toolhub.tools.schema import canonical_json
 
 CACHE = {"type": "ephemeral"}
@@ -53,6 +54,7 @@ class AnthropicProvider:
     is_demo = False
 
     def __init__(self, *, api_key: str, base_url: str = "", timeout: float = 600.0) -> None:
+        self.origin = (base_url or "https://api.anthropic.com").rstrip("/")
         self._clients = PerLoop(
             lambda: anthropic.AsyncAnthropic(
                 api_key=api_key or "missing",
@@ -82,6 +84,12 @@ class AnthropicProvider:
         if system:
             fields["system"] = system
         return json_body(fields, self.wire_tools(request.tools_json, request.deferred))
+
+    async def model_window(self, model: str) -> int | None:
+        """The model's ``max_input_tokens`` from the Models API."""
+        with _mapped_errors():
+            info = await self._clients.get().models.retrieve(model or self.default_model)
+        return believable(info.max_input_tokens)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         with _mapped_errors():
@@ -148,7 +156,7 @@ def _mapped_errors() -> Iterator[None]:
     try:
         yield
     except anthropic.APIStatusError as exc:
-        raise status_error(exc.status_code, _message(exc)) from None
+        raise status_error(exc.status_code, _message(exc), body=str(exc.body)[:4000]) from None
     except anthropic.APITimeoutError:
         raise ProviderError(
             "provider_timeout", "the model did not answer in time", retryable=True

@@ -21,11 +21,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import re
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from toolhub.lib.model_windows import believable
 from toolhub.lib.storable import json_loads_bounded
 from toolhub.tools.resolve import layout_array
 from toolhub.tools.tokens import count_cached
@@ -149,13 +151,40 @@ ProviderEvent = TextDelta | ToolUse | Usage | Stop
 
 
 class ProviderError(Exception):
-    """A failed provider call: ``code`` is stable, ``retryable`` says if trying again helps."""
+    """A failed provider call: ``code`` is stable, ``retryable`` says if trying again helps.
+    ``window`` is the model's context window when the error names it (a request that did
+    not fit says how much would have)."""
 
-    def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
+    def __init__(
+        self, code: str, message: str, *, retryable: bool = False, window: int | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.retryable = retryable
+        self.window = window if window is not None else window_in(message)
+
+
+# How servers name the window when a request does not fit it: llama-cpp-python ("exceed
+# context window of 2048"), OpenAI and vLLM ("maximum context length is 8192 tokens"),
+# Anthropic ("prompt is too long: 210000 tokens > 200000 maximum"), llama.cpp's server
+# ("n_ctx": 4096 in its error body), LM Studio ("context length of 4096").
+_WINDOW_SAID = (
+    re.compile(r"context window of (\d{3,9})\b", re.IGNORECASE),
+    re.compile(r"maximum context length is (\d{3,9}) tokens", re.IGNORECASE),
+    re.compile(r"tokens > (\d{3,9}) maximum", re.IGNORECASE),
+    re.compile(r'"n_ctx"\s*:\s*(\d{3,9})\b'),
+    re.compile(r"context length of (?:only )?(\d{3,9})\b", re.IGNORECASE),
+)
+
+
+def window_in(text: str) -> int | None:
+    """The context window an error's text names, if it names one."""
+    for pattern in _WINDOW_SAID:
+        found = pattern.search(text[:4000])
+        if found:
+            return believable(int(found.group(1)))
+    return None
 
 
 def tool_input(text: str) -> Any:
@@ -172,8 +201,9 @@ def tool_input(text: str) -> Any:
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 
-def status_error(status: int, message: str) -> ProviderError:
-    """Map an HTTP status from any provider to a ``ProviderError``."""
+def status_error(status: int, message: str, *, body: str = "") -> ProviderError:
+    """Map an HTTP status from any provider to a ``ProviderError``; ``body`` is the
+    response's text, read for a context window the message leaves out."""
     if status in (401, 403):
         code = "provider_auth"
     elif status == 429:
@@ -185,7 +215,10 @@ def status_error(status: int, message: str) -> ProviderError:
     else:
         code = "provider_rejected"
     return ProviderError(
-        code, f"HTTP {status}: {message}"[:500], retryable=status in RETRYABLE_STATUS
+        code,
+        f"HTTP {status}: {message}"[:500],
+        retryable=status in RETRYABLE_STATUS,
+        window=window_in(message) or window_in(body),
     )
 
 
@@ -204,6 +237,14 @@ class Provider(Protocol):
         ...
 
     def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]: ...
+
+    # Where the provider's server is (its base URL): reported windows are kept per origin.
+    origin: str
+
+    async def model_window(self, model: str) -> int | None:
+        """The context window ``model``'s server reports, or ``None`` when it says none.
+        May raise anything: the caller bounds it in time and treats a failure as none."""
+        ...
 
 
 async def collect_text(provider: Provider, request: ProviderRequest) -> str:

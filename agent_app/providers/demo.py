@@ -43,9 +43,14 @@ class DemoProvider:
     default_model = "demo"
     supports_native = False
     is_demo = True
+    origin = "demo"
 
     def __init__(self, *, delay: float = 0.01) -> None:
         self.delay = delay
+
+    async def model_window(self, model: str) -> int | None:
+        # The demo has no window of its own: the agent's setting, or the assumed one.
+        return None
 
     def wire_tools(self, tools_json: str, deferred: frozenset[str]) -> WireTools:
         # Nothing goes over a wire: the demo reads the array as resolution laid it out.

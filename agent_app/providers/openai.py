@@ -34,7 +34,9 @@ from agent_app.providers.base import (
     split_array,
     status_error,
     tool_input,
+    window_in,
 )
+from toolhub.lib.model_windows import believable
 from toolhub.tools.schema import canonical_json
 from toolhub.tools.tokens import count as count_tokens
 
@@ -48,7 +50,8 @@ class OpenAIProvider:
     is_demo = False
 
     def __init__(self, *, base_url: str, api_key: str = "", timeout: float = 600.0) -> None:
-        self._url = base_url.rstrip("/") + "/chat/completions"
+        self.origin = base_url.rstrip("/")
+        self._url = self.origin + "/chat/completions"
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._clients = PerLoop(
             lambda: httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0, read=120.0))
@@ -70,6 +73,43 @@ class OpenAIProvider:
         }
         return json_body(fields, self.wire_tools(request.tools_json, request.deferred))
 
+    async def model_window(self, model: str) -> int | None:
+        """The window the server reports: the context llama.cpp's server runs with
+        (``/props``: ``default_generation_settings.n_ctx``), else a field of the model's
+        entry in ``/models`` (vLLM's ``max_model_len``, OpenRouter's ``context_length``,
+        llama.cpp's ``meta.n_ctx_train``...). ``/props`` goes first: what a server runs
+        with beats what the model was trained with."""
+        client = self._clients.get()
+        root = self.origin.removesuffix("/v1")
+        props = await client.get(root + "/props", headers=self._headers)
+        window = _props_window(_json_of(props))
+        if window is not None:
+            return window
+        listed = await client.get(self.origin + "/models", headers=self._headers)
+        return _listed_window(_json_of(listed), model)
+
+    async def _why_nothing(self, client: httpx.AsyncClient, payload: bytes) -> None:
+        """Ask the request again, not streamed and for one token: a server that refuses it
+        says why (its window, when that was it), raised as the request's error."""
+        fields = json.loads(payload)
+        fields.update(stream=False, max_tokens=1)
+        fields.pop("stream_options", None)
+        body = json.dumps(fields, ensure_ascii=False).encode()
+        headers = {**self._headers, "Content-Type": "application/json"}
+        # Twice at most: the pool may hand back the connection the cut stream left dead.
+        for attempt in range(2):
+            try:
+                response = await client.post(self._url, content=body, headers=headers)
+                break
+            except httpx.TransportError:
+                if attempt:
+                    return
+            except httpx.HTTPError:
+                return
+        if response.status_code >= 400:
+            body = response.text
+            raise status_error(response.status_code, _error_message(body), body=body)
+
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         client = self._clients.get()
         payload = self.payload(request)
@@ -82,9 +122,18 @@ class OpenAIProvider:
             ) as response:
                 if response.status_code >= 400:
                     body = (await response.aread()).decode(errors="replace")
-                    raise status_error(response.status_code, _error_message(body))
+                    raise status_error(response.status_code, _error_message(body), body=body)
                 async for event in _events(response, payload):
                     yield event
+        except _NothingSent:
+            # llama-cpp-python ends a stream it cannot serve (a prompt over its window)
+            # before any event, and says why only when asked without streaming.
+            await self._why_nothing(client, payload)
+            raise ProviderError(
+                "provider_cut",
+                "the server ended the answer before sending anything",
+                retryable=True,
+            ) from None
         except httpx.TimeoutException:
             raise ProviderError(
                 "provider_timeout", "the model did not answer in time", retryable=True
@@ -93,6 +142,10 @@ class OpenAIProvider:
             raise ProviderError(
                 "provider_unreachable", f"{type(exc).__name__}: {exc}", retryable=True
             ) from None
+
+
+class _NothingSent(Exception):
+    """A stream that ended before its first event."""
 
 
 async def _events(response: httpx.Response, payload: bytes) -> AsyncIterator[ProviderEvent]:
@@ -104,9 +157,11 @@ async def _events(response: httpx.Response, payload: bytes) -> AsyncIterator[Pro
     usage: Usage | None = None
     stop: str | None = None
     said: list[str] = []
+    heard = False
     async for line in response.aiter_lines():
         if not line.startswith("data:"):
             continue
+        heard = True
         data = line[5:].strip()
         if data == "[DONE]":
             break
@@ -117,6 +172,7 @@ async def _events(response: httpx.Response, payload: bytes) -> AsyncIterator[Pro
                     "provider_stream_error",
                     "the server stopped the answer with an error: "
                     + _said(chunk.get("error"))[:400],
+                    window=window_in(data),
                 )
             choices = chunk.get("choices") or []
             if isinstance(chunk.get("usage"), dict):
@@ -143,6 +199,8 @@ async def _events(response: httpx.Response, payload: bytes) -> AsyncIterator[Pro
                     stop = STOP_REASONS.get(choice["finish_reason"], choice["finish_reason"])
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ProviderError("provider_malformed", f"unreadable stream: {exc}") from None
+    if not heard:
+        raise _NothingSent
     if stop is None:
         raise ProviderError(
             "provider_cut",
@@ -177,6 +235,54 @@ def _wire_tools(tools_json: str) -> WireTools:
         }
         texts.append(canonical_json({"type": "function", "function": function}))
     return WireTools(names=tuple(names), texts=tuple(texts))
+
+
+# The fields compatible servers name a model's window with, in a model list's entries.
+_WINDOW_FIELDS = (
+    "max_model_len",
+    "context_length",
+    "context_window",
+    "max_context_length",
+    "max_input_tokens",
+)
+
+
+def _listed_window(listed: Any, model: str) -> int | None:
+    """The window of ``model``'s entry in a ``/models`` answer; a server that serves one
+    model answers for it whatever name a request gives (llama.cpp's servers do)."""
+    entries = listed.get("data") if isinstance(listed, dict) else None
+    if not isinstance(entries, list):
+        return None
+    entries = [entry for entry in entries if isinstance(entry, dict)]
+    named = [entry for entry in entries if entry.get("id") == model]
+    if not named and len(entries) == 1:
+        named = entries
+    for entry in named:
+        meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+        for value in (*(entry.get(field) for field in _WINDOW_FIELDS), meta.get("n_ctx_train")):
+            window = believable(value)
+            if window is not None:
+                return window
+    return None
+
+
+def _json_of(response: httpx.Response) -> Any:
+    """A successful answer's JSON; ``None`` for an error or a body that is not JSON."""
+    if response.status_code != 200:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _props_window(props: Any) -> int | None:
+    if not isinstance(props, dict):
+        return None
+    settings = props.get("default_generation_settings")
+    if isinstance(settings, dict) and believable(settings.get("n_ctx")) is not None:
+        return believable(settings.get("n_ctx"))
+    return believable(props.get("n_ctx"))
 
 
 def _error_message(body: str) -> str:

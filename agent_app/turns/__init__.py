@@ -29,11 +29,13 @@ turn.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 import uuid
 from typing import Any
 
+from agent_app.providers.windows import window_discover
 from agent_app.turns.begin import TurnBusy, begin_turn
 from agent_app.turns.control import control_channel, control_send
 from agent_app.turns.loop import (
@@ -48,6 +50,7 @@ from agent_app.turns.reaper import reap_once, reaper_start
 from agent_app.turns.runner import TurnRunner
 from agent_app.turns.state import running_turn
 from agent_app.turns.tails import TailGate, running_tails
+from profiles_app.models import Agent
 from sessions_app.eventlog import notify_events
 from sessions_app.limits import MESSAGE_MAX_CHARS
 from sessions_app.models import ChatSession
@@ -56,6 +59,8 @@ from toolhub.lib.storable import storable_text
 from toolhub.tools import registry as tool_registry
 from toolhub.tools.mcp.asks import ACTIONS, FormError, fields_from_json, form_answer
 from toolhub.tools.resolve import count_ahead_in_background
+
+log = logging.getLogger(__name__)
 
 TEXT_LIMIT = MESSAGE_MAX_CHARS
 
@@ -118,6 +123,8 @@ async def turn_start(
     """
     text = clean_text(text)
     turn_id = str(uuid.uuid4())
+    # Before the claim: asking a model's server is network time no transaction should hold.
+    await _window_checked(session)
     control = await control_channel()
     # Before the claim, so the runner's first lease renewal is never late.
     claimed_at = time.monotonic()
@@ -163,6 +170,20 @@ async def turn_start(
     )
     spawn(runner)
     return turn_id
+
+
+def _agent_of(*, session: ChatSession) -> Agent:
+    return session.agent
+
+
+async def _window_checked(session: ChatSession) -> None:
+    """Learn the model's context window if nobody asked its server lately; whatever goes
+    wrong here (the database, the cache, the server) leaves it unknown, the turn goes on."""
+    try:
+        agent = await on_db_thread(_agent_of, session=session)
+        await window_discover(agent=agent)
+    except Exception:
+        log.warning("checking the model's window failed", exc_info=True)
 
 
 _counted_ahead = threading.Event()

@@ -16,7 +16,8 @@ from django.db import transaction
 
 from agent_app.history import messages_from_events
 from agent_app.providers import Provider, ProviderError
-from agent_app.turns.preview import RequestTools, next_turn, turn_model
+from agent_app.providers.windows import turn_model
+from agent_app.turns.preview import RequestTools, next_turn
 from agent_app.turns.state import claim, release
 from sessions_app.eventlog import events_insert, session_history
 from sessions_app.models import ChatSession, SessionEvent
@@ -28,6 +29,7 @@ from sessions_app.services import (
 )
 from sessions_app.transcript import ROW, Message, fold
 from toolhub.lib.errors import Conflict, NotFound
+from toolhub.lib.model_windows import ContextWindow
 from toolhub.tools import ResolvedToolset, ToolContext, UnknownToolsetError
 from toolhub.tools.turn import TurnTools
 
@@ -46,6 +48,7 @@ class PreparedTurn:
     provider: Provider
     model: str
     system: str
+    window: ContextWindow
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +85,17 @@ def _prepare(
         resolved=resolved,
         turn=upcoming.turn,
         tools=upcoming.tools,
-        ctx=session_context(session=session, attended=attended, channel=channel),
+        ctx=session_context(
+            session=session,
+            attended=attended,
+            channel=channel,
+            context_window=upcoming.window.tokens,
+        ),
         messages=messages,
         provider=upcoming.provider,
         model=turn_model(agent=agent, provider=upcoming.provider),
         system=agent.system_prompt,
+        window=upcoming.window,
     )
 
 
@@ -168,7 +177,10 @@ def begin_turn(
                 "demo": prep.provider.is_demo,
                 # The chat's title, which a first message gives it: the page shows it.
                 "title": str(claimed),
-                "context_window": claimed.agent.context_window,
+                # The window the meter measures against, and where it came from (a
+                # window nobody reported is shown as assumed).
+                "context_window": prep.window.tokens,
+                "context_source": prep.window.source,
             }
             items = [*lead, asked, ("turn_started", started)]
             return TurnBegun(

@@ -17,24 +17,18 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
-
 from agent_app.providers import Provider, ProviderError, provider_for
 from agent_app.providers.base import WireTools
+from agent_app.providers.windows import turn_model, turn_window
 from profiles_app.models import Agent
 from sessions_app.models import ChatSession
 from sessions_app.services import session_plan_store, session_resolve, sessions_of
 from toolhub.lib.errors import Conflict, NotFound
+from toolhub.lib.model_windows import ContextWindow
 from toolhub.tools import ResolvedToolset, UnknownToolsetError
 from toolhub.tools.layers import hidden_words
 from toolhub.tools.tokens import count_cached
 from toolhub.tools.turn import TurnTools
-
-
-def turn_model(*, agent: Agent, provider: Provider) -> str:
-    """The model a turn of ``agent`` asks for: its own, else the configured one, else the
-    provider's default."""
-    return agent.model or settings.TOOLHUB_MODEL or provider.default_model
 
 
 def turn_strategy(*, agent: Agent, provider: Provider) -> str:
@@ -80,6 +74,8 @@ class NextTurn:
     resolved: ResolvedToolset
     turn: TurnTools
     tools: RequestTools
+    # The context window the turn works in: its tier budget and result ceilings follow it.
+    window: ContextWindow
 
 
 def next_turn(
@@ -92,16 +88,18 @@ def next_turn(
     """Resolve ``session`` as its next turn will, and freeze the turn's contract.
     Raises ``UnknownToolsetError`` (a deleted profile) and ``ProviderError``."""
     provider = provider_for(session.agent.provider)
+    window = turn_window(agent=session.agent, provider=provider)
     resolved = session_resolve(
         session=session,
         attended=attended,
         channel=channel,
         strategy=turn_strategy(agent=session.agent, provider=provider),
         rebuild_plan=rebuild_plan,
+        context_window=window.tokens,
     )
     turn = TurnTools(resolved, loaded=session.loaded_tools or ())
     tools = request_tools(provider=provider, resolved=resolved, turn=turn)
-    return NextTurn(provider=provider, resolved=resolved, turn=turn, tools=tools)
+    return NextTurn(provider=provider, resolved=resolved, turn=turn, tools=tools, window=window)
 
 
 def session_plan_reset(*, user: Any, session: ChatSession) -> ChatSession:
@@ -145,6 +143,7 @@ def session_toolset(*, session: ChatSession, channel: str = "web") -> dict[str, 
         "provider": upcoming.provider.name,
         "model": turn_model(agent=session.agent, provider=upcoming.provider),
         "agent": session.agent.name,
+        "context_window": upcoming.window.to_json(),
         "resident": [
             {"name": name, "tokens": count_cached(piece)}
             for name, piece in zip(billed, wire.billed(tools.loaded)[1:], strict=True)

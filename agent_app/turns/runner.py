@@ -35,6 +35,7 @@ from agent_app.providers import (
     ToolUse,
     Usage,
 )
+from agent_app.providers.windows import window_learned
 from agent_app.turns.asking import McpAsks
 from agent_app.turns.begin import PreparedTurn
 from agent_app.turns.control import listen
@@ -51,6 +52,7 @@ from agent_app.turns.tails import TailPump
 from agent_app.turns.titles import name_chat
 from profiles_app.services import global_disables
 from sessions_app.models import SessionEvent
+from sessions_app.result_files import result_files_store
 from sessions_app.services import session_allow_for_chat, session_call_policy
 from toolhub.lib.markdown import render_markdown
 from toolhub.lib.storable import storable
@@ -60,6 +62,7 @@ from toolhub.tools import (
     ToolResult,
 )
 from toolhub.tools.approval import ASK, DENY, Decision
+from toolhub.tools.files import ToolFile
 from toolhub.tools.images import ToolImage
 from toolhub.tools.schema import canonical_json
 from toolhub.tools.tokens import count_cached
@@ -99,6 +102,8 @@ class CallOutcome:
     # Images the tool returned beside its text (toolhub/tools/images.py).
     images: tuple[ToolImage, ...] = ()
     structured: Any = None
+    # Files for the person (toolhub/tools/files.py), stored when the result is.
+    files: tuple[ToolFile, ...] = ()
 
 
 @dataclass
@@ -330,7 +335,7 @@ class TurnRunner(McpAsks):
                         outcome.cancelled = True
                         return outcome
                     continue
-                await self._finish_failed(exc.code, exc.message)
+                await self._finish_failed(*await _failure_words(provider, request, exc))
                 return None
             outcome.latency_ms = int((time.monotonic() - started) * 1000)
             return outcome
@@ -426,6 +431,18 @@ class TurnRunner(McpAsks):
             result["images"] = [image.to_json() for image in outcome.images]
         if outcome.structured is not None:
             result["structured"] = outcome.structured
+        if outcome.files:
+            # Stored before the event that names them, so every link on the card works.
+            result["files"] = files = await on_db_thread(
+                result_files_store,
+                session_id=self.session_id,
+                turn=self.turn_id,
+                call_id=call["call_id"],
+                files=outcome.files,
+            )
+            for file in files:
+                if "refused" in file:
+                    result["content"] += f"\n[file {file['name']} not kept: {file['refused']}]"
         result["elapsed_ms"] = int((time.monotonic() - started) * 1000)
         self._emit("tool_result", result)
         self._unanswered.pop(call["call_id"], None)
@@ -509,6 +526,7 @@ class TurnRunner(McpAsks):
             decision,
             outcome.images if status == "ok" else (),
             outcome.structured,
+            files=outcome.files if status == "ok" else (),
         )
 
     async def _approval(
@@ -726,6 +744,23 @@ class TurnRunner(McpAsks):
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.cancel.wait(), timeout=seconds)
         return self.cancel.cancelled
+
+
+async def _failure_words(
+    provider: Provider, request: ProviderRequest, exc: ProviderError
+) -> tuple[str, str]:
+    """A failed call's code and words; a request that no longer fits the model's window
+    says so (and the window is kept, so the next turn is planned for it)."""
+    window = await asyncio.to_thread(
+        window_learned, provider=provider, model=request.model, error=exc
+    )
+    if window is None:
+        return exc.code, exc.message
+    return "context_full", (
+        f"This conversation no longer fits the model's window of {window:,} tokens. Start "
+        "a new chat, or edit an earlier message to leave out what is not needed. "
+        f"The server said: {exc.message}"
+    )[:1000]
 
 
 def _merged(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

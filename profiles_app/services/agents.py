@@ -113,7 +113,11 @@ def _clean(fields: dict[str, Any], user: Any, *, shared: bool) -> dict[str, Any]
                 not isinstance(value, int) or isinstance(value, bool) or not 1_000 <= value <= 10**7
             )
         ):
-            raise Invalid(f"{key} must be a whole number of tokens", fields={key: ["range"]})
+            label = "The context window" if key == "context_window" else "The tier budget"
+            raise Invalid(
+                f"{label} must be a whole number of tokens from 1,000 to 10,000,000, or empty.",
+                fields={key: ["range"]},
+            )
         elif key in _TEXT_LIMITS and (
             not isinstance(value, str) or len(value) > _TEXT_LIMITS[key] or "\x00" in value
         ):

@@ -37,6 +37,7 @@ from profiles_app.services.rules import (
     refuse_meta_tool,
 )
 from toolhub.lib.errors import Conflict, Forbidden, Invalid, NotFound
+from toolhub.lib.model_windows import DEFAULT_WINDOW
 from toolhub.lib.versioned import versioned_delete, versioned_update
 from toolhub.tools import (
     TOOLSETS,
@@ -243,7 +244,9 @@ def profile_token_cost(*, user: Any, name: str, agent: Any, ctx: ToolContext) ->
         disabled=global_disables(),
         ctx=ctx,
         strategy=agent.strategy,
-        context_window_tokens=agent.context_window,
+        # The agent's own figure: the Programs page prices a profile without asking any
+        # model's server (the turn and the Agents page use the reported window).
+        context_window_tokens=agent.context_window or DEFAULT_WINDOW,
         budget_tokens=agent.tier_budget,
     )
     return token_cost(resolved)

@@ -169,8 +169,15 @@ function gauge(usage) {
   const meter = gaugeBox.querySelector("meter");
   meter.max = size;
   meter.value = used;
-  gaugeBox.querySelector("[data-gauge-text]").textContent =
-    `${numbers.format(used)} of ${numbers.format(size)} tokens (${Math.min(100, Math.round((used * 100) / size))}%)`;
+  const assumed = usage.hasAttribute("data-assumed");
+  const words = gaugeBox.querySelector("[data-gauge-text]");
+  words.textContent =
+    `${numbers.format(used)} of ${numbers.format(size)} tokens (${Math.min(100, Math.round((used * 100) / size))}%)` +
+    (assumed ? ", window assumed" : "");
+  // Why "assumed": the model's server does not say, and the agent sets no window.
+  words.title = assumed
+    ? "The model's server does not say how large its window is, and the agent sets none: this figure is assumed."
+    : "";
   gaugeBox.hidden = false;
 }
 

@@ -152,3 +152,36 @@ def test_a_long_agent_list_narrows_as_a_name_is_typed_and_a_tool_it_removed_is_g
     page.screenshot(path=SCREENSHOTS / "agent_filter_phone.png")
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     assert page.console_errors == []
+
+
+def test_a_window_set_on_an_agent_shows_where_it_comes_from_and_an_unknown_one_is_assumed(
+    product, page
+):
+    base, password = product
+    sign_in(page, base, password)
+    page.goto(f"{base}/agents/")
+    page.get_by_label("New agent").fill("Short memory")
+    page.get_by_role("button", name="Create").click()
+    expect(page.get_by_text("Agent Short memory created")).to_be_visible()
+    expect(page.locator("#agent-window")).to_contain_text("200,000 tokens, assumed")
+
+    page.get_by_label("Context window (tokens)").fill("a lot")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("alert")).to_contain_text("a whole number of tokens")
+    page.get_by_label("Context window (tokens)").fill("4,096")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_text("Agent saved.")).to_be_visible()
+    expect(page.locator("#agent-window")).to_have_text(
+        "Context window: 4,096 tokens, as set on the agent."
+    )
+
+    # The demo model's server says nothing: the chat's gauge says its window is assumed.
+    new_chat(page, base)
+    page.get_by_label("Message").fill("hello")
+    page.get_by_label("Message").press("Enter")
+    gauge = page.locator("[data-gauge-text]")
+    expect(gauge).to_contain_text("of 200,000 tokens", timeout=20_000)
+    expect(gauge).to_contain_text("window assumed")
+    assert "assumed" in gauge.get_attribute("title")
+    # The refused save answered 400, which Chromium logs; nothing else may have failed.
+    assert [error for error in page.console_errors if "400 (Bad Request)" not in error] == []

@@ -212,6 +212,12 @@ class Exchange:
         except _Stopping:
             handler.close_connection = True
 
+    def drop_connection(self, *, after: float = 0.1) -> None:
+        """Close the connection ``after`` seconds once this response is sent, without
+        saying so first: a client that reuses it meanwhile has its next request lost."""
+        self._pause(after)
+        self._handler.close_connection = True
+
     def _write(self, data: bytes) -> None:
         try:
             self._handler.wfile.write(data)
@@ -284,6 +290,7 @@ class FakeServer:
         self.replies: deque[Reply] = deque()
         self.responder: Callable[[dict[str, Any]], Reply] = responder or _say_ok
         self.requests: list[Seen] = []
+        self.lookups: list[Seen] = []
         self.disconnects = 0
         self._changed = threading.Condition()
         self._stopping = threading.Event()
@@ -374,11 +381,13 @@ class FakeServer:
             method=method,
         )
         with self._changed:
-            self.requests.append(seen)
+            # A GET asks what the server is (its models, its properties): kept apart, so
+            # the requests a test counts are the model calls it scripted.
+            (self.lookups if method == "GET" else self.requests).append(seen)
             self._changed.notify_all()
         try:
             self.handle(Exchange(self, handler, seen, is_json=is_json))
-        except _ClientGone:
+        except (_ClientGone, _Stopping):
             handler.close_connection = True
 
     def _count_disconnect(self) -> None:

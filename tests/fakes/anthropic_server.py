@@ -98,15 +98,21 @@ class FakeAnthropic(FakeServer):
         responder: Callable[[dict[str, Any]], Reply] | None = None,
         lookback_blocks: int = 20,
         min_cache_tokens: int = 0,
+        models: dict[str, int] | None = None,
     ) -> None:
         super().__init__(responder=responder)
         self.lookback_blocks = lookback_blocks
         self.min_cache_tokens = min_cache_tokens
+        # Model name -> its max_input_tokens, as the Models API answers `GET /v1/models/{id}`.
+        self.models = models or {}
         self.cached_prefixes: set[str] = set()
         self._cache_lock = threading.Lock()
         self._ids = count(1)
 
     def handle(self, exchange: Exchange) -> None:
+        if exchange.method == "GET" and exchange.path.startswith("/v1/models/"):
+            self._model_info(exchange, exchange.path.removeprefix("/v1/models/"))
+            return
         if exchange.method != "POST" or exchange.path not in {MESSAGES_PATH, COUNT_TOKENS_PATH}:
             _send_error(exchange, 404, f"Not found: {exchange.method} {exchange.path}")
             return
@@ -150,6 +156,23 @@ class FakeAnthropic(FakeServer):
         else:
             message = _message(reply, message_id=message_id, model=model, usage=usage)
             exchange.send_json(200, message, headers=headers)
+
+    def _model_info(self, exchange: Exchange, name: str) -> None:
+        if not _has_credential(exchange.headers):
+            _send_error(exchange, 401, "x-api-key header is required")
+        elif name not in self.models:
+            _send_error(exchange, 404, f"model: {name}")
+        else:
+            info = {
+                "type": "model",
+                "id": name,
+                "display_name": name,
+                "created_at": "2025-01-01T00:00:00Z",
+                "lifecycle": "active",
+                "max_input_tokens": self.models[name],
+                "max_tokens": 64_000,
+            }
+            exchange.send_json(200, info)
 
     def estimate(self, body: dict[str, Any]) -> int:
         """The total input token estimate of a Messages request body."""

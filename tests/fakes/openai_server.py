@@ -15,7 +15,14 @@ Modes for what real compatible servers do (llama-cpp-python's server does each o
 `repeat_call_head` repeats every tool call's `id`, `type` and `function.name` in each of its
 chunks; `refuse_null_content` answers 500 ("Input should be a valid string") to an assistant
 message whose `content` is null; `ignore_stream_options` never sends a usage chunk;
-`error_shape="detail"` answers errors as `{"detail": message}`. A `Reply` with
+`error_shape="detail"` answers errors as `{"detail": message}`. `models` (name → extra fields,
+e.g. vLLM's `{"max_model_len": 8192}`) makes `GET /v1/models` list them, and `props` makes
+`GET /props` answer as llama.cpp's server does (`{"default_generation_settings": {"n_ctx":
+...}}`); without them both are 404, as on servers that have no such thing. `window` is a
+context window as llama-cpp-python keeps it: a request whose estimated prompt exceeds it
+gets, streamed, a 200 whose body ends before any event (the server logs the error and
+sends nothing), and not streamed, a 400 saying "This model's maximum context length is N
+tokens". A `Reply` with
 `stream_error` sends `data: {"error": {...}}` after its text and ends the stream there (a
 context overflow reported mid-stream); one with `cut` ends after its text with neither a
 finish_reason nor `[DONE]` (a stream the server dropped).
@@ -65,6 +72,9 @@ class FakeOpenAI(FakeServer):
         refuse_null_content: bool = False,
         ignore_stream_options: bool = False,
         error_shape: str = "openai",
+        models: dict[str, dict[str, Any]] | None = None,
+        props: dict[str, Any] | None = None,
+        window: int | None = None,
     ) -> None:
         super().__init__(responder=responder)
         self.api_key = api_key
@@ -72,9 +82,22 @@ class FakeOpenAI(FakeServer):
         self.refuse_null_content = refuse_null_content
         self.ignore_stream_options = ignore_stream_options
         self.error_shape = error_shape
+        self.models = models
+        self.props = props
+        self.window = window
         self._ids = count(1)
 
     def handle(self, exchange: Exchange) -> None:
+        if exchange.method == "GET" and exchange.path == "/v1/models" and self.models is not None:
+            listed = [
+                {"id": name, "object": "model", "owned_by": "fake", **fields}
+                for name, fields in self.models.items()
+            ]
+            exchange.send_json(200, {"object": "list", "data": listed})
+            return
+        if exchange.method == "GET" and exchange.path == "/props" and self.props is not None:
+            exchange.send_json(200, self.props)
+            return
         if exchange.method != "POST" or exchange.path != COMPLETIONS_PATH:
             self._error(exchange, 404, f"Unknown request URL: {exchange.method} {exchange.path}")
             return
@@ -96,6 +119,9 @@ class FakeOpenAI(FakeServer):
             self._error(exchange, 500, "messages.content: Input should be a valid string")
             return
 
+        if self.window is not None and self.estimate(exchange.body) > self.window:
+            self._overflow(exchange)
+            return
         reply = self.next_reply(exchange.body)
         if reply.status != 200:
             self._error(exchange, reply.status, reply.text or None)
@@ -127,6 +153,20 @@ class FakeOpenAI(FakeServer):
             )
         else:
             exchange.send_json(200, _completion(reply, head=head, usage=usage))
+
+    def _overflow(self, exchange: Exchange) -> None:
+        asked = self.estimate(exchange.body)
+        if exchange.body.get("stream"):
+            exchange.stream([], reply=Reply(), pause_after=-1, broken_frame=_BROKEN_FRAME)
+            # As llama-cpp-python's server: the connection is dropped after, unannounced.
+            exchange.drop_connection()
+            return
+        self._error(
+            exchange,
+            400,
+            f"This model's maximum context length is {self.window} tokens. However, you "
+            f"requested {asked} tokens. Please reduce the length of the messages.",
+        )
 
     def _error(self, exchange: Exchange, status: int, message: str | None) -> None:
         if self.error_shape == "detail":

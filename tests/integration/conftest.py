@@ -47,8 +47,12 @@ def _fresh_channel_layer_and_cache():
     from channels.layers import channel_layers
     from django.core.cache import cache
 
+    from toolhub.lib.model_windows import windows_forget
+
     channel_layers.backends.clear()
     cache.clear()
+    # Fake model servers come and go on reused ports: no window one reported outlives it.
+    windows_forget()
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,8 @@ appends a line per executed call, so a test can prove a call never reached the s
 ``--refuse-if FILE`` exits at start while FILE exists, so a restart can be made to fail.
 ``--lively`` adds ``grow`` (adds a tool and sends list_changed), ``shout`` (sends a log
 message), two resources (a text with CRLF and joiners, a PNG), ``linked`` (a result
-that links to the text) and two prompts, ``review`` (code, focus) and ``hello``;
+that links to the text), ``report`` (a PDF as an embedded blob resource and a recording as
+audio: files for the person) and two prompts, ``review`` (code, focus) and ``hello``;
 ``--instructions TEXT`` is what the server tells a client about its tools. ``--asking``
 adds tools that ask the client mid-call: ``sign_in_visitor`` (a form for the person),
 ``sum_up`` (a completion from the client's model), ``show_roots`` (the client's roots) and
@@ -46,7 +47,10 @@ from mcp.server.mcpserver import (
     Sample,
 )
 from mcp_types import (
+    AudioContent,
+    BlobResourceContents,
     CreateMessageResult,
+    EmbeddedResource,
     ImageContent,
     ListRootsResult,
     ListToolsResult,
@@ -77,6 +81,12 @@ class Weather(TypedDict):
     city: str
     degrees: int
 
+
+# What a server's PDF begins and ends as (no model takes one), and a WAV header: files a
+# tool offers the person, whose bytes must arrive exactly.
+REPORT_PDF = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj <</Type /Catalog>> endobj\n\x00\xff\n%%EOF\n"
+REPORT_URI = "blob://reports/q3%20summary"
+RECORDING_WAV = b"RIFF\x24\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00"
 
 # A real 1x1 PNG, a blue pixel: what a browser can draw and a provider can read.
 PIXEL = (
@@ -262,6 +272,21 @@ def _lively_tools(server: PagedServer) -> None:
             ResourceLink(
                 type="resource_link", uri="note://greeting", name="greeting", mime_type="text/plain"
             )
+        ]
+
+    @server.tool(description="The quarterly report as a PDF, and a recording of it read out.")
+    def report() -> list:
+        pdf = BlobResourceContents(
+            uri=REPORT_URI,
+            mime_type="application/pdf",
+            blob=base64.b64encode(REPORT_PDF).decode(),
+        )
+        return [
+            TextContent(type="text", text="Here is the report."),
+            EmbeddedResource(type="resource", resource=pdf),
+            AudioContent(
+                type="audio", data=base64.b64encode(RECORDING_WAV).decode(), mime_type="audio/wav"
+            ),
         ]
 
     @server.tool(description="Send a log message at a level.")

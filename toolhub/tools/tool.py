@@ -19,11 +19,12 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypedDict, Unpack, overload
 
 from toolhub.tools import presets
 from toolhub.tools.context import ToolContext
+from toolhub.tools.files import ToolFile
 from toolhub.tools.images import ToolImage
 from toolhub.tools.schema import (
     INJECTED_PARAMETERS,
@@ -59,6 +60,9 @@ class ToolResult:
     cached: bool = False
     # Images beside the text, for the model and the card (toolhub/tools/images.py).
     images: tuple[ToolImage, ...] = ()
+    # Files for the person, offered on the card; the model reads only a line for each
+    # (toolhub/tools/files.py).
+    files: tuple[ToolFile, ...] = ()
     # A JSON value the tool returned beside its text (an MCP tool's structuredContent).
     structured: Any = None
 
@@ -348,16 +352,8 @@ class Tool:
         tail = keep - head
         marker = _marker(len(text) - keep, ref)
         capped = text[:head] + marker + (text[len(text) - tail :] if tail else "")
-        return ToolResult(
-            content=capped,
-            is_error=result.is_error,
-            status=result.status,
-            truncated=True,
-            full_ref=ref,
-            cached=result.cached,
-            images=result.images,
-            structured=result.structured,
-        )
+        # Only the text is cut: images, files and structured content stay as they came.
+        return replace(result, content=capped, truncated=True, full_ref=ref)
 
 
 def _marker(omitted: int, ref: str | None) -> str:

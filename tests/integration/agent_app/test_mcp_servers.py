@@ -642,6 +642,7 @@ def test_a_chats_resources_are_attached_for_its_owner_only_and_never_past_a_disa
 
     listed = mine.get(base).json()["resources"]
     attached = attach(mine, "note://greeting")
+    binary = attach(mine, "blob://pixel")
     unlisted = attach(mine, "file:///etc/passwd")
     their_list, their_attach = theirs.get(base), attach(theirs, "note://greeting")
     api(staff).post(
@@ -658,6 +659,10 @@ def test_a_chats_resources_are_attached_for_its_owner_only_and_never_past_a_disa
     assert attached.json() == {
         "text": "[Resource greeting (note://greeting) from MCP server lively]\n" + EXACT_TEXT
     }
+    # An image (or any binary file) is not pasted as text: the reader tool carries it.
+    assert binary.status_code == 409
+    assert binary.json()["error"].startswith("pixel is a binary file, and a message carries")
+    assert "lively__read_resource" in binary.json()["error"]
     assert unlisted.status_code == 400
     assert "lists no resource 'file:///etc/passwd'" in unlisted.json()["error"]
     assert (their_list.status_code, their_attach.status_code) == (404, 404)

@@ -122,7 +122,7 @@ def _agent_form(agent: Agent, **fields) -> dict[str, str]:
         "system_prompt": agent.system_prompt,
         "provider": agent.provider,
         "model": agent.model,
-        "context_window": str(agent.context_window),
+        "context_window": "" if agent.context_window is None else str(agent.context_window),
         "tool_intent": json.dumps(agent.tool_intent),
         "strategy": agent.strategy,
         "tier_budget": "",
@@ -136,7 +136,7 @@ def _agent_form(agent: Agent, **fields) -> dict[str, str]:
     [
         ("tool_intent", '{"disabled": ["tool_search"]}', "tool_search cannot be removed"),
         ("tool_intent", '{"toolset": "nobody-has-this"}', "nobody-has-this"),
-        ("context_window", "5", "context_window must be a whole number of tokens"),
+        ("context_window", "5", "The context window must be a whole number of tokens"),
         ("name", "default", "'default' is a built-in preset name"),
     ],
 )

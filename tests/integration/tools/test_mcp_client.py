@@ -5,6 +5,7 @@ in ``tests/unit``: every test starts server processes.)"""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
@@ -17,7 +18,7 @@ from typing import TextIO, cast
 import pytest
 
 from tests.mcp import free_port, http_config, http_server, stdio_config, wait_for
-from tests.mcp.server import EXACT_TEXT, PIXEL
+from tests.mcp.server import EXACT_TEXT, PIXEL, RECORDING_WAV, REPORT_PDF, REPORT_URI
 from toolhub.tools import ToolContext, ToolRegistry, TurnTools, function, resolve, token_cost
 from toolhub.tools.mcp import (
     MAX_DESCRIPTION_CHARS,
@@ -1121,7 +1122,7 @@ def test_a_server_that_fails_to_start_keeps_its_last_stderr_lines_with_secrets_r
     assert status.stderr[0] == "line 21"
 
 
-def test_an_image_sent_as_a_blob_resource_reaches_the_model_as_an_image_and_other_blobs_say_so():
+def test_an_image_sent_as_a_blob_resource_reaches_the_model_and_other_blobs_reach_the_person():
     from mcp_types import BlobResourceContents, CallToolResult, EmbeddedResource
 
     def blob(uri: str, mime: str, data: str) -> EmbeddedResource:
@@ -1133,6 +1134,7 @@ def test_an_image_sent_as_a_blob_resource_reaches_the_model_as_an_image_and_othe
             content=[
                 blob("file:///chart.png", "image/png", PIXEL),
                 blob("file:///data.bin", "application/octet-stream", "AAAA"),
+                blob("file:///broken.zip", "application/zip", "not base64!"),
             ]
         )
     )
@@ -1140,6 +1142,58 @@ def test_an_image_sent_as_a_blob_resource_reaches_the_model_as_an_image_and_othe
     assert result.content.splitlines() == [
         "[resource file:///chart.png]",
         "[image 1: image/png, about 69 bytes]",
-        "[resource file:///data.bin: application/octet-stream, binary]",
+        "[resource file:///data.bin]",
+        "[file offered to the person: data.bin, application/octet-stream, 3 bytes]",
+        "[resource file:///broken.zip]",
+        "[file broken.zip (application/zip, about 8 bytes) not offered: its data is not base64]",
     ]
     assert [image.data for image in result.images] == [PIXEL]
+    assert [(file.name, file.data) for file in result.files] == [("data.bin", b"\0\0\0")]
+
+
+@pytest.mark.processes
+def test_a_pdf_and_a_recording_a_server_sends_reach_the_person_as_files_and_the_model_as_lines(
+    manager, reg
+):
+    connect(manager, stdio_config("demo", "--lively"))
+
+    report = succeeded(reg, "demo__report")
+
+    pdf, recording = report.files
+    assert (pdf.name, pdf.media_type, pdf.data) == (
+        "q3 summary.pdf",
+        "application/pdf",
+        REPORT_PDF,
+    )
+    assert (recording.name, recording.media_type, recording.data) == (
+        "audio.wav",
+        "audio/wav",
+        RECORDING_WAV,
+    )
+    assert report.content.splitlines() == [
+        "Here is the report.",
+        f"[resource {REPORT_URI}]",
+        f"[file offered to the person: q3 summary.pdf, application/pdf, {len(REPORT_PDF)} bytes]",
+        f"[file offered to the person: audio.wav, audio/wav, {len(RECORDING_WAV)} bytes]",
+    ]
+    # The model never reads a file's bytes, in base64 or otherwise.
+    assert base64.b64encode(REPORT_PDF).decode() not in report.content
+    assert "%PDF" not in report.content
+    assert report.images == ()
+
+
+def test_a_binary_resource_read_with_the_reader_is_offered_to_the_person_not_the_model():
+    from mcp_types import BlobResourceContents, ReadResourceResult
+
+    from toolhub.tools.mcp.tools import resource_text
+
+    pdf = BlobResourceContents(
+        uri=REPORT_URI, mime_type="application/pdf", blob=base64.b64encode(REPORT_PDF).decode()
+    )
+
+    result = resource_text(ReadResourceResult(contents=[pdf]))
+
+    assert result.content == (
+        f"[file offered to the person: q3 summary.pdf, application/pdf, {len(REPORT_PDF)} bytes]"
+    )
+    assert [(file.name, file.data) for file in result.files] == [("q3 summary.pdf", REPORT_PDF)]

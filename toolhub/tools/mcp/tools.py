@@ -1,6 +1,6 @@
 """An MCP server's listing as toolhub ``Tool`` objects: names, untrusted text cut and
 cleaned, schemas checked, annotations read into plan-mode and approval rules, and call
-results turned into text."""
+results turned into text, images for the model and files for the person."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolhub.tools.context import ToolContext
+from toolhub.tools.files import ToolFile, not_offered_line, offer, offered_line
 from toolhub.tools.images import MAX_IMAGES, ToolImage, image_marker, sendable_image
 from toolhub.tools.mcp.config import (
     CONFLICTING_HINT,
@@ -345,14 +346,16 @@ def resource_listing(server: str, result: Any) -> ToolResult:
 
 def resource_text(result: Any) -> ToolResult:
     """A ``ReadResourceResult``: text exactly as sent; an image blob as an image the model
-    sees (its line marks where), other binary contents in a line each."""
+    sees (its line marks where), other binary contents as files offered to the person (a
+    line each tells the model)."""
     images: list[ToolImage] = []
-    parts = [_contents(item, images) for item in result.contents or ()]
+    files: list[ToolFile] = []
+    parts = [_contents(item, images, files) for item in result.contents or ()]
     text = "\n".join(parts) if parts else "(the resource is empty)"
-    return ToolResult(content=text, images=tuple(images))
+    return ToolResult(content=text, images=tuple(images), files=tuple(files))
 
 
-def _contents(item: Any, images: list[ToolImage]) -> str:
+def _contents(item: Any, images: list[ToolImage], files: list[ToolFile]) -> str:
     text = getattr(item, "text", None)
     if isinstance(text, str):
         return text
@@ -360,13 +363,13 @@ def _contents(item: Any, images: list[ToolImage]) -> str:
     blob = getattr(item, "blob", "") or ""
     if (raw_mime or "").lower().startswith("image/"):
         return _image_of(raw_mime, blob, images)
-    mime = untrusted_text(raw_mime, 80) or "unknown type"
-    return f"[binary resource {item.uri}: {mime}, about {len(blob) * 3 // 4:,} bytes]"
+    return _file_of(str(item.uri), raw_mime, blob, files)
 
 
 def result_text(result: Any, *, reader: str = "") -> ToolResult:
     """An MCP ``CallToolResult`` as a ``ToolResult``: text exactly as sent; images the
-    models take as images (a line each says so), audio and binary resources as a line;
+    models take as images (a line each says so); audio and other binary resources as
+    files offered to the person, never to the model (a line each tells it);
     a resource link names the ``reader`` tool that reads it. ``structuredContent`` is kept
     beside the text (``ToolResult.structured``); the model reads it as JSON only when the
     result has no content blocks, since the spec asks servers to send it as text too. An
@@ -374,6 +377,7 @@ def result_text(result: Any, *, reader: str = "") -> ToolResult:
     around it (``image_marker``; agent_app.history)."""
     parts: list[str] = []
     images: list[ToolImage] = []
+    files: list[ToolFile] = []
     for item in result.content or ():
         kind = getattr(item, "type", "")
         if kind == "text":
@@ -381,11 +385,12 @@ def result_text(result: Any, *, reader: str = "") -> ToolResult:
         elif kind == "image":
             parts.append(_image_line(item, images))
         elif kind == "audio":
-            parts.append(f"[audio: {_mime(item.mime_type)}, about {_size(item.data):,} bytes]")
+            parts.append(_file_of(None, item.mime_type, item.data, files, default="audio"))
         elif kind == "resource":
             resource = item.resource
             text = getattr(resource, "text", None)
-            mime = _mime(getattr(resource, "mime_type", None))
+            raw_mime = getattr(resource, "mime_type", None)
+            mime = _mime(raw_mime)
             if isinstance(text, str):
                 parts.append(f"[resource {resource.uri} ({mime})]\n{text}")
             elif (mime or "").lower().startswith("image/"):
@@ -393,7 +398,9 @@ def result_text(result: Any, *, reader: str = "") -> ToolResult:
                 blob = getattr(resource, "blob", "") or ""
                 parts.append(f"[resource {resource.uri}]\n" + _image_of(mime, blob, images))
             else:
-                parts.append(f"[resource {resource.uri}: {mime}, binary]")
+                blob = getattr(resource, "blob", "") or ""
+                file = _file_of(str(resource.uri), raw_mime, blob, files)
+                parts.append(f"[resource {resource.uri}]\n" + file)
         elif kind == "resource_link":
             name = untrusted_text(item.title or item.name, MAX_LABEL_CHARS)
             mime = f", {_mime(item.mime_type)}" if item.mime_type else ""
@@ -414,7 +421,9 @@ def result_text(result: Any, *, reader: str = "") -> ToolResult:
         return ToolResult(
             content=text or "the MCP server reported an error", is_error=True, status="error"
         )
-    return ToolResult(content=text, images=tuple(images), structured=_kept(structured))
+    return ToolResult(
+        content=text, images=tuple(images), files=tuple(files), structured=_kept(structured)
+    )
 
 
 def _kept(structured: Any) -> Any:
@@ -441,6 +450,21 @@ def _image_of(mime_type: str | None, data: str | None, images: list[ToolImage]) 
         return f"[image: {size}; not sent as an image: a result carries at most {MAX_IMAGES}]"
     images.append(image)
     return image_marker(len(images), size)
+
+
+def _file_of(
+    uri: str | None,
+    mime: str | None,
+    data: str | None,
+    files: list[ToolFile],
+    default: str = "file",
+) -> str:
+    """A file for the person, appended to ``files``; the line the model reads for it."""
+    file = offer(uri=uri, mime=mime, data=data, offered=len(files), default=default)
+    if isinstance(file, str):
+        return not_offered_line(uri=uri, mime=mime, data=data, why=file, default=default)
+    files.append(file)
+    return offered_line(file)
 
 
 def _mime(value: str | None) -> str:

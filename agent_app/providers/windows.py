@@ -1,0 +1,83 @@
+"""Which context window a turn of an agent works in, and asking the model's server for it.
+
+``window_discover`` runs before a turn claims its session, off the database thread: it asks
+the provider at most once a day per server and model (ten minutes after a server that
+said nothing), bounded by ``ASK_SECONDS``; a slow, failing or silent server only means the
+window stays unknown. ``turn_window`` reads what is known, with no network: the turn and
+the inspector compute the same window from it. ``window_learned`` keeps a window an error
+named (a request that did not fit), so the next turn is planned for it.
+
+docs/architecture.md, "Context windows".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from django.conf import settings
+
+from agent_app.providers import ProviderError, provider_for
+from agent_app.providers.base import Provider
+from profiles_app.models import Agent
+from toolhub.lib.model_windows import (
+    ContextWindow,
+    window_known,
+    window_of,
+    window_remember,
+)
+
+log = logging.getLogger(__name__)
+
+ASK_SECONDS = 5.0
+
+
+def turn_model(*, agent: Agent, provider: Provider) -> str:
+    """The model a turn of ``agent`` asks for: its own, else the configured one, else the
+    provider's default."""
+    return agent.model or settings.TOOLHUB_MODEL or provider.default_model
+
+
+def turn_window(*, agent: Agent, provider: Provider) -> ContextWindow:
+    """The window a turn of ``agent`` on ``provider`` works in (no network)."""
+    model = turn_model(agent=agent, provider=provider)
+    known, reported = window_known(origin=provider.origin, model=model)
+    return window_of(setting=agent.context_window, reported=reported if known else None)
+
+
+def agent_window(agent: Agent) -> ContextWindow:
+    """``turn_window`` for an agent whose provider may not be buildable (an unknown name)."""
+    try:
+        provider = provider_for(agent.provider)
+    except ProviderError:
+        return window_of(setting=agent.context_window, reported=None)
+    return turn_window(agent=agent, provider=provider)
+
+
+async def window_discover(*, agent: Agent) -> None:
+    """Ask the model's server for its window unless it was asked lately. Never raises."""
+    try:
+        provider = provider_for(agent.provider)
+    except ProviderError:
+        return
+    model = turn_model(agent=agent, provider=provider)
+    known, _ = await asyncio.to_thread(window_known, origin=provider.origin, model=model)
+    if known:
+        return
+    try:
+        tokens = await asyncio.wait_for(provider.model_window(model), ASK_SECONDS)
+    except Exception as exc:
+        # A server that cannot say now is asked again after a while, never on every turn.
+        log.info("asking %s for %s's window failed: %r", provider.name, model, exc)
+        tokens = None
+    await asyncio.to_thread(window_remember, origin=provider.origin, model=model, tokens=tokens)
+
+
+def window_learned(*, provider: Provider, model: str, error: Any) -> int | None:
+    """Keep the window a provider's error named; returns it (``None``: none named)."""
+    window = getattr(error, "window", None)
+    if window is None:
+        return None
+    window_remember(origin=provider.origin, model=model, tokens=window)
+    return int(window)
