@@ -152,8 +152,8 @@ ProviderEvent = TextDelta | ToolUse | Usage | Stop
 
 class ProviderError(Exception):
     """A failed provider call: ``code`` is stable, ``retryable`` says if trying again helps.
-    ``window`` is the model's context window when the error names it (a request that did
-    not fit says how much would have)."""
+    ``window`` is the model's context window when the error is a request that did not fit
+    and names the window it did not fit (``window_in``)."""
 
     def __init__(
         self, code: str, message: str, *, retryable: bool = False, window: int | None = None
@@ -162,28 +162,43 @@ class ProviderError(Exception):
         self.code = code
         self.message = message
         self.retryable = retryable
-        self.window = window if window is not None else window_in(message)
+        self.window = window
 
 
-# How servers name the window when a request does not fit it: llama-cpp-python ("exceed
-# context window of 2048"), OpenAI and vLLM ("maximum context length is 8192 tokens"),
-# Anthropic ("prompt is too long: 210000 tokens > 200000 maximum"), llama.cpp's server
-# ("n_ctx": 4096 in its error body), LM Studio ("context length of 4096").
-_WINDOW_SAID = (
-    re.compile(r"context window of (\d{3,9})\b", re.IGNORECASE),
-    re.compile(r"maximum context length is (\d{3,9}) tokens", re.IGNORECASE),
-    re.compile(r"tokens > (\d{3,9}) maximum", re.IGNORECASE),
-    re.compile(r'"n_ctx"\s*:\s*(\d{3,9})\b'),
-    re.compile(r"context length of (?:only )?(\d{3,9})\b", re.IGNORECASE),
+# A window is learned from an error only when the error *is* an overflow, in the words a
+# server opens it with: text a server merely echoes (a model's own output in a parse
+# error) must not set the window every chat on that model is planned for. A number may
+# carry thousands separators ("262,144").
+_NUMBER = r"(\d{1,3}(?:,\d{3})+|\d+)(?![\d.,]\d)"
+_OVERFLOWS = (
+    # llama-cpp-python, streamed: "Requested tokens (4486) exceed context window of 2048".
+    re.compile(rf"Requested tokens \(\d+\) exceed context window of {_NUMBER}"),
+    # OpenAI, vLLM, llama-cpp-python unstreamed.
+    re.compile(rf"This model's maximum context length is {_NUMBER} tokens"),
+    # Anthropic.
+    re.compile(rf"prompt is too long: \d+ tokens > {_NUMBER} maximum"),
 )
 
 
-def window_in(text: str) -> int | None:
-    """The context window an error's text names, if it names one."""
-    for pattern in _WINDOW_SAID:
-        found = pattern.search(text[:4000])
+def window_in(message: str) -> int | None:
+    """The window an overflow error's ``message`` names at its start, if it is one."""
+    for pattern in _OVERFLOWS:
+        found = pattern.match(message.strip()[:1000])
         if found:
-            return believable(int(found.group(1)))
+            return believable(int(found.group(1).replace(",", "")))
+    return None
+
+
+def body_window(body: str) -> int | None:
+    """llama.cpp's server says an overflow in its error's fields: ``type`` is
+    ``exceed_context_size_error`` and ``n_ctx`` the window."""
+    try:
+        parsed = json.loads(body[:100_000])
+    except ValueError:
+        return None
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(error, dict) and error.get("type") == "exceed_context_size_error":
+        return believable(error.get("n_ctx"))
     return None
 
 
@@ -202,8 +217,8 @@ RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 
 def status_error(status: int, message: str, *, body: str = "") -> ProviderError:
-    """Map an HTTP status from any provider to a ``ProviderError``; ``body`` is the
-    response's text, read for a context window the message leaves out."""
+    """Map an HTTP status from any provider to a ``ProviderError``; ``message`` is what
+    the error says, ``body`` the response's text (read for llama.cpp's overflow fields)."""
     if status in (401, 403):
         code = "provider_auth"
     elif status == 429:
@@ -214,11 +229,13 @@ def status_error(status: int, message: str, *, body: str = "") -> ProviderError:
         code = "provider_unavailable"
     else:
         code = "provider_rejected"
+    # Only a refused request (400, or 413: too large) can be one that did not fit.
+    window = (window_in(message) or body_window(body)) if status in (400, 413) else None
     return ProviderError(
         code,
         f"HTTP {status}: {message}"[:500],
         retryable=status in RETRYABLE_STATUS,
-        window=window_in(message) or window_in(body),
+        window=window,
     )
 
 

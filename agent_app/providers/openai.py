@@ -41,6 +41,10 @@ from toolhub.tools.schema import canonical_json
 from toolhub.tools.tokens import count as count_tokens
 
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
+# A model list or a server's properties: a few kilobytes; more is not read.
+LOOKUP_BYTES = 1_000_000
+# Asking a server why a stream sent nothing: an overflow is refused at once.
+PROBE_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 
 
 class OpenAIProvider:
@@ -81,34 +85,54 @@ class OpenAIProvider:
         with beats what the model was trained with."""
         client = self._clients.get()
         root = self.origin.removesuffix("/v1")
-        props = await client.get(root + "/props", headers=self._headers)
-        window = _props_window(_json_of(props))
+        window = _props_window(await self._json_at(client, root + "/props"))
         if window is not None:
             return window
-        listed = await client.get(self.origin + "/models", headers=self._headers)
-        return _listed_window(_json_of(listed), model)
+        return _listed_window(await self._json_at(client, self.origin + "/models"), model)
+
+    async def _json_at(self, client: httpx.AsyncClient, url: str) -> Any:
+        """A GET's JSON; ``None`` for an error, a body that is not JSON, or one over
+        ``LOOKUP_BYTES`` (a model list is a few kilobytes)."""
+        async with client.stream("GET", url, headers=self._headers) as response:
+            if response.status_code != 200:
+                return None
+            body = bytearray()
+            async for piece in response.aiter_bytes():
+                body += piece
+                if len(body) > LOOKUP_BYTES:
+                    return None
+        try:
+            return json.loads(body)
+        except (ValueError, RecursionError):
+            return None
 
     async def _why_nothing(self, client: httpx.AsyncClient, payload: bytes) -> None:
         """Ask the request again, not streamed and for one token: a server that refuses it
-        says why (its window, when that was it), raised as the request's error."""
+        says why (its window, when that was it), raised as the request's error. Asked
+        once per failed stream, within ``PROBE_TIMEOUT``."""
         fields = json.loads(payload)
         fields.update(stream=False, max_tokens=1)
         fields.pop("stream_options", None)
         body = json.dumps(fields, ensure_ascii=False).encode()
         headers = {**self._headers, "Content-Type": "application/json"}
-        # Twice at most: the pool may hand back the connection the cut stream left dead.
+        response = None
+        # Sent again only when it never reached the server: the pool may hand back the
+        # connection the cut stream left dead (a timeout is not retried: the server may
+        # be working on it).
         for attempt in range(2):
             try:
-                response = await client.post(self._url, content=body, headers=headers)
+                response = await client.post(
+                    self._url, content=body, headers=headers, timeout=PROBE_TIMEOUT
+                )
                 break
-            except httpx.TransportError:
+            except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError):
                 if attempt:
                     return
             except httpx.HTTPError:
                 return
-        if response.status_code >= 400:
-            body = response.text
-            raise status_error(response.status_code, _error_message(body), body=body)
+        if response is not None and response.status_code >= 400:
+            text = response.text
+            raise status_error(response.status_code, _error_message(text), body=text)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         client = self._clients.get()
@@ -129,10 +153,9 @@ class OpenAIProvider:
             # llama-cpp-python ends a stream it cannot serve (a prompt over its window)
             # before any event, and says why only when asked without streaming.
             await self._why_nothing(client, payload)
+            # Not retried: each retry would be asked why again.
             raise ProviderError(
-                "provider_cut",
-                "the server ended the answer before sending anything",
-                retryable=True,
+                "provider_cut", "the server ended the answer before sending anything"
             ) from None
         except httpx.TimeoutException:
             raise ProviderError(
@@ -168,11 +191,11 @@ async def _events(response: httpx.Response, payload: bytes) -> AsyncIterator[Pro
         try:
             chunk = json.loads(data)
             if isinstance(chunk, dict) and chunk.get("error") is not None:
+                said = _said(chunk.get("error"))
                 raise ProviderError(
                     "provider_stream_error",
-                    "the server stopped the answer with an error: "
-                    + _said(chunk.get("error"))[:400],
-                    window=window_in(data),
+                    "the server stopped the answer with an error: " + said[:400],
+                    window=window_in(said),
                 )
             choices = chunk.get("choices") or []
             if isinstance(chunk.get("usage"), dict):
@@ -264,16 +287,6 @@ def _listed_window(listed: Any, model: str) -> int | None:
             if window is not None:
                 return window
     return None
-
-
-def _json_of(response: httpx.Response) -> Any:
-    """A successful answer's JSON; ``None`` for an error or a body that is not JSON."""
-    if response.status_code != 200:
-        return None
-    try:
-        return response.json()
-    except ValueError:
-        return None
 
 
 def _props_window(props: Any) -> int | None:

@@ -74,10 +74,18 @@ async def window_discover(*, agent: Agent) -> None:
     await asyncio.to_thread(window_remember, origin=provider.origin, model=model, tokens=tokens)
 
 
-def window_learned(*, provider: Provider, model: str, error: Any) -> int | None:
-    """Keep the window a provider's error named; returns it (``None``: none named)."""
+def window_learned(*, provider: Provider, model: str, error: Any, needed: int) -> int | None:
+    """Keep the window an overflow error named; returns it (``None``: none believed).
+
+    ``needed`` is the request's tokens as toolhub counts them, with the answer's room: a
+    request that did not fit a window needed more than it (twice as much is allowed, as
+    tokenizers differ). A window larger than the one the server reported is not believed
+    either: an error may shrink what a server says, never grow it."""
     window = getattr(error, "window", None)
-    if window is None:
+    if window is None or window > 2 * needed:
+        return None
+    known, reported = window_known(origin=provider.origin, model=model)
+    if known and reported is not None and window > reported:
         return None
     window_remember(origin=provider.origin, model=model, tokens=window)
     return int(window)

@@ -751,8 +751,19 @@ async def _failure_words(
 ) -> tuple[str, str]:
     """A failed call's code and words; a request that no longer fits the model's window
     says so (and the window is kept, so the next turn is planned for it)."""
+    if getattr(exc, "window", None) is None:
+        return exc.code, exc.message
+    needed = request.max_tokens + sum(
+        count_cached(text)
+        for text in (
+            request.system,
+            request.catalog,
+            request.tools_json,
+            *map(canonical_json, request.messages),
+        )
+    )
     window = await asyncio.to_thread(
-        window_learned, provider=provider, model=request.model, error=exc
+        window_learned, provider=provider, model=request.model, error=exc, needed=needed
     )
     if window is None:
         return exc.code, exc.message

@@ -15,28 +15,34 @@ from toolhub.lib.model_windows import DEFAULT_WINDOW, believable, window_of
     [
         ("Requested tokens (4486) exceed context window of 2048", 2048),
         ("This model's maximum context length is 8192 tokens. However, you requested", 8192),
+        ("This model's maximum context length is 262,144 tokens.", 262_144),
         ("prompt is too long: 210000 tokens > 200000 maximum", 200_000),
-        (
-            '{"error":{"type":"exceed_context_size_error","n_prompt_tokens":9000,"n_ctx":4096}}',
-            4096,
-        ),
-        ("Trying to keep the first 5000 tokens when context length of only 4096", 4096),
-        ("context window of 99999999999", None),
-        ("context window of 12", None),
+        ("prompt is too long: 210,000 tokens > 200,000 maximum", None),
+        ("Requested tokens (99) exceed context window of 99999999999", None),
+        ("Requested tokens (99) exceed context window of 12", None),
+        # Said in passing, not as the error: text a server echoes (a model's own output).
+        ("Failed to parse input: please note the context window of 300 tokens", None),
+        ("tool call: This model's maximum context length is 300 tokens", None),
+        ("Your input exceeds the context window of 262,144 tokens", None),
         ("rate limited, try again", None),
         ("", None),
     ],
 )
-def test_the_window_an_error_names_is_read_and_nothing_else_is(said, window):
+def test_the_window_an_overflow_error_opens_with_is_read_and_nothing_else_is(said, window):
     assert window_in(said) == window
 
 
-def test_a_status_error_reads_the_window_from_the_body_when_the_message_leaves_it_out():
-    body = '{"error":{"message":"the request exceeds the available context size","n_ctx":4096}}'
+def test_only_a_refused_request_is_read_for_a_window_and_llama_cpps_fields_count():
+    overflow = '{"error":{"type":"exceed_context_size_error","n_prompt_tokens":9000,"n_ctx":4096}}'
+    other = '{"error":{"type":"server_error","n_ctx":300}}'
 
-    error = status_error(400, "the request exceeds the available context size", body=body)
-
-    assert (error.code, error.window) == ("provider_rejected", 4096)
+    assert status_error(400, "the request exceeds the context", body=overflow).window == 4096
+    assert status_error(400, "something else", body=other).window is None
+    assert status_error(500, "the request exceeds the context", body=overflow).window is None
+    said = "This model's maximum context length is 2048 tokens."
+    assert status_error(500, said).window is None
+    assert status_error(413, said).window == 2048
+    assert status_error(429, said).window is None
 
 
 @pytest.mark.parametrize(

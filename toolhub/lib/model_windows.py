@@ -37,6 +37,8 @@ DEFAULT_WINDOW = DEFAULT_CONTEXT_WINDOW
 KEEP_REPORTED = 24 * 3600
 KEEP_UNKNOWN = 600
 MEMO_SECONDS = 60.0
+# Model names are the agents' to choose: the memo keeps the most recent this many.
+MEMO_SIZE = 512
 SMALLEST = 256
 LARGEST = 100_000_000
 
@@ -110,14 +112,22 @@ def window_known(*, origin: str, model: str) -> tuple[bool, int | None]:
     if stored is None:
         return False, None
     window = believable(stored)
-    _memo[(origin, model)] = (now, window)
+    _memo_put((origin, model), window)
     return True, window
+
+
+def _memo_put(key: tuple[str, str], window: int | None) -> None:
+    _memo.pop(key, None)
+    _memo[key] = (time.monotonic(), window)
+    while len(_memo) > MEMO_SIZE:
+        # Dicts keep insertion order: the first key is the longest unrefreshed.
+        _memo.pop(next(iter(_memo)), None)
 
 
 def window_remember(*, origin: str, model: str, tokens: int | None) -> None:
     """Keep what the server said of ``model``'s window (``None``: it said nothing)."""
     window = believable(tokens)
-    _memo[(origin, model)] = (time.monotonic(), window)
+    _memo_put((origin, model), window)
     try:
         cache.set(
             _key(origin, model),

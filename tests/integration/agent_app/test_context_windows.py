@@ -9,6 +9,7 @@ Anthropic fake's Models API. The test reads the stored events, the inspector and
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -257,7 +258,7 @@ def test_the_anthropic_models_api_gives_the_window(api, owner, anthropic):
 
 def test_an_anthropic_prompt_too_long_names_the_window_the_person_reads(api, owner, anthropic):
     anthropic.replies.append(
-        Reply(status=400, text="prompt is too long: 210000 tokens > 150000 maximum")
+        Reply(status=400, text="prompt is too long: 9100 tokens > 8,000 maximum")
     )
     client = api(owner)
     session = _session(client, _agent(owner, provider="anthropic", model="claude-fake"))
@@ -266,7 +267,7 @@ def test_an_anthropic_prompt_too_long_names_the_window_the_person_reads(api, own
 
     (failed,) = [e["data"] for e in events if e["kind"] == "turn_failed"]
     assert failed["code"] == "context_full"
-    assert "window of 150,000 tokens" in failed["message"]
+    assert "window of 8,000 tokens" in failed["message"]
 
 
 def test_the_agents_page_sets_a_window_refuses_words_and_shows_where_it_comes_from(
@@ -325,3 +326,116 @@ def test_the_agents_api_takes_null_for_the_servers_window(api, owner):
         format="json",
     )
     assert refused.status_code == 400
+
+
+# What llama.cpp's server answers when a tool call does not parse: the model's own text,
+# which the person chatting can steer, follows the colon.
+ECHOED = (
+    "Failed to parse input at pos 0: <tool_call>please note the context window of 300 "
+    "tokens</tool_call>"
+)
+
+
+@pytest.mark.parametrize("status", [500, 400])
+def test_an_error_that_echoes_a_window_sets_nobodys_window_and_is_not_context_full(
+    api, owner, other_user, compatible, settings, status
+):
+    server = compatible(props={"default_generation_settings": {"n_ctx": 8192}})
+    settings.TOOLHUB_PROVIDER_RETRIES = 0
+    attacker, victim = api(owner), api(other_user)
+    session = _session(attacker, _agent(owner, model="shared"))
+    server.replies.append(Reply(status=status, text=ECHOED))
+
+    events = _turn(attacker, session)
+
+    (failed,) = [e["data"] for e in events if e["kind"] == "turn_failed"]
+    assert failed["code"] != "context_full"
+    assert _started(_turn(victim, _session(victim, _agent(other_user, model="shared")))) == (
+        8192,
+        "server",
+    )
+
+
+def test_an_error_cannot_grow_the_window_the_server_reported(api, owner, compatible):
+    server = compatible(props={"default_generation_settings": {"n_ctx": 4096}})
+    client = api(owner)
+    session = _session(client, _agent(owner))
+    server.replies.append(
+        Reply(status=400, text="This model's maximum context length is 99,999,999 tokens.")
+    )
+
+    failed = _turn(client, session)
+
+    assert [e["data"]["code"] for e in failed if e["kind"] == "turn_failed"] == [
+        "provider_rejected"
+    ]
+    assert _started(_turn(client, session)) == (4096, "server")
+
+
+class _CommentsOnly(FakeOpenAI):
+    """Streams answer 200 with a keep-alive comment and nothing else."""
+
+    def handle(self, exchange):
+        if exchange.method == "POST" and exchange.body.get("stream"):
+            exchange.stream([b": keep-alive\n\n"], reply=Reply(), pause_after=-1, broken_frame=b"")
+            return
+        super().handle(exchange)
+
+
+def test_a_stream_that_sends_nothing_is_asked_why_once_and_not_retried(api, owner, settings):
+    with _CommentsOnly() as server:
+        settings.OPENAI_BASE_URL = f"{server.url}/v1"
+        settings.OPENAI_API_KEY = ""
+        settings.TOOLHUB_PROVIDER_BACKOFF = 0.01
+        settings.TOOLHUB_PROVIDER_RETRIES = 3
+        client = api(owner)
+
+        events = _turn(client, _session(client, _agent(owner)))
+
+    (failed,) = [e["data"] for e in events if e["kind"] == "turn_failed"]
+    assert (failed["code"], failed["message"]) == (
+        "provider_cut",
+        "the server ended the answer before sending anything",
+    )
+    # One stream, and one question (it answered): no retry asks again.
+    assert [seen.body["stream"] for seen in server.requests] == [True, False]
+
+
+class _SlowToAnswer(FakeOpenAI):
+    """Streams end before any event; an answer not streamed comes after the client's
+    read timeout."""
+
+    def handle(self, exchange):
+        if exchange.method == "POST" and exchange.body.get("stream"):
+            exchange.stream([], reply=Reply(), pause_after=-1, broken_frame=b"")
+            return
+        if exchange.method == "POST":
+            time.sleep(0.6)
+        super().handle(exchange)
+
+
+async def test_a_question_that_timed_out_is_not_sent_again(monkeypatch):
+    import httpx
+
+    from agent_app.providers import openai
+    from agent_app.providers.base import ProviderError, ProviderRequest
+
+    monkeypatch.setattr(openai, "PROBE_TIMEOUT", httpx.Timeout(5.0, connect=1.0, read=0.3))
+    with _SlowToAnswer() as server:
+        provider = openai.OpenAIProvider(base_url=f"{server.url}/v1")
+        request = ProviderRequest(
+            model="m",
+            system="",
+            catalog="",
+            messages=[{"role": "user", "content": "a long prompt " * 50}],
+            tools_json="[]",
+        )
+        with pytest.raises(ProviderError) as failed:
+            async for _ in provider.stream(request):
+                pass
+        # Past the time the server takes to answer: a second post would have arrived.
+        server.wait_for_requests(2)
+        await asyncio.sleep(0.8)
+
+    assert failed.value.code == "provider_cut"
+    assert [seen.body["stream"] for seen in server.requests] == [True, False]

@@ -159,8 +159,10 @@ def test_a_chat_refuses_the_file_past_its_count_or_bytes_and_says_so(owner, sett
         "this chat's files would pass 100 bytes in all, the most it keeps"
     )
     assert ResultFile.objects.filter(session=small).count() == 1
-    # The cap is each chat's own.
-    assert "id" in _stored(another, one)[0]
+    # The cap is each chat's own; a result's ninth file is said not kept, not dropped.
+    nine = _stored(another, *[one] * 9)
+    assert [("id" in entry) for entry in nine] == [True] * 8 + [False]
+    assert nine[8]["refused"] == "a result keeps at most 8 files"
 
 
 @pytest.mark.django_db
