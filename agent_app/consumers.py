@@ -2,7 +2,7 @@
 
 The consumer authenticates, checks ownership, joins the session's group, parses each
 frame and hands it to a turn service. What it sends of the log, and when, is the
-session's ``EventCursor`` (sessions_app.eventlog; docs/architecture.md, "The event log"):
+session's ``EventCursor`` (agent_app.delivery; docs/architecture.md, "Delivery"):
 no ``event`` frames before ``resume {after_seq}`` (or a ``chat``, which subscribes from
 the current last seq). The socket joins the group *before* it replays from the database,
 so the cursor can drop what it already sent and nothing is missed.
@@ -33,10 +33,10 @@ from typing import Any
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from agent_app.delivery import EventCursor, LiveTranscript, TailGate, session_group
 from agent_app.frames import FrameError, parse_frame
 from agent_app.socket_slots import Slots, TooManySockets, socket_slots_take
 from agent_app.turns import (
-    TailGate,
     running_tails,
     turn_approve,
     turn_cancel,
@@ -44,9 +44,9 @@ from agent_app.turns import (
     turn_start,
 )
 from agent_app.turns.loop import on_db_thread
-from sessions_app.eventlog import EventCursor, event_frames_after, session_group
+from sessions_app.eventlog import event_frames_after
 from sessions_app.services import session_get_for_user
-from sessions_app.transcript import LiveTranscript, last_user_message, transcript_seed
+from sessions_app.transcript import last_user_message, transcript_seed
 from toolhub.lib.catalog_news import CATALOG_GROUP
 from toolhub.lib.errors import Invalid, NotFound, ServiceError
 from toolhub.lib.outage import REDIS_ERRORS

@@ -289,7 +289,7 @@ async def _publish(client: _Client, plan: list[list[tuple[str, int]]], state: _F
     one-step turn sends them), the next turn's once this one's arrived."""
     from channels.layers import get_channel_layer
 
-    from sessions_app.eventlog import session_group
+    from agent_app.delivery import session_group
 
     layer, group = get_channel_layer(), session_group(client.session_id)
     seq, sent = 1, 0
@@ -319,7 +319,7 @@ async def _probe(client: _Client, state: _FloorSocket) -> None:
     """Seq 1 until the socket has it: its consumer has joined the group and resumed."""
     from channels.layers import get_channel_layer
 
-    from sessions_app.eventlog import session_group
+    from agent_app.delivery import session_group
 
     layer, group = get_channel_layer(), session_group(client.session_id)
     probe = {"type": "event", "seq": 1, "turn": "", "kind": "probe", "data": {}}

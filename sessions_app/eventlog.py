@@ -1,5 +1,5 @@
-"""A session's event log: the one module that appends to it, reads it for the provider and
-the API, and delivers it.
+"""A session's event log: the one module that appends to it and reads it (for the provider,
+the API and the pages). Delivering it to browsers is agent_app.delivery's.
 
 Invariants (docs/architecture.md, "The event log"):
 
@@ -8,8 +8,9 @@ Invariants (docs/architecture.md, "The event log"):
   statement (row lock held to the commit), so concurrent writers in several processes
   never share or skip a number.
   ``events_insert`` writes under numbers a turn's claim reserved the same way.
-- **Stored before sent.** ``notify_events`` is called after the commit; a socket that
-  replays from the log therefore never misses what a live socket was sent.
+- **Stored before sent.** Events are delivered only once committed
+  (``agent_app.delivery.notify_events``), so a socket that replays from the log never
+  misses what a live socket was sent.
 - **Append-only.** Nothing updates or deletes an event; ``session_history`` reuses what
   this process read before and reads only what was added since.
 - **Delivered in order, once.** ``EventCursor`` is one socket's position in the log: it
@@ -19,15 +20,12 @@ Invariants (docs/architecture.md, "The event log"):
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from channels.layers import get_channel_layer
 from django.db import connection, models, transaction
 from django.db.models import Field
 from django.utils import timezone
@@ -36,6 +34,8 @@ from sessions_app.models import ChatSession, SessionEvent
 from toolhub.lib.errors import Invalid, NotFound
 from toolhub.lib.rows import rows_insert, rows_read, rows_values
 
+# The kinds that end a turn.
+TERMINAL = ("turn_finished", "turn_failed")
 HISTORY_KINDS = ("user_message", "assistant_message", "tool_call", "tool_result", "rewind")
 # A stored row of history: seq, kind, data.
 Row = tuple[int, str, dict[str, Any]]
@@ -199,13 +199,28 @@ def session_history(
     nothing was added): the log is append-only, so what was read stays true. Events this
     process stores extend the cache once committed, never before.
     """
+    rows = _kept(_history_rows(session_id, last_seq), rewind_to)
+    return [(kind, data) for _, kind, data in rows]
+
+
+def user_message_kept(*, session_id: Any, seq: int, last_seq: int) -> bool:
+    """Whether the person's message at ``seq`` is still in the conversation as of
+    ``last_seq`` (no rewind since dropped it): an edit or a regenerate goes back to just
+    before such a message, decided from the log as the history is."""
+    return any(
+        (row_seq, kind) == (seq, "user_message")
+        for row_seq, kind, _ in _kept(_history_rows(session_id, last_seq), None)
+    )
+
+
+def _history_rows(session_id: Any, last_seq: int | None) -> list[Row]:
     key = str(session_id)
     with _history_lock:
         cached = _history.get(key)
         if cached is not None:
             _history.move_to_end(key)
     if last_seq is not None and cached is not None and cached[0] == last_seq:
-        return _rewound(cached[1], rewind_to)
+        return cached[1]
     after, known = 0, cast("list[Row]", [])
     if last_seq is not None and cached is not None and cached[0] < last_seq:
         after, known = cached
@@ -217,10 +232,11 @@ def session_history(
         # Kept once committed: a read inside a transaction may see its own inserts, which
         # a rollback would take back.
         transaction.on_commit(lambda: _history_keep(key, last_seq, history))
-    return _rewound(history, rewind_to)
+    return history
 
 
-def _rewound(rows: list[Row], rewind_to: int | None) -> list[tuple[str, dict[str, Any]]]:
+def _kept(rows: list[Row], rewind_to: int | None) -> list[Row]:
+    """``rows`` with every rewind applied (and one more to ``rewind_to``)."""
     kept: list[Row] = []
     for row in [*rows, (0, "rewind", {"to": rewind_to})] if rewind_to is not None else rows:
         seq, kind, data = row
@@ -231,7 +247,7 @@ def _rewound(rows: list[Row], rewind_to: int | None) -> list[tuple[str, dict[str
         to = to if isinstance(to, int) else seq
         while kept and kept[-1][0] > to:
             kept.pop()
-    return [(kind, data) for _, kind, data in kept]
+    return kept
 
 
 def _history_keep(key: str, last_seq: int, history: list[Row]) -> None:
@@ -303,11 +319,7 @@ def _column(name: str) -> str:
     return connection.ops.quote_name(str(field.column))
 
 
-# --- delivery -----------------------------------------------------------------------------
-
-
-def session_group(session_id: Any) -> str:
-    return f"session.{session_id}"
+# --- event frames -------------------------------------------------------------------------
 
 
 def event_frame(event: SessionEvent) -> Frame:
@@ -323,128 +335,3 @@ def _frame(seq: int, turn: str, kind: str, data: dict[str, Any], created: Any) -
         "data": data,
         "created": created.isoformat(),
     }
-
-
-async def notify_events(session_id: Any, events: list[SessionEvent]) -> None:
-    if not events:
-        return
-    frames = [event_frame(event) for event in events]
-    await get_channel_layer().group_send(
-        session_group(session_id), {"type": "session.events", "frames": frames}
-    )
-
-
-async def notify_tail(session_id: Any, frame: dict[str, Any]) -> None:
-    await get_channel_layer().group_send(
-        session_group(session_id), {"type": "session.tail", "frame": frame}
-    )
-
-
-# --- one socket's position in the log --------------------------------------------------------
-
-TERMINAL = ("turn_finished", "turn_failed")
-# While a turn is open, a cursor that heard nothing for this long reads the log: a live
-# message the channel layer dropped (it drops when a process falls behind) is recovered.
-CATCH_UP_SECONDS = 2.0
-
-
-class EventCursor:
-    """Which events one socket has sent, and what it sends next: every stored event after
-    ``resume``, in seq order, none twice, none missed.
-
-    ``read_after(seq, limit)`` returns up to ``limit`` stored event frames after ``seq``, in
-    order (the cursor asks for ``page``); ``send(frame)`` delivers one. Live frames, replays and
-    catch-ups interleave at awaits, so they take turns under one lock and ``last_sent``
-    decides every send. Nothing is sent before ``resume`` or ``start_at``.
-    """
-
-    def __init__(
-        self,
-        *,
-        read_after: Callable[[int, int], Awaitable[list[Frame]]],
-        send: Callable[[Frame], Awaitable[None]],
-        page: int = EVENTS_PAGE_MAX,
-        quiet_seconds: float = CATCH_UP_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._read_after = read_after
-        self._send = send
-        self._page = page
-        self._quiet = quiet_seconds
-        self._clock = clock
-        self._lock = asyncio.Lock()
-        self._watch: asyncio.Task[None] | None = None
-        self.resumed = False
-        self.last_sent = 0
-        self.turn_open = False
-        self.heard = clock()
-
-    async def resume(self, *, after_seq: int, last_seq: int) -> None:
-        """Replay everything stored after ``after_seq`` (``last_seq`` is the session's, as
-        read now: past it replays nothing and hides nothing still to come)."""
-        async with self._lock:
-            self.resumed = True
-            self.last_sent = min(after_seq, last_seq)
-            await self._replay_until(None)
-
-    def start_at(self, last_seq: int) -> None:
-        """Subscribe from ``last_seq`` on, replaying nothing (a chat before any resume)."""
-        self.resumed = True
-        self.last_sent = last_seq
-
-    async def live(self, frames: list[Frame]) -> None:
-        """Live frames from the session's group: the ones already sent are dropped, and a
-        frame that skips ahead is preceded by the missing range, read from the log."""
-        if not self.resumed:
-            return
-        async with self._lock:
-            for frame in frames:
-                if frame["seq"] <= self.last_sent:
-                    continue
-                if frame["seq"] > self.last_sent + 1:
-                    await self._replay_until(frame["seq"] - 1)
-                await self._deliver(frame)
-
-    def expect_turn(self) -> None:
-        """A turn is open: until its end is delivered, a quiet stream means a read of the
-        log (``catch_up``), on a watch started here."""
-        self.turn_open = True
-        self.heard = self._clock()
-        if self._watch is None or self._watch.done():
-            self._watch = asyncio.ensure_future(self._watch_quiet())
-
-    async def catch_up(self) -> None:
-        """Read the log if a turn is open and nothing was heard for ``quiet_seconds``."""
-        if not (self.resumed and self.turn_open) or self._clock() - self.heard < self._quiet:
-            return
-        async with self._lock:
-            self.heard = self._clock()
-            await self._replay_until(None)
-
-    def close(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-
-    async def _watch_quiet(self) -> None:
-        while self.turn_open:
-            await asyncio.sleep(self._quiet)
-            await self.catch_up()
-
-    async def _replay_until(self, last: int | None) -> None:
-        # The caller holds the lock.
-        while last is None or self.last_sent < last:
-            frames = await self._read_after(self.last_sent, self._page)
-            frames = [frame for frame in frames if last is None or frame["seq"] <= last]
-            for frame in frames:
-                await self._deliver(frame)
-            if len(frames) < self._page:
-                return
-
-    async def _deliver(self, frame: Frame) -> None:
-        await self._send(frame)
-        self.last_sent = frame["seq"]
-        self.heard = self._clock()
-        if frame["kind"] == "turn_started":
-            self.expect_turn()
-        elif frame["kind"] in TERMINAL:
-            self.turn_open = False

@@ -34,7 +34,6 @@ from typing import Any
 from django.conf import settings
 from django.template.loader import render_to_string
 
-from sessions_app.eventlog import TERMINAL
 from sessions_app.models import SessionEvent
 from toolhub.lib.prices import cost_usd
 from toolhub.lib.storable import json_loads_bounded
@@ -657,39 +656,6 @@ def _template_stamp() -> int:
         for folder in settings.TEMPLATES[0]["DIRS"]
         if (Path(folder) / ITEM_TEMPLATE).exists()
     )
-
-
-class LiveTranscript:
-    """One socket's fold, kept in step with what it delivers: each event frame it sends
-    carries ``items``, the ``[id, html]`` of every item that event added or changed."""
-
-    def __init__(self, transcript: Transcript, *, session_id: Any) -> None:
-        self.transcript = transcript
-        self.session_id = session_id
-
-    def frame(self, frame: dict[str, Any]) -> dict[str, Any]:
-        if frame.get("type") != "event" or frame["seq"] <= self.transcript.last_seq:
-            return frame
-        created = frame.get("created")
-        changed = self.transcript.apply(
-            seq=frame["seq"],
-            kind=frame["kind"],
-            data=frame["data"],
-            turn=frame.get("turn", ""),
-            created=datetime.fromisoformat(created) if isinstance(created, str) else None,
-        )
-        if not changed:
-            return frame
-        items = self.transcript.items
-        # An id no longer held was removed (a rewind): its html is empty.
-        rendered = [
-            [key, item_html(items[key], session_id=self.session_id) if key in items else ""]
-            for key in changed
-        ]
-        if frame["kind"] in TERMINAL:
-            # Items of an ended turn never change again: the socket keeps none of them.
-            self.transcript.forget_ended()
-        return {**frame, "items": rendered}
 
 
 def last_user_message(*, session_id: Any) -> tuple[int, str] | None:

@@ -35,6 +35,7 @@ import time
 import uuid
 from typing import Any
 
+from agent_app.delivery import notify_events
 from agent_app.providers.windows import window_discover
 from agent_app.turns.begin import TurnBusy, begin_turn
 from agent_app.turns.control import control_channel, control_send
@@ -49,9 +50,8 @@ from agent_app.turns.loop import (
 from agent_app.turns.reaper import reap_once, reaper_start
 from agent_app.turns.runner import TurnRunner
 from agent_app.turns.state import running_turn
-from agent_app.turns.tails import TailGate, running_tails
+from agent_app.turns.tails import running_tails
 from profiles_app.models import Agent
-from sessions_app.eventlog import notify_events
 from sessions_app.limits import MESSAGE_MAX_CHARS
 from sessions_app.models import ChatSession
 from toolhub.lib.errors import Conflict, Invalid, ServiceError
@@ -292,7 +292,6 @@ def turn_elicit_sync(**kwargs: Any) -> None:
 __all__ = [
     "NoTurn",
     "NotAllowable",
-    "TailGate",
     "TurnInProgress",
     "TurnRunner",
     "UnknownCall",

@@ -19,7 +19,7 @@ from agent_app.providers import Provider, ProviderError
 from agent_app.providers.windows import turn_model
 from agent_app.turns.preview import RequestTools, next_turn
 from agent_app.turns.state import claim, release
-from sessions_app.eventlog import events_insert, session_history
+from sessions_app.eventlog import events_insert, session_history, user_message_kept
 from sessions_app.models import ChatSession, SessionEvent
 from sessions_app.services import (
     session_context,
@@ -27,7 +27,6 @@ from sessions_app.services import (
     session_plan_store,
     title_from,
 )
-from sessions_app.transcript import ROW, Message, fold
 from toolhub.lib.errors import Conflict, NotFound
 from toolhub.lib.model_windows import ContextWindow
 from toolhub.tools import ResolvedToolset, ToolContext, UnknownToolsetError
@@ -203,12 +202,5 @@ def _check_rewind(*, session_id: Any, to: int, before: int) -> None:
     """A rewind goes back to just before one of the chat's own messages that is still in
     the conversation (not one an earlier edit already dropped): ``Invalid`` otherwise, and
     the whole beginning rolls back."""
-    transcript = fold(
-        SessionEvent.objects.filter(session_id=session_id, seq__lt=before)
-        .exclude(kind="text_delta")
-        .order_by("seq")
-        .values_list(*ROW)
-    )
-    item = transcript.items.get(f"m{to + 1}")
-    if not isinstance(item, Message) or item.role != "user":
+    if not user_message_kept(session_id=session_id, seq=to + 1, last_seq=before - 1):
         raise RewindRefused("That message is not in this chat any more; reload the page.")

@@ -7,13 +7,13 @@ Invariants:
   not stop the frame going out live.
 - A frame names its turn and call; a call's frames only grow (``bytes_total``, then
   ``elapsed_ms``). That is how a socket drops one it already sent, and any of a turn
-  that is not the one it is showing (SessionConsumer._send_tail).
+  that is not the one it is showing (agent_app.delivery.TailGate).
 - Tails are kept per turn and read only for the session's running turn: a turn that
   ended (or that the reaper ended as lost) shows none. A turn runs its calls one at a
   time, so its entry has one writer, a worker still running a call the turn gave up on
   aside (docs/architecture.md, "Live tails").
-- What comes back from the cache or the channel layer is sent to browsers only if it is
-  a well-formed tail frame (``is_tail_frame``).
+- What comes back from the cache is sent to browsers only if it is a well-formed tail
+  frame (agent_app.delivery.is_tail_frame).
 """
 
 from __future__ import annotations
@@ -21,14 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from typing import Any
 
 from django.core.cache import cache
 
+from agent_app.delivery import is_tail_frame, notify_tail, tail_frame
 from agent_app.turns.loop import on_db_thread
-from sessions_app.eventlog import TERMINAL, notify_tail
 from toolhub.lib.outage import REDIS_ERRORS
 from toolhub.tools import TailUpdate
 
@@ -132,39 +131,8 @@ class TailPump:
             )
 
 
-def tail_frame(*, turn_id: str, call_id: str, update: TailUpdate) -> dict[str, Any]:
-    return {
-        "type": "tail",
-        "turn": turn_id,
-        "call_id": call_id,
-        "tail": update.tail,
-        "bytes_total": update.total_chars,
-        "elapsed_ms": update.elapsed_ms,
-    }
-
-
 def _tails_key(session_id: Any, turn_id: str) -> str:
     return f"toolhub:tails:{session_id}:{turn_id}"
-
-
-_TAIL_FIELDS = {
-    "type": str,
-    "turn": str,
-    "call_id": str,
-    "tail": str,
-    "bytes_total": int,
-    "elapsed_ms": int,
-}
-
-
-def is_tail_frame(frame: Any) -> bool:
-    """Whether ``frame`` is a tail frame as this module makes them, field by field."""
-    return (
-        isinstance(frame, dict)
-        and frame.keys() == _TAIL_FIELDS.keys()
-        and all(type(frame[key]) is kind for key, kind in _TAIL_FIELDS.items())
-        and frame["type"] == "tail"
-    )
 
 
 def _stored_tails(session_id: Any, turn_id: str) -> dict[str, dict[str, Any]]:
@@ -201,49 +169,3 @@ def running_tails(*, session_id: Any, turn_id: str) -> list[dict[str, Any]]:
     """The current tail of each call still running in the session's running turn
     ``turn_id`` (none when no turn runs), for a socket that resumes."""
     return list(_stored_tails(session_id, turn_id).values()) if turn_id else []
-
-
-_DONE = (math.inf, math.inf)
-
-
-class TailGate:
-    """Which tail frames one socket sends: only well-formed ones of the turn it is
-    showing, each call's once and never an older one, and none after the call's result.
-    It follows the event frames the socket sends (``saw``): a ``tool_call`` starts its
-    call afresh (providers reuse call ids), a ``tool_result`` closes it, a turn's start
-    and end change the turn shown."""
-
-    def __init__(self) -> None:
-        self.turn = ""
-        self._marks: dict[str, tuple[float, float]] = {}
-
-    def showing(self, turn_id: str) -> None:
-        """Show ``turn_id`` ("": none) from here on, with no tail of it sent yet."""
-        self.turn = turn_id
-        self._marks = {}
-
-    def saw(self, frame: dict[str, Any]) -> None:
-        kind = frame["kind"]
-        if kind == "turn_started":
-            self.showing(frame["turn"])
-        elif kind in TERMINAL:
-            self.showing("")
-        elif kind in ("tool_call", "tool_result") and isinstance(frame["data"], dict):
-            call_id = frame["data"].get("call_id")
-            if kind == "tool_call":
-                self._marks.pop(call_id, None)
-            else:
-                self._marks[call_id] = _DONE
-
-    def admits(self, frame: Any) -> bool:
-        """Whether to send ``frame``; a frame that is not a tail frame is logged."""
-        if not is_tail_frame(frame):
-            logger.warning("dropped a live tail that is not a tail frame")
-            return False
-        if not self.turn or frame["turn"] != self.turn:
-            return False
-        mark = (frame["bytes_total"], frame["elapsed_ms"])
-        if mark <= self._marks.get(frame["call_id"], (-1, -1)):
-            return False
-        self._marks[frame["call_id"]] = mark
-        return True

@@ -15,9 +15,9 @@ import asyncio
 import logging
 from typing import Any
 
+from agent_app.delivery import notify_events
 from agent_app.providers import Provider, ProviderRequest, collect_text
 from agent_app.turns.loop import on_db_thread
-from sessions_app.eventlog import notify_events
 from sessions_app.services import session_title_from_model
 
 logger = logging.getLogger(__name__)

@@ -122,7 +122,7 @@ async def test_a_pickle_in_a_sockets_channel_is_discarded_and_the_socket_keeps_w
 ):
     from channels.layers import get_channel_layer
 
-    from sessions_app.eventlog import session_group
+    from agent_app.delivery import session_group
     from sessions_app.services import session_create
 
     payload, marker = poison

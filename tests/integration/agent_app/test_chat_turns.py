@@ -971,7 +971,7 @@ async def _tails_to_group(session_id, *frames):
     """Send ``frames`` to the session's sockets as a pump does."""
     from channels.layers import get_channel_layer
 
-    from sessions_app.eventlog import session_group
+    from agent_app.delivery import session_group
 
     for frame in frames:
         await get_channel_layer().group_send(
@@ -1519,6 +1519,28 @@ async def test_an_edited_message_is_sent_again_and_the_conversation_goes_on_from
         "third",
     ]
     assert await _page_texts(session) == ["first, changed", "A2", "third", "D"]
+    await socket.disconnect()
+
+
+async def test_an_edit_of_a_message_an_earlier_edit_dropped_is_refused_and_stores_nothing(
+    owner, model
+):
+    model.replies.extend([Reply(text="A"), Reply(text="B"), Reply(text="A2")])
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    first = events(await chat(socket, "first"), "user_message")[0]
+    second = events(await chat(socket, "second"), "user_message")[0]
+    await send(socket, {"type": "edit", "seq": first["seq"], "text": "first, changed"})
+    await until(socket)
+    before = await _page_texts(session)
+
+    await send(socket, {"type": "edit", "seq": second["seq"], "text": "second, changed"})
+    refused = await receive(socket)
+
+    assert (refused["code"], refused["ref"]) == ("stale_message", "edit")
+    assert before == ["first, changed", "A2"]
+    assert await _page_texts(session) == before
+    assert len(model.requests) == 3
     await socket.disconnect()
 
 

@@ -9,7 +9,7 @@ import asyncio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessions_app.eventlog import EventCursor
+from agent_app.delivery import EventCursor
 
 
 def _frame(seq: int, kind: str = "text_delta") -> dict:

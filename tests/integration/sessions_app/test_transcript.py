@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agent_app.delivery import LiveTranscript
 from sessions_app.eventlog import events_append
 from sessions_app.services import session_create
 from sessions_app.transcript import (
     RESULT_SHOWN_CHARS,
-    LiveTranscript,
     fold,
     item_html,
     session_transcript,
