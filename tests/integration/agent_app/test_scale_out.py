@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from websockets.asyncio.client import connect
+from websockets.exceptions import WebSocketException
 
 from tests.conftest import app_env, celery_worker, daphne
 from tests.fakes import FakeAnthropic, Reply
@@ -76,6 +77,14 @@ def _ws(base: str, session_id: str, token: str):
 
 async def _chat(servers: tuple[str, str], index: int, token: str, var: Path) -> list[dict]:
     """A session made on one server, its turn sent and followed on a socket to the other."""
+    try:
+        return await _chat_followed(servers, index, token, var)
+    except (OSError, WebSocketException) as exc:
+        # What the servers and workers logged is the diagnosis (a refused or reset socket).
+        raise AssertionError(f"chat {index} failed: {exc!r}; they said:\n{_said(var)}") from exc
+
+
+async def _chat_followed(servers: tuple[str, str], index: int, token: str, var: Path) -> list[dict]:
     made_on, watched_on = servers[index % 2], servers[(index + 1) % 2]
     headers = {"Authorization": f"Token {token}"}
     async with httpx.AsyncClient(headers=headers, timeout=30) as client:
