@@ -90,7 +90,7 @@ class SessionEvent(models.Model):
         constraints = [models.UniqueConstraint(fields=["session", "seq"], name="event_seq_unique")]
         indexes = [
             # A person's tool calls, counted when a chat's tier plan is (re)built
-            # (sessions_app.services._usage): read through this, not all their events.
+            # (sessions_app.services.context._usage): read through this, not all their events.
             models.Index(
                 fields=["session"], condition=models.Q(kind="tool_call"), name="event_tool_calls"
             )
@@ -133,7 +133,7 @@ class FullResult(models.Model):
     """A tool's whole output where the chat got it cut (the runtime's full-result store,
     for tools declared ``persist_full``): the cut result names it, and the session's owner
     reads it back at ``/api/sessions/<session>/results/<id>/``. Bounded per session and
-    in size (sessions_app.services.PersonalResultStore)."""
+    in size (sessions_app.services.context.PersonalResultStore)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="results")
@@ -155,7 +155,7 @@ class ResultFile(models.Model):
     """A file a tool offered the person (an MCP server's PDF, a recording): kept with its
     session, downloaded by the session's owner from the tool's card, never sent to a
     model. Its name and type are ``ToolFile``'s, already safe (toolhub/tools/files.py);
-    bounded per session (sessions_app.services.result_files_store)."""
+    bounded per session (sessions_app.result_files.result_files_store)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="files")

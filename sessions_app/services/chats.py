@@ -1,25 +1,24 @@
-"""Chat sessions: their writes, their tool context and resolution, the composer's hints.
+"""Chats as a person keeps them: create, rename, bin and restore, search, what a new chat
+starts with, and the intent the composer writes.
 
-A session's ``tool_intent`` is validated and normalized by the runtime's ``ToolIntent``
-and stored as intent only; every write names the version it read. The event log is
-``sessions_app.eventlog``.
+- A chat's ``tool_intent`` is validated and normalized by the runtime's ``ToolIntent`` and
+  stored as intent only (never an expanded tool list); a name it may not use (a profile it
+  cannot see, a meta tool it cannot remove) is refused with the field it came in.
+- Every write names the version it read (``versioned_update``): a stale one is refused.
+- Another person's chat is "no such session" (``sessions_of``), never a 403.
+- A binned chat comes back for ``UNDO_SECONDS``; after that it is purged.
 """
 
 from __future__ import annotations
 
 import copy
-import os
-import uuid
 from collections.abc import Mapping
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.contrib.admin.models import CHANGE, DELETION
-from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Count, F, QuerySet
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from profiles_app.models import Agent
@@ -29,34 +28,20 @@ from profiles_app.services import (
     check_operator,
     clean_tools,
     default_agent,
-    global_disables,
     new_chat_agent,
     new_chat_toolset,
-    operator_policies,
-    profile_lookup_for,
     refuse_meta_tool,
     toolset_check_exists,
 )
-from sessions_app.eventlog import event_append, events_append
-from sessions_app.models import ChatSession, FullResult, ProviderCall, SessionEvent
-from toolhub.lib.chat_services import chat_services
+from sessions_app.eventlog import events_append
+from sessions_app.models import ChatSession, SessionEvent
 from toolhub.lib.errors import Conflict, Invalid, NotFound
-from toolhub.lib.model_windows import DEFAULT_WINDOW
 from toolhub.lib.storable import storable_text
 from toolhub.lib.versioned import versioned_delete, versioned_update
 from toolhub.tools import (
     IntentError,
-    ProfileSpec,
-    ResolvedToolset,
-    RuntimeSettings,
-    TierPlan,
-    Tool,
-    ToolContext,
     ToolIntent,
-    resolve,
 )
-from toolhub.tools.approval import Decision, decide
-from toolhub.tools.intent import MAX_NAMES
 
 TITLE_CHARS = 200
 
@@ -302,74 +287,6 @@ def session_update(
     return session
 
 
-def session_allow_for_chat(*, session_id: Any, tool: str) -> None:
-    """ "Allow for this chat": ``tool`` runs without asking in this chat from now on, where
-    the policies let a person lift the ask (toolhub.tools.approval)."""
-    (tool,) = clean_tools([tool], "tool")
-    with transaction.atomic():
-        row = ChatSession.objects.select_for_update().only("allowed_tools").get(pk=session_id)
-        if tool not in row.allowed_tools:
-            # At most MAX_NAMES: the oldest allowance goes first (it asks again).
-            allowed = [*row.allowed_tools, tool][-MAX_NAMES:]
-            ChatSession.objects.filter(pk=session_id).update(
-                allowed_tools=allowed, version=F("version") + 1
-            )
-
-
-def session_allowed_revoke(*, user: Any, session: ChatSession, tool: str) -> ChatSession:
-    """Take ``tool`` off the chat's allowed list: its next call asks again. Revoking a name
-    that is not there changes nothing (two tabs may both revoke)."""
-    with transaction.atomic():
-        row = sessions_of(user).select_for_update().filter(pk=session.pk).first()
-        if row is None:
-            raise NotFound("no such session")
-        if tool in row.allowed_tools:
-            sessions_of(user).filter(pk=session.pk).update(
-                allowed_tools=[name for name in row.allowed_tools if name != tool],
-                version=F("version") + 1,
-            )
-    session.refresh_from_db()
-    return session
-
-
-def session_call_policy(
-    *, session_id: Any, tool: Tool, arguments: Mapping[str, Any], ctx: ToolContext
-) -> Decision:
-    """Whether this call of ``tool`` runs, asks or is refused, from the policies as stored
-    *now*: the operator's, the chat's profile's and the chat's own allowances (hard line 5;
-    a global disable is a veto, checked before)."""
-    row = (
-        ChatSession.objects.select_related("agent")
-        .only("owner_id", "tool_intent", "allowed_tools", "agent__tool_intent")
-        .get(pk=session_id)
-    )
-    profile = chat_profile(session=row)
-    return decide(
-        tool,
-        arguments,
-        ctx,
-        operator=operator_policies(),
-        profile=dict(profile.approvals) if profile is not None else {},
-        profile_name=profile.name if profile is not None else "",
-        chat_allowed=frozenset(row.allowed_tools or ()),
-    )
-
-
-def chat_profile(*, session: ChatSession) -> ProfileSpec | None:
-    """The stored profile a chat's tools come from, if its toolset names one (hand-picked
-    tools or a preset: none), as resolution picks it."""
-    intent = ToolIntent.parse(session.tool_intent)
-    agent = ToolIntent.parse(session.agent.tool_intent)
-    enabled = next((v for v in (intent.enabled, agent.enabled) if v is not None), True)
-    picked = intent.picked if intent.picked is not None else agent.picked
-    if not enabled or picked is not None:
-        return None
-    name = intent.toolset or agent.toolset
-    if name is None:
-        return None
-    return profile_lookup_for(session.owner_id)(name)
-
-
 def session_intent_merge(*, session: ChatSession, patch: Any) -> ChatSession:
     """Merge a chat frame's intent into the stored one (its fields replace those fields).
 
@@ -458,231 +375,3 @@ def session_with_draft(*, session: ChatSession, draft: Any) -> ChatSession:
 
 def session_delete(*, user: Any, session: ChatSession, version: int) -> None:
     versioned_delete(sessions_of(user), pk=session.pk, version=version, what="session")
-
-
-class MessengerAdapter:
-    """send_message: post into another session of the same person, as a user message."""
-
-    def send(self, *, user_id: str, from_session: str | None, to_session: str, text: str) -> str:
-        target_id = _uuid_or_none(to_session)
-        if target_id is None or not (
-            ChatSession.objects.filter(
-                pk=target_id, owner_id=int(user_id), deleted__isnull=True
-            ).exists()
-        ):
-            raise LookupError(to_session)
-        event = event_append(
-            session_id=to_session,
-            turn="",
-            kind="user_message",
-            data={"text": text[:32_000], "from_session": from_session},
-        )
-        return f"event {event.seq}"
-
-
-class PlanModeAdapter:
-    """enter_plan_mode / exit_plan_mode: switch the session's plan mode for next turns."""
-
-    def set_plan_mode(self, *, session_id: str, on: bool, plan: str | None = None) -> None:
-        ChatSession.objects.filter(pk=session_id).update(plan_mode=on, version=F("version") + 1)
-
-
-def _uuid_or_none(value: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(str(value))
-    except ValueError:
-        return None
-
-
-def _workspace(session: ChatSession) -> Path:
-    return Path(settings.TOOLHUB_WORKSPACE_ROOT) / str(session.pk)
-
-
-def _usage(session: ChatSession) -> dict[str, int]:
-    rows = (
-        SessionEvent.objects.filter(session__owner_id=session.owner_id, kind="tool_call")
-        .values("data__name")
-        .annotate(calls=Count("id"))
-    )
-    return {row["data__name"]: row["calls"] for row in rows if isinstance(row["data__name"], str)}
-
-
-class PersonalResultCache:
-    """The runtime's result cache (tools declared ``cache=True``: web_fetch, web_search)
-    on Django's cache, in a namespace of its own per person: what one person's call
-    fetched is never served to another. Shared across processes (Redis) when configured,
-    so a worker and the web server hit the same entries."""
-
-    def __init__(self, user_id: str) -> None:
-        self._suffix = f":person:{user_id}"
-
-    def get(self, key: str) -> str | None:
-        value = cache.get(key + self._suffix)
-        return value if isinstance(value, str) else None
-
-    def set(self, key: str, value: str, ttl: float) -> None:
-        cache.set(key + self._suffix, value, timeout=ttl)
-
-
-class PersonalResultStore:
-    """The runtime's full-result store on the database: a cut result's whole text, kept
-    with its session (so only the session's owner can read it back) and bounded: at most
-    ``TOOLHUB_FULL_RESULTS_PER_SESSION`` per session (the oldest go) and
-    ``TOOLHUB_FULL_RESULT_MAX_CHARS`` each (the rest is cut, and said)."""
-
-    def __init__(self, session_id: Any) -> None:
-        self._session_id = session_id
-
-    def put(self, *, tool: str, text: str, ctx: ToolContext) -> str:
-        limit = settings.TOOLHUB_FULL_RESULT_MAX_CHARS
-        kept = text if len(text) <= limit else text[:limit] + f"\n[… cut at {limit:,} characters]"
-        with transaction.atomic():
-            row = FullResult.objects.create(
-                session_id=self._session_id, tool=tool, text=storable_text(kept), chars=len(text)
-            )
-            keep = settings.TOOLHUB_FULL_RESULTS_PER_SESSION
-            old = FullResult.objects.filter(session_id=self._session_id).values_list(
-                "pk", flat=True
-            )[keep:]
-            FullResult.objects.filter(pk__in=list(old)).delete()
-        return f"/api/sessions/{self._session_id}/results/{row.pk}/"
-
-
-def call_result_get(*, session: ChatSession, call_seq: int) -> dict[str, Any]:
-    """The stored ``tool_result`` of the ``tool_call`` at ``call_seq`` in ``session``:
-    the first result with its call id after it (providers reuse call ids across steps,
-    so the id alone does not name one call); ``NotFound`` otherwise."""
-    call = (
-        session.events.filter(kind="tool_call", seq=call_seq).values_list("data", flat=True).first()
-    )
-    if not isinstance(call, dict):
-        raise NotFound("no such call")
-    data = (
-        session.events.filter(kind="tool_result", seq__gt=call_seq, data__call_id=call["call_id"])
-        .order_by("seq")
-        .values_list("data", flat=True)
-        .first()
-    )
-    if not isinstance(data, dict):
-        raise NotFound("that call has no result yet")
-    return {"name": str(data.get("name", "")), "content": str(data.get("content", ""))}
-
-
-def full_result_get(*, user: Any, session_id: Any, result_id: Any) -> FullResult:
-    """A stored full result of one of ``user``'s sessions; ``NotFound`` otherwise."""
-    found = FullResult.objects.filter(
-        pk=result_id, session_id=session_id, session__owner=user, session__deleted__isnull=True
-    ).first()
-    if found is None:
-        raise NotFound("no such result")
-    return found
-
-
-def session_context(
-    *,
-    session: ChatSession,
-    attended: bool = True,
-    channel: str | None = None,
-    context_window: int | None = None,
-) -> ToolContext:
-    """What a tool of ``session`` runs with; ``context_window`` is the turn's window (its
-    result ceilings follow it), the agent's setting when the caller has none."""
-    return ToolContext(
-        user_id=str(session.owner_id),
-        session_id=str(session.pk),
-        channel=channel or session.channel,
-        mode="plan" if session.plan_mode else None,
-        attended=attended,
-        workspace=_workspace(session),
-        context_window_tokens=context_window or session.agent.context_window or DEFAULT_WINDOW,
-        env=os.environ,
-        services=chat_services(attended=attended),
-        settings=RuntimeSettings(allow_private_fetch=settings.TOOLHUB_FETCH_ALLOW_PRIVATE),
-        cache=PersonalResultCache(str(session.owner_id)),
-        store=PersonalResultStore(session.pk),
-    )
-
-
-def _claimed_token(session: ChatSession) -> dict[str, Any]:
-    return {"token": session.disables_token} if hasattr(session, "disables_token") else {}
-
-
-def session_resolve(
-    *,
-    session: ChatSession,
-    attended: bool = True,
-    channel: str | None = None,
-    strategy: str | None = None,
-    rebuild_plan: bool = False,
-    context_window: int | None = None,
-) -> ResolvedToolset:
-    """What the next turn of ``session`` would send, from the live registry, for a model
-    whose window is ``context_window`` (the agent's setting, else the assumed one).
-
-    The session's stored tier plan is kept while its key (the intents, toolset, budget
-    and strategy) holds; a changed key, or ``rebuild_plan``, rebuilds it with the
-    person's usage counts. The turn stores the returned ``plan`` (docs/accounting.md).
-    """
-    agent = session.agent
-    window = context_window or agent.context_window or DEFAULT_WINDOW
-    stored = None if rebuild_plan else TierPlan.from_json(session.tier_plan)
-
-    def resolved_with(plan: TierPlan | None, usage: Mapping[str, int] | None) -> ResolvedToolset:
-        return resolve(
-            intent=session.tool_intent,
-            agent_intent=agent.tool_intent,
-            profile_lookup=profile_lookup_for(session.owner_id),
-            # A session a turn just claimed carries the disables' token, read by the claim.
-            disabled=global_disables(**_claimed_token(session)),
-            ctx=session_context(
-                session=session, attended=attended, channel=channel, context_window=window
-            ),
-            strategy=strategy or agent.strategy,
-            plan=plan,
-            usage=usage,
-            context_window_tokens=window,
-            budget_tokens=agent.tier_budget,
-        )
-
-    if stored is not None:
-        resolved = resolved_with(stored, None)
-        if resolved.plan.key == stored.key:
-            return resolved
-    # A (re)built plan: counting usage costs a query, so only here.
-    return resolved_with(None, _usage(session))
-
-
-def session_plan_store(*, session: ChatSession, resolved: ResolvedToolset) -> None:
-    """Keep the tier plan ``resolved`` was made with, if it is not the stored one."""
-    plan = resolved.plan.to_json()
-    if session.tier_plan != plan:
-        ChatSession.objects.filter(pk=session.pk).update(tier_plan=plan)
-        session.tier_plan = plan
-
-
-INSPECTOR_CALLS = 5
-
-
-def session_recent_calls(*, session: ChatSession) -> list[dict[str, Any]]:
-    """The last provider calls of a session, newest first, with the calibration ratio
-    (input tokens the provider counted over our own estimate of the same request)."""
-    calls = ProviderCall.objects.filter(session=session).order_by("-created", "-id")[
-        :INSPECTOR_CALLS
-    ]
-    return [
-        {
-            "created": call.created,
-            "model": call.model,
-            "input": call.input_tokens,
-            # No usage from the provider: toolhub's own count of the request.
-            "estimated": call.usage_estimated,
-            "cache_read": call.cache_read_input_tokens,
-            "cache_write": call.cache_creation_input_tokens,
-            "ratio": (
-                round(call.input_tokens / call.estimated_input_tokens, 2)
-                if call.estimated_input_tokens and not call.usage_estimated
-                else None
-            ),
-        }
-        for call in calls
-    ]

@@ -1,0 +1,93 @@
+"""Chat sessions' services, by concern; every caller imports them from here.
+
+- ``chats``: create, rename, bin and restore, search, a new chat's start, the intent the
+  composer writes (validated as intent only; every write names the version it read).
+- ``policy``: "Allow for this chat" and the call policy (ask, allow or deny per call).
+- ``context``: what a chat's tools run with, and the resolution of its next turn, with
+  the tier plan kept so the array does not churn.
+- ``results``: what its calls returned, read back by the chat's owner only.
+
+The event log is ``sessions_app.eventlog``; a tool's files are ``sessions_app.result_files``.
+"""
+
+from __future__ import annotations
+
+from sessions_app.services.chats import (
+    AUTO_TITLE_CHARS,
+    SEARCH_MAX_CHARS,
+    SEARCH_RESULTS,
+    TITLE_CHARS,
+    UNDO_SECONDS,
+    session_create,
+    session_delete,
+    session_get_for_user,
+    session_intent_merge,
+    session_new_or_empty,
+    session_restore,
+    session_title_from_model,
+    session_trash,
+    session_update,
+    session_with_draft,
+    sessions_of,
+    sessions_purge_binned,
+    sessions_search,
+    title_from,
+)
+from sessions_app.services.context import (
+    MessengerAdapter,
+    PersonalResultCache,
+    PersonalResultStore,
+    PlanModeAdapter,
+    session_context,
+    session_plan_store,
+    session_resolve,
+)
+from sessions_app.services.policy import (
+    chat_profile,
+    session_allow_for_chat,
+    session_allowed_revoke,
+    session_call_policy,
+)
+from sessions_app.services.results import (
+    INSPECTOR_CALLS,
+    call_result_get,
+    full_result_get,
+    session_recent_calls,
+)
+
+__all__ = [
+    "AUTO_TITLE_CHARS",
+    "INSPECTOR_CALLS",
+    "SEARCH_MAX_CHARS",
+    "SEARCH_RESULTS",
+    "TITLE_CHARS",
+    "UNDO_SECONDS",
+    "MessengerAdapter",
+    "PersonalResultCache",
+    "PersonalResultStore",
+    "PlanModeAdapter",
+    "call_result_get",
+    "chat_profile",
+    "full_result_get",
+    "session_allow_for_chat",
+    "session_allowed_revoke",
+    "session_call_policy",
+    "session_context",
+    "session_create",
+    "session_delete",
+    "session_get_for_user",
+    "session_intent_merge",
+    "session_new_or_empty",
+    "session_plan_store",
+    "session_recent_calls",
+    "session_resolve",
+    "session_restore",
+    "session_title_from_model",
+    "session_trash",
+    "session_update",
+    "session_with_draft",
+    "sessions_of",
+    "sessions_purge_binned",
+    "sessions_search",
+    "title_from",
+]
