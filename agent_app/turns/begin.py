@@ -1,5 +1,8 @@
-"""A turn's first step, in one transaction: claim the session, merge the frame's intent,
-resolve and freeze what the turn sends, and store ``user_message`` and ``turn_started``.
+"""A turn's first step, in one transaction: claim the session, take what the turn needs
+from its chat in one call (``sessions_app.services.turn_context``: the frame's intent
+merged, its rewind checked, the toolset resolved and its plan kept, the tools' context,
+the history), freeze what the turn sends, and store ``user_message`` and
+``turn_started``.
 
 An intent the merge refuses rolls back the claim with everything else (nothing is
 stored); a profile that is gone or an unknown provider stores ``user_message`` and
@@ -15,19 +18,14 @@ from typing import Any
 from django.db import transaction
 
 from agent_app.history import messages_from_events
-from agent_app.providers import Provider, ProviderError
-from agent_app.providers.windows import turn_model
-from agent_app.turns.preview import RequestTools, next_turn
+from agent_app.providers import Provider, ProviderError, provider_for
+from agent_app.providers.windows import turn_model, turn_window
+from agent_app.turns.preview import RequestTools, request_tools, turn_strategy
 from agent_app.turns.state import claim, release
-from sessions_app.eventlog import events_insert, session_history, user_message_kept
+from sessions_app.eventlog import events_insert
 from sessions_app.models import ChatSession, SessionEvent
-from sessions_app.services import (
-    session_context,
-    session_intent_merge,
-    session_plan_store,
-    title_from,
-)
-from toolhub.lib.errors import Conflict, NotFound
+from sessions_app.services import title_from, turn_context, turn_frame_apply
+from toolhub.lib.errors import NotFound
 from toolhub.lib.model_windows import ContextWindow
 from toolhub.tools import ResolvedToolset, ToolContext, UnknownToolsetError
 from toolhub.tools.turn import TurnTools
@@ -61,47 +59,75 @@ class TurnBegun:
 def _prepare(
     *,
     session: ChatSession,
+    patch: Any,
     attended: bool,
     channel: str,
     history_seq: int,
     rewind_to: int | None = None,
 ) -> PreparedTurn:
-    """Resolve and freeze what the turn sends; ``history_seq`` is the session's last seq
-    before this turn's own events, ``rewind_to`` the seq this turn's history ends at (an
-    edited or regenerated message)."""
+    """Resolve and freeze what the turn sends; ``patch`` is the frame's intent,
+    ``history_seq`` the session's last seq before this turn's own events, ``rewind_to``
+    the seq this turn's history ends at (an edited or regenerated message)."""
     agent = session.agent
-    upcoming = next_turn(session=session, attended=attended, channel=channel)
-    resolved = upcoming.resolved
-    # Kept with the session so the array does not churn (docs/accounting.md).
-    session_plan_store(session=session, resolved=resolved)
-    messages = messages_from_events(
-        session_history(session_id=session.pk, last_seq=history_seq, rewind_to=rewind_to),
-        native=resolved.strategy == "native",
-        loadable=frozenset(tool.name for tool in resolved.deferred),
-    )
-    return PreparedTurn(
+    try:
+        provider = provider_for(agent.provider)
+    except ProviderError:
+        # No model to ask: the frame is still applied (a refused one rolls back, a good
+        # intent is kept), and the turn fails saying why.
+        turn_frame_apply(session=session, patch=patch, rewind_to=rewind_to, last_seq=history_seq)
+        raise
+    window = turn_window(agent=agent, provider=provider)
+    context = turn_context(
         session=session,
+        patch=patch,
+        rewind_to=rewind_to,
+        last_seq=history_seq,
+        attended=attended,
+        channel=channel,
+        strategy=turn_strategy(agent=agent, provider=provider),
+        window=window.tokens,
+    )
+    resolved = context.resolved
+    turn = TurnTools(resolved, loaded=context.session.loaded_tools or ())
+    return PreparedTurn(
+        session=context.session,
         resolved=resolved,
-        turn=upcoming.turn,
-        tools=upcoming.tools,
-        ctx=session_context(
-            session=session,
-            attended=attended,
-            channel=channel,
-            context_window=upcoming.window.tokens,
+        turn=turn,
+        tools=request_tools(provider=provider, resolved=resolved, turn=turn),
+        ctx=context.ctx,
+        messages=messages_from_events(
+            context.history,
+            native=resolved.strategy == "native",
+            loadable=frozenset(tool.name for tool in resolved.deferred),
         ),
-        messages=messages,
-        provider=upcoming.provider,
-        model=turn_model(agent=agent, provider=upcoming.provider),
+        provider=provider,
+        model=turn_model(agent=agent, provider=provider),
         system=agent.system_prompt,
-        window=upcoming.window,
+        window=window,
     )
 
 
-class RewindRefused(Conflict):
-    """An edit or a regenerate named a message the conversation no longer holds."""
-
-    code = "stale_message"
+def _started(prep: PreparedTurn) -> dict[str, Any]:
+    """``turn_started``: what the turn sends and costs, as the page and the inspector
+    show it."""
+    resolved = prep.resolved
+    return {
+        "fingerprint": prep.tools.fingerprint,
+        "strategy": resolved.strategy,
+        # What is billed as resident: under native, the deferred entries travel flagged
+        # and count once loaded (they are in "deferred").
+        "resident": list(prep.tools.wire.billed_names(prep.tools.loaded)),
+        "deferred": len(resolved.deferred),
+        "provider": prep.provider.name,
+        "model": prep.model,
+        "demo": prep.provider.is_demo,
+        # The chat's title, which a first message gives it: the page shows it.
+        "title": str(prep.session),
+        # The window the meter measures against, and where it came from (a window nobody
+        # reported is shown as assumed).
+        "context_window": prep.window.tokens,
+        "context_source": prep.window.source,
+    }
 
 
 class TurnBusy(Exception):
@@ -145,14 +171,11 @@ def begin_turn(
                 raise NotFound("This chat was deleted; restore it or pick another one.")
             raise TurnBusy
         first_seq = claimed.last_seq - 1 - len(lead)
-        if intent is not None:
-            claimed = session_intent_merge(session=claimed, patch=intent)
-        if rewind_to is not None:
-            _check_rewind(session_id=session.pk, to=rewind_to, before=first_seq)
         asked = ("user_message", {"text": text})
         try:
             prep = _prepare(
                 session=claimed,
+                patch=intent,
                 attended=attended,
                 channel=channel,
                 history_seq=first_seq - 1,
@@ -163,25 +186,7 @@ def begin_turn(
         except ProviderError as exc:
             failed = {"code": exc.code, "message": exc.message}
         else:
-            resolved = prep.resolved
-            started = {
-                "fingerprint": prep.tools.fingerprint,
-                "strategy": resolved.strategy,
-                # What is billed as resident: under native, the deferred entries travel
-                # flagged and count once loaded (they are in "deferred").
-                "resident": list(prep.tools.wire.billed_names(prep.tools.loaded)),
-                "deferred": len(resolved.deferred),
-                "provider": prep.provider.name,
-                "model": prep.model,
-                "demo": prep.provider.is_demo,
-                # The chat's title, which a first message gives it: the page shows it.
-                "title": str(claimed),
-                # The window the meter measures against, and where it came from (a
-                # window nobody reported is shown as assumed).
-                "context_window": prep.window.tokens,
-                "context_source": prep.window.source,
-            }
-            items = [*lead, asked, ("turn_started", started)]
+            items = [*lead, asked, ("turn_started", _started(prep))]
             return TurnBegun(
                 prepared=prep,
                 events=events_insert(
@@ -196,11 +201,3 @@ def begin_turn(
                 session_id=session.pk, turn=turn_id, first_seq=first_seq, items=items
             ),
         )
-
-
-def _check_rewind(*, session_id: Any, to: int, before: int) -> None:
-    """A rewind goes back to just before one of the chat's own messages that is still in
-    the conversation (not one an earlier edit already dropped): ``Invalid`` otherwise, and
-    the whole beginning rolls back."""
-    if not user_message_kept(session_id=session_id, seq=to + 1, last_seq=before - 1):
-        raise RewindRefused("That message is not in this chat any more; reload the page.")

@@ -38,9 +38,13 @@ from sessions_app.services.context import (
     PersonalResultCache,
     PersonalResultStore,
     PlanModeAdapter,
+    RewindRefused,
+    TurnContext,
     session_context,
     session_plan_store,
     session_resolve,
+    turn_context,
+    turn_frame_apply,
 )
 from sessions_app.services.policy import (
     chat_profile,
@@ -66,6 +70,8 @@ __all__ = [
     "PersonalResultCache",
     "PersonalResultStore",
     "PlanModeAdapter",
+    "RewindRefused",
+    "TurnContext",
     "call_result_get",
     "chat_profile",
     "full_result_get",
@@ -90,4 +96,6 @@ __all__ = [
     "sessions_purge_binned",
     "sessions_search",
     "title_from",
+    "turn_context",
+    "turn_frame_apply",
 ]

@@ -8,6 +8,8 @@ sends.
   holds, so the array does not churn (docs/accounting.md); ``session_plan_store`` keeps a
   new one.
 - A person's cached and stored results are theirs: keys carry the person and the chat.
+- ``turn_context`` is all a turn takes from its chat, in one call inside the turn's
+  transaction: a refused intent or rewind raises, and the whole beginning rolls back.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +30,11 @@ from profiles_app.services import (
     global_disables,
     profile_lookup_for,
 )
-from sessions_app.eventlog import event_append
+from sessions_app.eventlog import event_append, session_history, user_message_kept
 from sessions_app.models import ChatSession, FullResult, SessionEvent
+from sessions_app.services.chats import session_intent_merge
 from toolhub.lib.chat_services import chat_services
+from toolhub.lib.errors import Conflict
 from toolhub.lib.model_windows import DEFAULT_WINDOW
 from toolhub.lib.storable import storable_text
 from toolhub.tools import (
@@ -209,3 +214,75 @@ def session_plan_store(*, session: ChatSession, resolved: ResolvedToolset) -> No
     if session.tier_plan != plan:
         ChatSession.objects.filter(pk=session.pk).update(tier_plan=plan)
         session.tier_plan = plan
+
+
+class RewindRefused(Conflict):
+    """An edit or a regenerate named a message the conversation no longer holds."""
+
+    code = "stale_message"
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    """What a turn takes from its chat, read once at its start."""
+
+    # The chat with the frame's intent merged.
+    session: ChatSession
+    # What the turn sends, resolved from the live registry; its tier plan is kept.
+    resolved: ResolvedToolset
+    # What the turn's tools run with.
+    ctx: ToolContext
+    # The conversation so far, every rewind applied (the turn's own included).
+    history: list[tuple[str, dict[str, Any]]]
+
+
+def turn_frame_apply(
+    *, session: ChatSession, patch: Any, rewind_to: int | None, last_seq: int
+) -> ChatSession:
+    """What a turn's frame writes or asks of its chat before anything is resolved: its
+    intent ``patch`` merged (``Invalid`` when refused) and its ``rewind_to`` checked
+    against the log (``RewindRefused`` unless it goes back to just before one of the
+    person's messages still in the conversation, as of ``last_seq``)."""
+    if patch is not None:
+        session = session_intent_merge(session=session, patch=patch)
+    if rewind_to is not None and not user_message_kept(
+        session_id=session.pk, seq=rewind_to + 1, last_seq=last_seq
+    ):
+        raise RewindRefused("That message is not in this chat any more; reload the page.")
+    return session
+
+
+def turn_context(
+    *,
+    session: ChatSession,
+    patch: Any,
+    rewind_to: int | None,
+    last_seq: int,
+    attended: bool,
+    channel: str,
+    strategy: str,
+    window: int,
+) -> TurnContext:
+    """Everything a turn needs from its chat, in one call inside the turn's transaction:
+    the frame applied (``turn_frame_apply``), the toolset resolved for the turn's
+    ``strategy`` and ``window`` with its tier plan kept, the tools' context, and the
+    history up to ``last_seq``, the chat's last seq before the turn's own events. Raises
+    ``UnknownToolsetError`` when the chat names a profile that is gone."""
+    session = turn_frame_apply(session=session, patch=patch, rewind_to=rewind_to, last_seq=last_seq)
+    resolved = session_resolve(
+        session=session,
+        attended=attended,
+        channel=channel,
+        strategy=strategy,
+        context_window=window,
+    )
+    # Kept with the session so the array does not churn (docs/accounting.md).
+    session_plan_store(session=session, resolved=resolved)
+    return TurnContext(
+        session=session,
+        resolved=resolved,
+        ctx=session_context(
+            session=session, attended=attended, channel=channel, context_window=window
+        ),
+        history=session_history(session_id=session.pk, last_seq=last_seq, rewind_to=rewind_to),
+    )

@@ -41,7 +41,11 @@ def test_regenerate_replaces_the_last_answer_and_edit_resends_from_that_message(
     _say(page, "second words")
     expect(page.locator(".bubble.user")).to_have_text(["first words", "second words"])
 
+    answered = page.locator(".message.assistant").last.get_attribute("id")
     page.get_by_role("button", name="Regenerate").click()
+    # The new answer is another item (a later seq); only then has the turn surely begun,
+    # so Stop hidden means it ended (on a loaded machine it may not have started yet).
+    expect(page.locator(".message.assistant").last).not_to_have_id(answered, timeout=20_000)
     expect(page.get_by_role("button", name="Stop")).to_be_hidden(timeout=20_000)
     expect(page.locator(".bubble.user")).to_have_text(["first words", "second words"])
     expect(page.locator(".bubble.assistant")).to_have_count(2)

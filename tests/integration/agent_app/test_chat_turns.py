@@ -1594,3 +1594,38 @@ async def test_a_real_model_titles_the_chat_after_its_first_answer_unless_rename
 def _title(session) -> str:
     session.refresh_from_db()
     return session.title
+
+
+@database_sync_to_async
+def _provider_gone(agent) -> None:
+    from django.db.models import F
+
+    from profiles_app.models import Agent
+
+    # A provider this server no longer has (a row from another deployment), written as
+    # every write is, at a new version.
+    Agent.objects.filter(pk=agent.pk).update(provider="gone", version=F("version") + 1)
+
+
+async def test_a_chat_whose_provider_is_gone_fails_saying_so_and_still_keeps_or_refuses_the_frame(
+    owner, model
+):
+    model.replies.append(Reply(text="A"))
+    agent = await new_agent(owner)
+    session = await new_session(owner, agent=agent.pk)
+    socket = await open_socket(session.pk, owner)
+    first = events(await chat(socket, "first"), "user_message")[0]
+    await _provider_gone(agent)
+
+    failed = await chat(socket, "again", intent={"web_search": False})
+    await send(socket, {"type": "edit", "seq": first["seq"] + 1, "text": "not a message"})
+    refused = await receive(socket)
+
+    (ended,) = events(failed, "turn_failed")
+    assert ended["data"]["code"] == "provider_unknown"
+    assert "gone" in ended["data"]["message"]
+    # The intent the failed turn's frame carried is kept; a stale edit stores nothing.
+    assert (await reload(session)).tool_intent["web_search"] is False
+    assert (refused["code"], refused["ref"]) == ("stale_message", "edit")
+    assert [e["kind"] for e in await stored(session.pk)][-1] == "turn_failed"
+    await socket.disconnect()
