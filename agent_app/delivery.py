@@ -266,6 +266,8 @@ class TailGate:
             self.showing("")
         elif kind in ("tool_call", "tool_result") and isinstance(frame["data"], dict):
             call_id = frame["data"].get("call_id")
+            if not isinstance(call_id, str):
+                return
             if kind == "tool_call":
                 self._marks.pop(call_id, None)
             else:

@@ -191,11 +191,11 @@ async def _events(response: httpx.Response, payload: bytes) -> AsyncIterator[Pro
         try:
             chunk = json.loads(data)
             if isinstance(chunk, dict) and chunk.get("error") is not None:
-                said = _said(chunk.get("error"))
+                error = _said(chunk.get("error"))
                 raise ProviderError(
                     "provider_stream_error",
-                    "the server stopped the answer with an error: " + said[:400],
-                    window=window_in(said),
+                    "the server stopped the answer with an error: " + error[:400],
+                    window=window_in(error),
                 )
             choices = chunk.get("choices") or []
             if isinstance(chunk.get("usage"), dict):
