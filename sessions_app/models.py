@@ -57,7 +57,7 @@ class ChatSession(models.Model):
         ordering = ["-updated", "-created"]
         indexes = [
             models.Index(fields=["owner", "-updated"]),
-            # The turn reaper's scan (agent_app.turns.state.turns_reap) reads only the rows
+            # The turn reaper's scan (agent_app.turns.claim.turns_reap) reads only the rows
             # a turn holds: the index stays as small as the number of running turns.
             models.Index(
                 fields=["turn_lease"],

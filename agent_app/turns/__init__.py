@@ -38,6 +38,7 @@ from typing import Any
 from agent_app.delivery import notify_events
 from agent_app.providers.windows import window_discover
 from agent_app.turns.begin import TurnBusy, begin_turn
+from agent_app.turns.claim import running_turn
 from agent_app.turns.control import control_channel, control_send
 from agent_app.turns.loop import (
     close_db_connections,
@@ -49,7 +50,6 @@ from agent_app.turns.loop import (
 )
 from agent_app.turns.reaper import reap_once, reaper_start
 from agent_app.turns.runner import TurnRunner
-from agent_app.turns.state import running_turn
 from agent_app.turns.tails import running_tails
 from profiles_app.models import Agent
 from sessions_app.limits import MESSAGE_MAX_CHARS

@@ -20,8 +20,8 @@ from django.db import transaction
 from agent_app.history import messages_from_events
 from agent_app.providers import Provider, ProviderError, provider_for
 from agent_app.providers.windows import turn_model, turn_window
+from agent_app.turns.claim import claim, release
 from agent_app.turns.preview import RequestTools, request_tools, turn_strategy
-from agent_app.turns.state import claim, release
 from sessions_app.eventlog import events_insert
 from sessions_app.models import ChatSession, SessionEvent
 from sessions_app.services import title_from, turn_context, turn_frame_apply

@@ -15,8 +15,8 @@ import logging
 from typing import Any
 
 from agent_app.delivery import notify_events
+from agent_app.turns.claim import persist
 from agent_app.turns.loop import on_db_thread
-from agent_app.turns.state import persist
 from sessions_app.models import SessionEvent
 from toolhub.lib.outage import REDIS_ERRORS
 from toolhub.lib.storable import storable

@@ -24,8 +24,8 @@ import asyncio
 import logging
 
 from agent_app.delivery import notify_events
+from agent_app.turns.claim import lease, reap_seconds, turns_reap
 from agent_app.turns.loop import live_turns, on_db_thread
-from agent_app.turns.state import lease, reap_seconds, turns_reap
 from sessions_app.services import sessions_purge_binned
 
 logger = logging.getLogger(__name__)

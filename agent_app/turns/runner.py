@@ -38,16 +38,16 @@ from agent_app.providers import (
 from agent_app.providers.windows import window_learned
 from agent_app.turns.asking import McpAsks
 from agent_app.turns.begin import PreparedTurn
-from agent_app.turns.control import listen
-from agent_app.turns.loop import on_db_thread
-from agent_app.turns.preview import request_tools
-from agent_app.turns.runs import run_and_wait
-from agent_app.turns.state import (
+from agent_app.turns.claim import (
     LostClaim,
     heartbeat_seconds,
     release,
     renew,
 )
+from agent_app.turns.control import listen
+from agent_app.turns.loop import on_db_thread
+from agent_app.turns.preview import request_tools
+from agent_app.turns.runs import run_and_wait
 from agent_app.turns.tails import TailPump
 from agent_app.turns.titles import name_chat
 from profiles_app.services import global_disables

@@ -1,5 +1,5 @@
 """Tools that run on workers: the turn's side (create, send, wait, cancel, reap). The
-worker's side is ``worker``, the row's moves ``run_state``; what stays true holds for all
+worker's side is ``worker``, the row's moves ``run_row``; what stays true holds for all
 three.
 
 A ``runs_on="worker"`` call becomes a ``ToolRun`` row, then a Celery task on the ``tools``
@@ -49,7 +49,7 @@ from django.utils import timezone
 
 from agent_app.models import ToolRun
 from agent_app.turns.loop import on_db_thread
-from agent_app.turns.run_state import (
+from agent_app.turns.run_row import (
     CANCEL_GRACE,
     DEFAULT_LIMIT,
     ENDED,

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from agent_app.models import ToolRun
 from agent_app.turns.loop import on_db_thread
-from agent_app.turns.run_state import (
+from agent_app.turns.run_row import (
     CANCEL_POLL,
     Status,
     beat_once,

@@ -60,7 +60,7 @@ def _operator_rules(token: int | None = _READ) -> _DisablesCopy:
     two reads makes the rows newer than the token they are kept under, so the next call
     reloads them; the other order could keep old rows under a new token for good. A
     caller that read the token itself, in its own transaction, passes it (a turn's claim
-    returns it: ``agent_app.turns.state``); the copy is then checked with no statement."""
+    returns it: ``agent_app.turns.claim``); the copy is then checked with no statement."""
     global _copy
     if token is _READ:
         token = DisablesGeneration.objects.filter(pk=1).values_list("token", flat=True).first()

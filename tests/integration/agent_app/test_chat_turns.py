@@ -1314,7 +1314,7 @@ async def test_a_control_message_that_comes_before_its_turn_listens_still_reache
 
 @database_sync_to_async
 def _flush_after_losing_the_claim(session):
-    from agent_app.turns.state import LostClaim, persist
+    from agent_app.turns.claim import LostClaim, persist
     from sessions_app.models import ChatSession, ProviderCall, SessionEvent
 
     ChatSession.objects.filter(pk=session.pk).update(turn_id="the-new-turn")

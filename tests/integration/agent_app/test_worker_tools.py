@@ -419,7 +419,7 @@ def test_a_run_given_up_as_lost_is_told_to_stop(owner, tools):
 
     from django.utils import timezone
 
-    from agent_app.turns.run_state import cancel_asked
+    from agent_app.turns.run_row import cancel_asked
     from agent_app.turns.runs import runs_reap
 
     quiet = timezone.now() - timedelta(seconds=60)
@@ -435,8 +435,8 @@ def test_a_run_given_up_as_lost_is_told_to_stop(owner, tools):
 
 
 def test_the_runs_of_a_turn_whose_server_died_are_stopped_and_a_late_copy_starts_none(owner, tools):
-    from agent_app.turns.run_state import cancel_asked
-    from agent_app.turns.state import _close_abandoned
+    from agent_app.turns.claim import _close_abandoned
+    from agent_app.turns.run_row import cancel_asked
     from agent_app.turns.worker import _claim
 
     queued = _live_run(owner, "dead-turn", status="queued")

@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agent_app.turns.state import persist
+from agent_app.turns.claim import persist
 from sessions_app.eventlog import event_frame, event_frames_after, events_append, session_history
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
 from sessions_app.services import session_create
@@ -204,7 +204,7 @@ from django.core.management import call_command
 call_command("migrate", verbosity=0)
 from django.db import connection
 from django.contrib.auth import get_user_model
-from agent_app.turns.state import LostClaim, persist
+from agent_app.turns.claim import LostClaim, persist
 from sessions_app.eventlog import event_frame, event_frames_after, events_append
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
 from sessions_app.services import session_create
