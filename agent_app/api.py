@@ -21,8 +21,8 @@ from rest_framework.views import APIView
 
 from agent_app import mcp
 from agent_app.frames import APPROVAL_KINDS, APPROVAL_SCOPES
+from agent_app.inspector import inspector_plan_reset, inspector_toolset
 from agent_app.turns import TEXT_LIMIT, turn_approve_sync, turn_elicit_sync, turn_start_sync
-from agent_app.turns.preview import session_plan_reset, session_toolset
 from sessions_app import services
 from toolhub.lib.api import error, error_responses, validated_body
 from toolhub.lib.api_schema import (
@@ -432,7 +432,7 @@ class SessionToolsetView(APIView):
             return error(
                 "invalid", "channel must be web or api", 400, fields={"channel": ["choice"]}
             )
-        return Response(session_toolset(session=session, channel=channel))
+        return Response(inspector_toolset(session=session, channel=channel))
 
 
 class SessionToolsetResetView(APIView):
@@ -446,5 +446,5 @@ class SessionToolsetResetView(APIView):
     )
     def post(self, request: Request, session_id: Any) -> Response:
         session = services.session_get_for_user(user=request.user, session_id=session_id)
-        session = session_plan_reset(user=request.user, session=session)
-        return Response(session_toolset(session=session))
+        session = inspector_plan_reset(user=request.user, session=session)
+        return Response(inspector_toolset(session=session))

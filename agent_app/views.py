@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST, require_safe
 
+from agent_app.inspector import inspector_plan_reset, inspector_toolset
 from agent_app.mcp import (
     mcp_credential_delete,
     mcp_credential_set,
@@ -36,7 +37,6 @@ from agent_app.mcp import (
 )
 from agent_app.mcp_oauth import mcp_oauth_sign_in_begin, mcp_oauth_sign_in_finish
 from agent_app.models import McpServer
-from agent_app.turns.preview import session_plan_reset, session_toolset
 from profiles_app.services import (
     global_disable_audit,
     tool_disable_globally,
@@ -142,7 +142,7 @@ def chat_inspector(request: HttpRequest, session_id: Any) -> HttpResponse:
             # What the composer is set to now, before any turn (sent as a chat frame's
             # intent): previewed on an unsaved copy.
             session = session_with_draft(session=session, draft=_json_object(draft))
-        toolset, problem = session_toolset(session=session), ""
+        toolset, problem = inspector_toolset(session=session), ""
     except ServiceError as exc:
         toolset, problem = None, exc.message
     return _inspector(request, session, toolset, problem, draft=bool(draft))
@@ -181,8 +181,8 @@ def chat_plan_reset(request: HttpRequest, session_id: Any) -> HttpResponse:
     """The inspector's "Rebuild tiers": a new tier plan from today's usage, kept."""
     session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
     try:
-        session = session_plan_reset(user=request.user, session=session)
-        toolset, problem = session_toolset(session=session), ""
+        session = inspector_plan_reset(user=request.user, session=session)
+        toolset, problem = inspector_toolset(session=session), ""
     except ServiceError as exc:
         toolset, problem = None, exc.message
     if not request.htmx:
@@ -201,7 +201,7 @@ def chat_allowed_revoke(request: HttpRequest, session_id: Any) -> HttpResponse:
     if not request.htmx:
         return redirect("chat_session", session_id=session.pk)
     try:
-        toolset, problem = session_toolset(session=session), ""
+        toolset, problem = inspector_toolset(session=session), ""
     except ServiceError as exc:
         toolset, problem = None, exc.message
     return _inspector(request, session, toolset, problem, revoked=tool)

@@ -7,7 +7,7 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.urls import reverse
 
-from agent_app.turns.preview import session_toolset
+from agent_app.inspector import inspector_toolset
 from profiles_app.models import Agent
 from profiles_app.services import default_agent, profile_create
 from sessions_app.models import ChatSession
@@ -230,7 +230,7 @@ def test_a_tool_removed_from_an_agent_leaves_its_chats_and_can_be_added_back(cli
     assert 'aria-label="Add back read"' in page
     # The chat with this agent, which never named the tool, no longer offers it.
     chat.refresh_from_db()
-    inspector = session_toolset(session=chat)
+    inspector = inspector_toolset(session=chat)
     assert "read" not in {tool["name"] for tool in inspector["resident"]}
     assert {"name": "read", "layer": "L5", "reason": "removed by the agent"}.items() <= next(
         hidden for hidden in inspector["hidden"] if hidden["name"] == "read"
@@ -243,7 +243,7 @@ def test_a_tool_removed_from_an_agent_leaves_its_chats_and_can_be_added_back(cli
     agent.refresh_from_db()
     assert agent.tool_intent["disabled"] == []
     chat.refresh_from_db()
-    assert "read" in {tool["name"] for tool in session_toolset(session=chat)["resident"]}
+    assert "read" in {tool["name"] for tool in inspector_toolset(session=chat)["resident"]}
 
 
 def test_adding_back_a_tool_outside_the_agents_allow_list_puts_it_on_the_list(client, owner):
