@@ -439,3 +439,31 @@ async def test_a_question_that_timed_out_is_not_sent_again(monkeypatch):
 
     assert failed.value.code == "provider_cut"
     assert [seen.body["stream"] for seen in server.requests] == [True, False]
+
+
+async def test_a_chat_switched_to_another_agent_after_its_socket_opened_uses_that_agents_window(
+    owner, compatible
+):
+    from channels.db import database_sync_to_async
+
+    from sessions_app.services import session_create, session_update
+    from tests.integration.chat import open_socket, send, until
+
+    compatible(models={"small-model": {"max_model_len": 8192}})
+    demo = await database_sync_to_async(Agent.objects.create)(
+        owner=owner, name="demo agent", provider="demo"
+    )
+    small = await database_sync_to_async(_agent)(owner)
+    session = await database_sync_to_async(session_create)(user=owner, agent=demo.pk)
+    socket = await open_socket(session.pk, owner)
+    # Switched elsewhere (another tab, the API) while this socket keeps its first copy.
+    await database_sync_to_async(session_update)(
+        user=owner, session=session, version=session.version, agent=small.pk
+    )
+
+    await send(socket, {"type": "chat", "text": "hello"})
+    frames = await until(socket)
+    await socket.disconnect()
+
+    (started,) = [f["data"] for f in frames if f.get("kind") == "turn_started"]
+    assert (started["context_window"], started["context_source"]) == (8192, "server")
