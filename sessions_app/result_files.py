@@ -24,7 +24,7 @@ from django.db import transaction
 from django.db.models import Count, Sum
 
 from sessions_app.models import ChatSession, ResultFile
-from toolhub.lib.errors import NotFound
+from sessions_app.services.results import owned_row
 from toolhub.tools.files import MAX_FILE_BYTES, MAX_FILES, ToolFile, size_in_words
 
 
@@ -87,9 +87,4 @@ def _refusal(file: ToolFile, count: int, total: int) -> str:
 
 def result_file_get(*, user: Any, session_id: Any, file_id: Any) -> ResultFile:
     """A file kept with one of ``user``'s chats (not binned); ``NotFound`` otherwise."""
-    found = ResultFile.objects.filter(
-        pk=file_id, session_id=session_id, session__owner=user, session__deleted__isnull=True
-    ).first()
-    if found is None:
-        raise NotFound("no such file")
-    return found
+    return owned_row(ResultFile, user=user, session_id=session_id, pk=file_id, what="file")

@@ -23,6 +23,7 @@ from agent_app.providers.base import Provider
 from profiles_app.models import Agent
 from toolhub.lib.model_windows import (
     ContextWindow,
+    window_fresh,
     window_known,
     window_of,
     window_remember,
@@ -62,6 +63,9 @@ async def window_discover(*, agent: Agent) -> None:
     except ProviderError:
         return
     model = turn_model(agent=agent, provider=provider)
+    if window_fresh(origin=provider.origin, model=model):
+        # The steady state: no thread, no cache, no network on the turn's way.
+        return
     known, _ = await asyncio.to_thread(window_known, origin=provider.origin, model=model)
     if known:
         return

@@ -180,7 +180,9 @@ async def _window_checked(session: ChatSession) -> None:
     """Learn the model's context window if nobody asked its server lately; whatever goes
     wrong here (the database, the cache, the server) leaves it unknown, the turn goes on."""
     try:
-        agent = await on_db_thread(_agent_of, session=session)
+        # The socket's and the API's reads of the chat carry its agent: no query then.
+        cached = ChatSession.agent.is_cached(session)
+        agent = session.agent if cached else await on_db_thread(_agent_of, session=session)
         await window_discover(agent=agent)
     except Exception:
         log.warning("checking the model's window failed", exc_info=True)

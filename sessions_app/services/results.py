@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import models
+
 from sessions_app.models import ChatSession, FullResult, ProviderCall
 from toolhub.lib.errors import NotFound
 
@@ -30,14 +32,23 @@ def call_result_get(*, session: ChatSession, call_seq: int) -> dict[str, Any]:
     return {"name": str(data.get("name", "")), "content": str(data.get("content", ""))}
 
 
-def full_result_get(*, user: Any, session_id: Any, result_id: Any) -> FullResult:
-    """A stored full result of one of ``user``'s sessions; ``NotFound`` otherwise."""
-    found = FullResult.objects.filter(
-        pk=result_id, session_id=session_id, session__owner=user, session__deleted__isnull=True
+def owned_row[Row: models.Model](
+    model: type[Row], *, user: Any, session_id: Any, pk: Any, what: str
+) -> Row:
+    """The ``model`` row ``pk`` kept with ``session_id``, one of ``user``'s chats that is
+    not binned; ``NotFound`` ("no such ``what``") for anything else: another person's, one
+    of another chat, a made-up id."""
+    found = model._default_manager.filter(
+        pk=pk, session_id=session_id, session__owner=user, session__deleted__isnull=True
     ).first()
     if found is None:
-        raise NotFound("no such result")
+        raise NotFound(f"no such {what}")
     return found
+
+
+def full_result_get(*, user: Any, session_id: Any, result_id: Any) -> FullResult:
+    """A stored full result of one of ``user``'s sessions; ``NotFound`` otherwise."""
+    return owned_row(FullResult, user=user, session_id=session_id, pk=result_id, what="result")
 
 
 INSPECTOR_CALLS = 5

@@ -1,8 +1,10 @@
-"""Helpers for chat-turn tests: a token-authenticated socket and frame readers."""
+"""Helpers for chat-turn tests: a token-authenticated socket and frame readers, and a turn
+over REST followed to its end."""
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from channels.db import database_sync_to_async as sync_to_async
@@ -58,3 +60,24 @@ async def until(
 
 def events(frames: list[dict[str, Any]], kind: str | None = None) -> list[dict[str, Any]]:
     return [f for f in frames if f["type"] == "event" and (kind is None or f["kind"] == kind)]
+
+
+def rest_events_until_done(client: Any, session_id: Any, *, after: int = 0) -> list[dict[str, Any]]:
+    """The session's events after ``after``, read over REST until a turn's end is among
+    them (20 seconds at most)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        events = client.get(f"/api/sessions/{session_id}/events/?after={after}").json()["events"]
+        if any(event["kind"] in TERMINAL for event in events):
+            return events
+        time.sleep(0.05)
+    raise AssertionError("the turn did not end")
+
+
+def rest_turn(client: Any, session_id: Any, text: str = "hello") -> list[dict[str, Any]]:
+    """Send ``text`` over REST and return the events of the turn it started."""
+    seen = client.get(f"/api/sessions/{session_id}/events/?after=0").json()["events"]
+    after = seen[-1]["seq"] if seen else 0
+    started = client.post(f"/api/sessions/{session_id}/messages/", {"text": text}, format="json")
+    assert started.status_code == 202, started.content
+    return rest_events_until_done(client, session_id, after=after)

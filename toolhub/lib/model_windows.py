@@ -92,10 +92,11 @@ def _key(origin: str, model: str) -> str:
     return f"window:{digest}"
 
 
-def reported_window(*, origin: str, model: str) -> int | None:
-    """The window the server at ``origin`` reported for ``model``, if one is known."""
-    known, window = window_known(origin=origin, model=model)
-    return window if known else None
+def window_fresh(*, origin: str, model: str) -> bool:
+    """Whether this process read or asked ``model``'s window within ``MEMO_SECONDS``: a
+    dict lookup, so a turn can skip the cache entirely."""
+    memo = _memo.get((origin, model))
+    return memo is not None and time.monotonic() - memo[0] < MEMO_SECONDS
 
 
 def window_known(*, origin: str, model: str) -> tuple[bool, int | None]:

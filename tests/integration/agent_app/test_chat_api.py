@@ -6,11 +6,11 @@ from __future__ import annotations
 import base64
 import contextlib
 import threading
-import time
 
 import pytest
 
 from tests.fakes import FakeOpenAI, Reply
+from tests.integration.chat import rest_events_until_done
 from toolhub.tools import ToolResult, function
 from toolhub.tools.images import ToolImage
 
@@ -21,16 +21,6 @@ def _session(client) -> str:
     response = client.post("/api/sessions/", {}, format="json")
     assert response.status_code == 201
     return response.json()["id"]
-
-
-def _events_until_done(client, session_id: str) -> list[dict]:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        body = client.get(f"/api/sessions/{session_id}/events/?after=0").json()
-        if any(e["kind"] in ("turn_finished", "turn_failed") for e in body["events"]):
-            return body["events"]
-        time.sleep(0.05)
-    raise AssertionError("the turn did not end")
 
 
 def test_a_rest_message_starts_an_unattended_turn_without_ask_user_question(api, owner, model):
@@ -44,7 +34,7 @@ def test_a_rest_message_starts_an_unattended_turn_without_ask_user_question(api,
 
     assert response.status_code == 202
     turn = response.json()["turn"]
-    events = _events_until_done(client, session_id)
+    events = rest_events_until_done(client, session_id)
     assert {e["turn"] for e in events} == {turn}
     assert [e["kind"] for e in events][-1] == "turn_finished"
     names = [tool["name"] for tool in model.requests[0].body["tools"]]
@@ -73,7 +63,7 @@ def test_a_rest_message_is_refused_while_a_turn_runs_and_for_bad_input(
     assert client.post(url, {"text": "x" * 32_001}, format="json").status_code == 400
     assert client.post(url, {"text": 5}, format="json").status_code == 400
     assert api(other_user).post(url, {"text": "hi"}, format="json").status_code == 404
-    events = _events_until_done(client, session_id)
+    events = rest_events_until_done(client, session_id)
     assert [e["data"]["text"] for e in events if e["kind"] == "user_message"] == ["first"]
 
 
@@ -102,7 +92,7 @@ def test_the_openai_provider_runs_a_tool_turn_over_chat_completions(
             [Reply(tool_calls=[("call_1", "shout", {"text": "hey"})]), Reply(text="Done.")]
         )
         client.post(f"/api/sessions/{session_id}/messages/", {"text": "shout hey"}, format="json")
-        events = _events_until_done(client, session_id)
+        events = rest_events_until_done(client, session_id)
 
     assert calls == ["hey"]
     result = next(e for e in events if e["kind"] == "tool_result")["data"]
@@ -123,7 +113,7 @@ def test_every_provider_call_is_recorded_with_our_estimate_beside_the_reported_u
     client = api(owner)
     session_id = _session(client)
     client.post(f"/api/sessions/{session_id}/messages/", {"text": "count me"}, format="json")
-    events = _events_until_done(client, session_id)
+    events = rest_events_until_done(client, session_id)
 
     call = ProviderCall.objects.get(session_id=session_id)
     usage = next(e for e in events if e["kind"] == "usage")["data"]
@@ -185,7 +175,7 @@ def test_an_image_a_tool_returns_reaches_the_model_as_an_image_and_shows_in_its_
             settings.OPENAI_API_KEY = "sk-local"
         server.replies.extend(replies)
         api(owner).post(f"/api/sessions/{session_id}/messages/", {"text": "chart"}, format="json")
-        events = _events_until_done(api(owner), session_id)
+        events = rest_events_until_done(api(owner), session_id)
 
     assert [e["kind"] for e in events][-1] == "turn_finished"
     kept = next(e for e in events if e["kind"] == "tool_result")["data"]
@@ -240,7 +230,7 @@ def test_the_demo_model_quotes_a_tools_text_with_or_without_images(
     session_id = _session(client)
 
     client.post(f"/api/sessions/{session_id}/messages/", {"text": "use chart"}, format="json")
-    events = _events_until_done(client, session_id)
+    events = rest_events_until_done(client, session_id)
 
     assert [e["kind"] for e in events][-1] == "turn_finished"
     said = [e["data"]["text"] for e in events if e["kind"] == "assistant_message"]

@@ -18,6 +18,7 @@ from profiles_app.models import Agent
 from profiles_app.services import agent_update
 from tests.conftest import closed_port_url
 from tests.fakes import FakeAnthropic, FakeOpenAI, Reply
+from tests.integration.chat import rest_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -61,21 +62,6 @@ def _session(client, agent: Agent) -> str:
     return response.json()["id"]
 
 
-def _turn(client, session: str, text: str = "hello") -> list[dict]:
-    """Run one REST turn to its end; its events."""
-    seen = client.get(f"/api/sessions/{session}/events/?after=0").json()["events"]
-    after = seen[-1]["seq"] if seen else 0
-    started = client.post(f"/api/sessions/{session}/messages/", {"text": text}, format="json")
-    assert started.status_code == 202, started.content
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        events = client.get(f"/api/sessions/{session}/events/?after={after}").json()["events"]
-        if any(e["kind"] in ("turn_finished", "turn_failed") for e in events):
-            return events
-        time.sleep(0.05)
-    raise AssertionError("the turn did not end")
-
-
 def _started(events: list[dict]) -> tuple[int, str]:
     (started,) = [e["data"] for e in events if e["kind"] == "turn_started"]
     return started["context_window"], started["context_source"]
@@ -91,7 +77,7 @@ def test_a_window_the_server_lists_is_the_turns_and_the_inspectors(api, owner, c
     client = api(owner)
     session = _session(client, _agent(owner))
 
-    assert _started(_turn(client, session)) == (8192, "server")
+    assert _started(rest_turn(client, session)) == (8192, "server")
     inspector = client.get(f"/api/sessions/{session}/toolset/").json()["context_window"]
     assert inspector == {
         "tokens": 8192,
@@ -99,7 +85,7 @@ def test_a_window_the_server_lists_is_the_turns_and_the_inspectors(api, owner, c
         "words": "8,192 tokens, as the model's server reports.",
     }
     # Asked once, not on every turn or every inspector read.
-    _turn(client, session)
+    rest_turn(client, session)
     assert [seen.path for seen in server.lookups] == ["/props", "/v1/models"]
 
 
@@ -112,7 +98,7 @@ def test_what_llama_cpps_server_runs_with_beats_what_the_model_was_trained_with(
     )
     client = api(owner)
 
-    assert _started(_turn(client, _session(client, _agent(owner, model="smollm2")))) == (
+    assert _started(rest_turn(client, _session(client, _agent(owner, model="smollm2")))) == (
         4096,
         "server",
     )
@@ -122,7 +108,7 @@ def test_a_server_that_serves_one_model_answers_for_it_under_any_name(api, owner
     compatible(models={"SmolLM2-135M-Instruct": {"meta": {"n_ctx_train": 8192}}})
     client = api(owner)
 
-    assert _started(_turn(client, _session(client, _agent(owner, model="anything")))) == (
+    assert _started(rest_turn(client, _session(client, _agent(owner, model="anything")))) == (
         8192,
         "server",
     )
@@ -140,7 +126,7 @@ def test_a_window_nobody_believably_says_is_assumed_and_the_chat_says_so(
     api_client = api(owner)
     session = _session(api_client, _agent(owner))
 
-    assert _started(_turn(api_client, session)) == (200_000, "assumed")
+    assert _started(rest_turn(api_client, session)) == (200_000, "assumed")
     client.force_login(owner)
     page = client.get(f"/chat/{session}/").content.decode()
     assert "window assumed" in page
@@ -155,11 +141,11 @@ def test_a_smaller_window_set_on_the_agent_is_kept_and_a_larger_one_is_not(api, 
     session = _session(client, agent)
 
     _set_window(owner, agent, 4096)
-    assert _started(_turn(client, session)) == (4096, "setting")
+    assert _started(rest_turn(client, session)) == (4096, "setting")
     _set_window(owner, agent, 32_000)
-    assert _started(_turn(client, session)) == (8192, "server")
+    assert _started(rest_turn(client, session)) == (8192, "server")
     _set_window(owner, agent, None)
-    assert _started(_turn(client, session)) == (8192, "server")
+    assert _started(rest_turn(client, session)) == (8192, "server")
 
 
 def test_the_window_a_server_names_when_a_request_does_not_fit_ends_the_turn_and_is_kept(
@@ -172,7 +158,7 @@ def test_the_window_a_server_names_when_a_request_does_not_fit_ends_the_turn_and
     client = api(owner)
     session = _session(client, _agent(owner))
 
-    events = _turn(client, session)
+    events = rest_turn(client, session)
 
     (failed,) = [e["data"] for e in events if e["kind"] == "turn_failed"]
     assert failed["code"] == "context_full"
@@ -180,7 +166,7 @@ def test_the_window_a_server_names_when_a_request_does_not_fit_ends_the_turn_and
         "This conversation no longer fits the model's window of 2,048 tokens."
     )
     assert "Requested tokens (4486)" in failed["message"]
-    assert _started(_turn(client, session)) == (2048, "server")
+    assert _started(rest_turn(client, session)) == (2048, "server")
 
 
 def test_a_stream_llama_cpp_python_ends_unsent_is_asked_why_and_its_window_is_kept(
@@ -190,7 +176,7 @@ def test_a_stream_llama_cpp_python_ends_unsent_is_asked_why_and_its_window_is_ke
     client = api(owner)
     agent = _agent(owner)
 
-    events = _turn(client, _session(client, agent), "word " * 2000)
+    events = rest_turn(client, _session(client, agent), "word " * 2000)
 
     (failed,) = [e["data"] for e in events if e["kind"] == "turn_failed"]
     assert failed["code"] == "context_full"
@@ -202,7 +188,7 @@ def test_a_stream_llama_cpp_python_ends_unsent_is_asked_why_and_its_window_is_ke
         (False, 1),
     ]
     # Another chat with the same model is planned for that window from its first turn.
-    assert _started(_turn(client, _session(client, agent))) == (2048, "server")
+    assert _started(rest_turn(client, _session(client, agent))) == (2048, "server")
 
 
 def test_a_server_that_never_answers_the_question_does_not_hold_the_turn(
@@ -222,7 +208,7 @@ def test_a_server_that_never_answers_the_question_does_not_hold_the_turn(
     server.handle = slow
     client = api(owner)
 
-    events = _turn(client, _session(client, _agent(owner)))
+    events = rest_turn(client, _session(client, _agent(owner)))
 
     assert events[-1]["kind"] == "turn_finished"
     assert _started(events) == (200_000, "assumed")
@@ -241,7 +227,7 @@ def test_a_cache_out_of_reach_leaves_the_window_unknown_and_the_turn_runs(
     }
     client = api(owner)
 
-    events = _turn(client, _session(client, _agent(owner)))
+    events = rest_turn(client, _session(client, _agent(owner)))
 
     assert events[-1]["kind"] == "turn_finished"
     # Asked, and kept in this process for a while even though the cache refused it.
@@ -252,7 +238,7 @@ def test_the_anthropic_models_api_gives_the_window(api, owner, anthropic):
     client = api(owner)
     session = _session(client, _agent(owner, provider="anthropic", model="claude-fake"))
 
-    assert _started(_turn(client, session)) == (150_000, "server")
+    assert _started(rest_turn(client, session)) == (150_000, "server")
     assert [seen.path for seen in anthropic.lookups] == ["/v1/models/claude-fake"]
 
 
@@ -263,7 +249,7 @@ def test_an_anthropic_prompt_too_long_names_the_window_the_person_reads(api, own
     client = api(owner)
     session = _session(client, _agent(owner, provider="anthropic", model="claude-fake"))
 
-    events = _turn(client, session)
+    events = rest_turn(client, session)
 
     (failed,) = [e["data"] for e in events if e["kind"] == "turn_failed"]
     assert failed["code"] == "context_full"
@@ -346,11 +332,11 @@ def test_an_error_that_echoes_a_window_sets_nobodys_window_and_is_not_context_fu
     session = _session(attacker, _agent(owner, model="shared"))
     server.replies.append(Reply(status=status, text=ECHOED))
 
-    events = _turn(attacker, session)
+    events = rest_turn(attacker, session)
 
     (failed,) = [e["data"] for e in events if e["kind"] == "turn_failed"]
     assert failed["code"] != "context_full"
-    assert _started(_turn(victim, _session(victim, _agent(other_user, model="shared")))) == (
+    assert _started(rest_turn(victim, _session(victim, _agent(other_user, model="shared")))) == (
         8192,
         "server",
     )
@@ -364,12 +350,12 @@ def test_an_error_cannot_grow_the_window_the_server_reported(api, owner, compati
         Reply(status=400, text="This model's maximum context length is 99,999,999 tokens.")
     )
 
-    failed = _turn(client, session)
+    failed = rest_turn(client, session)
 
     assert [e["data"]["code"] for e in failed if e["kind"] == "turn_failed"] == [
         "provider_rejected"
     ]
-    assert _started(_turn(client, session)) == (4096, "server")
+    assert _started(rest_turn(client, session)) == (4096, "server")
 
 
 class _CommentsOnly(FakeOpenAI):
@@ -390,7 +376,7 @@ def test_a_stream_that_sends_nothing_is_asked_why_once_and_not_retried(api, owne
         settings.TOOLHUB_PROVIDER_RETRIES = 3
         client = api(owner)
 
-        events = _turn(client, _session(client, _agent(owner)))
+        events = rest_turn(client, _session(client, _agent(owner)))
 
     (failed,) = [e["data"] for e in events if e["kind"] == "turn_failed"]
     assert (failed["code"], failed["message"]) == (

@@ -3,7 +3,6 @@ to the chat's owner only, always as a sandboxed attachment, and bounded per chat
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -13,6 +12,7 @@ from sessions_app.models import ResultFile
 from sessions_app.result_files import result_files_store
 from sessions_app.services import session_create, session_trash
 from tests.fakes import Reply
+from tests.integration.chat import rest_events_until_done
 from toolhub.tools import ToolResult, function
 from toolhub.tools.files import ToolFile, offered_line
 
@@ -238,7 +238,7 @@ def test_a_turn_stores_a_tools_files_names_them_in_its_result_and_tells_the_mode
     model.replies.extend([Reply(tool_calls=[("call_1", "report", {})]), Reply(text="Sent.")])
 
     api(owner).post(f"/api/sessions/{session_id}/messages/", {"text": "report"}, format="json")
-    events = _events_until_done(api(owner), session_id)
+    events = rest_events_until_done(api(owner), session_id)
 
     result = next(e for e in events if e["kind"] == "tool_result")["data"]
     stored, not_kept = result["files"]
@@ -260,11 +260,28 @@ def test_a_turn_stores_a_tools_files_names_them_in_its_result_and_tells_the_mode
     assert f"Download {REPORT.name}" in client.get(f"/chat/{session_id}/").content.decode()
 
 
-def _events_until_done(client, session_id: str) -> list[dict]:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        body = client.get(f"/api/sessions/{session_id}/events/?after=0").json()
-        if any(e["kind"] in ("turn_finished", "turn_failed") for e in body["events"]):
-            return body["events"]
-        time.sleep(0.05)
-    raise AssertionError("the turn did not end")
+@pytest.mark.django_db(transaction=True)
+def test_calls_storing_files_at_once_never_take_a_chat_past_its_count(owner, settings):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection, connections
+
+    settings.TOOLHUB_RESULT_FILES_PER_SESSION = 12
+    session = session_create(user=owner)
+    one = ToolFile("a.txt", "text/plain", b"x")
+
+    def store(call: int) -> list[dict]:
+        try:
+            return _stored(session, *[one] * 8, call_id=f"call_{call}")
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(4) as pool:
+        entries = [entry for stored in pool.map(store, range(4)) for entry in stored]
+
+    kept = [entry for entry in entries if "id" in entry]
+    # Under SQLite writers queue on the file's lock; under PostgreSQL on the chat's row.
+    assert (len(kept), ResultFile.objects.filter(session=session).count()) == (12, 12), (
+        connection.vendor
+    )
+    assert len(entries) - len(kept) == 20
