@@ -6,6 +6,10 @@ from __future__ import annotations
 import os
 from urllib.parse import urlsplit
 
+# The benches run in production shape (DEBUG off), where stored secrets need a key: this
+# fixed one is a bench's own (its databases are made and dropped by the bench).
+BENCH_SECRETS_KEY = "YmVuY2gtc2VjcmV0cy1rZXktb2YtMzItYnl0ZXMhISE="
+
 
 def ensure_database(url: str) -> None:
     import psycopg
@@ -52,6 +56,7 @@ def django_setup(database_url: str, *, redis_url: str | None = None) -> None:
         DATABASE_URL=database_url,
         DEBUG="0",
         SECRET_KEY="bench-" + "x" * 60,
+        TOOLHUB_SECRETS_KEYS=BENCH_SECRETS_KEY,
         ALLOWED_HOSTS="localhost",
         DJANGO_SETTINGS_MODULE="toolhub.settings",
     )

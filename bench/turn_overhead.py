@@ -92,6 +92,8 @@ class _TimedProvider:
         self.is_demo = inner.is_demo
         # What the request carries is the real provider's wire form.
         self.wire_tools = inner.wire_tools
+        self.origin = inner.origin
+        self.model_window = inner.model_window
         self.spent = 0.0
 
     async def stream(self, request):

@@ -575,7 +575,7 @@ async def _phases(
 
 
 def _run(var_dir: Path, servers: int) -> tuple[list[str], dict[str, float]]:
-    from _django import flush_redis, recreate_database
+    from _django import BENCH_SECRETS_KEY, flush_redis, recreate_database
 
     from tests.conftest import app_env, daphne, manage
     from tests.fakes import FakeAnthropic, Reply
@@ -591,6 +591,7 @@ def _run(var_dir: Path, servers: int) -> tuple[list[str], dict[str, float]]:
             # Production shape: DEBUG off (no query log per statement).
             DEBUG="0",
             SECRET_KEY="bench-" + "x" * 60,
+            TOOLHUB_SECRETS_KEYS=BENCH_SECRETS_KEY,
             ALLOWED_HOSTS="127.0.0.1,localhost",
             TOOLHUB_PROVIDER="anthropic",
             ANTHROPIC_BASE_URL=model.url,
