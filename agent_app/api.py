@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 from agent_app import mcp
 from agent_app.frames import APPROVAL_KINDS, APPROVAL_SCOPES
 from agent_app.inspector import inspector_plan_reset, inspector_toolset
-from agent_app.turns import TEXT_LIMIT, turn_approve_sync, turn_elicit_sync, turn_start_sync
+from agent_app.turns import TEXT_LIMIT, on_turn_loop, turn_approve, turn_elicit, turn_start
 from sessions_app import services
 from toolhub.lib.api import error, error_responses, validated_body
 from toolhub.lib.api_schema import (
@@ -297,7 +297,8 @@ class SessionMessagesView(APIView):
     def post(self, request: Request, session_id: Any) -> Response:
         session = services.session_get_for_user(user=request.user, session_id=session_id)
         data = validated_body(request, MessageSerializer)
-        turn = turn_start_sync(
+        turn = on_turn_loop(
+            turn_start,
             session=session,
             text=data["text"],
             intent=data.get("intent"),
@@ -334,7 +335,8 @@ class SessionApproveView(APIView):
     def post(self, request: Request, session_id: Any) -> Response:
         session = services.session_get_for_user(user=request.user, session_id=session_id)
         data = validated_body(request, ApproveSerializer)
-        turn_approve_sync(
+        on_turn_loop(
+            turn_approve,
             session=session,
             call_id=data["call_id"],
             allow=data["allow"],
@@ -365,7 +367,8 @@ class SessionElicitView(APIView):
     def post(self, request: Request, session_id: Any) -> Response:
         session = services.session_get_for_user(user=request.user, session_id=session_id)
         data = validated_body(request, ElicitSerializer)
-        turn_elicit_sync(
+        on_turn_loop(
+            turn_elicit,
             session=session,
             call_id=data["call_id"],
             action=data["action"],

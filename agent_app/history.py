@@ -119,3 +119,14 @@ def _pair(messages: list[dict[str, Any]], unanswered: dict[str, None]) -> None:
     messages.append({"role": "user", "content": blocks})
     if last is not None:
         messages[-1]["content"] += last["content"]
+
+
+def merged_roles(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Join consecutive messages of one role (the new text after stored tool results)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if out and out[-1]["role"] == message["role"]:
+            out[-1] = {"role": message["role"], "content": out[-1]["content"] + message["content"]}
+        else:
+            out.append(message)
+    return out

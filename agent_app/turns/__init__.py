@@ -28,7 +28,6 @@ turn.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
@@ -38,12 +37,12 @@ from typing import Any
 from agent_app.delivery import notify_events
 from agent_app.providers.windows import window_discover
 from agent_app.turns.begin import TurnBusy, begin_turn
-from agent_app.turns.claim import running_turn
+from agent_app.turns.claim import RunningTurn, Waiting, running_turn
 from agent_app.turns.control import control_channel, control_send
 from agent_app.turns.loop import (
     close_db_connections,
-    loop_for_sync_callers,
     on_db_thread,
+    on_turn_loop,
     remember_server_loop,
     spawn,
     wait_for_turns,
@@ -141,17 +140,10 @@ async def turn_start(
             rewind_to=rewind_to,
         )
     except TurnBusy:
-        running = await on_db_thread(running_turn, session_id=session.pk)
-        waiting = (running or {}).get("turn_waiting") or {}
         # Only a person in the chat answers a question (not a REST call).
         answering = intent is None and attended and rewind_to is None
-        if running and waiting.get("kind") == "question" and answering:
-            await control_send(
-                running["turn_channel"],
-                running["turn_id"],
-                {"type": "turn.answer", "call_id": waiting["call_id"], "text": text},
-            )
-            return running["turn_id"]
+        if answering and await _answered_question(session, text):
+            return turn_id
         raise TurnInProgress(
             "The assistant is still answering in this chat: wait for it, or press Stop."
         ) from None
@@ -204,24 +196,33 @@ def serve_turns_here() -> None:
         count_ahead_in_background(tool_registry.all_tools())
 
 
-def turn_start_sync(**kwargs: Any) -> str:
-    """``turn_start`` for sync callers (REST views): the turn runs on the server's loop."""
-    loop = loop_for_sync_callers()
-    return asyncio.run_coroutine_threadsafe(turn_start(**kwargs), loop).result(timeout=60)
-
-
-def turn_approve_sync(**kwargs: Any) -> None:
-    """``turn_approve`` for sync callers (REST views)."""
-    loop = loop_for_sync_callers()
-    asyncio.run_coroutine_threadsafe(turn_approve(**kwargs), loop).result(timeout=60)
-
-
 async def turn_cancel(*, session: ChatSession) -> str:
     running = await on_db_thread(running_turn, session_id=session.pk)
     if running is None:
         raise NoTurn("no turn is running in this session")
-    await control_send(running["turn_channel"], running["turn_id"], {"type": "turn.cancel"})
-    return running["turn_id"]
+    await control_send(running.channel, running.turn_id, {"type": "turn.cancel"})
+    return running.turn_id
+
+
+async def _answered_question(session: ChatSession, text: str) -> bool:
+    """``text`` answers the question the running turn asked, if it waits for one."""
+    running = await on_db_thread(running_turn, session_id=session.pk)
+    if running is None or running.waiting is None or running.waiting.kind != "question":
+        return False
+    message = {"type": "turn.answer", "call_id": running.waiting.call_id, "text": text}
+    await control_send(running.channel, running.turn_id, message)
+    return True
+
+
+async def _waiting_for(
+    session: ChatSession, kind: str, call_id: str, *, gone: str
+) -> tuple[RunningTurn, Waiting]:
+    """The running turn and its wait, when it waits for ``kind`` of ``call_id``; else
+    ``UnknownCall`` in the words ``gone``."""
+    running = await on_db_thread(running_turn, session_id=session.pk)
+    if running is None or running.waiting is None or not running.waits_for(kind, call_id):
+        raise UnknownCall(gone)
+    return running, running.waiting
 
 
 async def turn_approve(
@@ -230,26 +231,22 @@ async def turn_approve(
     """Answer the call waiting for approval. ``scope="chat"`` also allows its tool for the
     rest of the chat where the policies let a person lift the ask; the runner stores that
     when it takes this answer (an answer that lost to another tab or the timeout stores
-    nothing)."""
-    running = await on_db_thread(running_turn, session_id=session.pk)
-    waiting = (running or {}).get("turn_waiting") or {}
-    # A tool's approval, or (kind "sampling") an MCP server's request for the model made
-    # during its call: one is never answered by what was meant for the other.
-    if waiting.get("kind") != kind or waiting.get("call_id") != call_id:
-        raise UnknownCall(
-            "That call is not waiting for approval any more: it was answered, or its turn ended."
-        )
-    if allow and scope == "chat" and not waiting.get("chat_allowable"):
-        asker = waiting.get("name") or f"MCP server {waiting.get('server', '')}".strip()
+    nothing). ``kind`` "sampling" answers an MCP server's request for the model made
+    during the call: one is never answered by what was meant for the other."""
+    running, waiting = await _waiting_for(
+        session,
+        kind,
+        call_id,
+        gone="That call is not waiting for approval any more: it was answered, or its turn ended.",
+    )
+    if allow and scope == "chat" and not waiting.chat_allowable:
+        asker = waiting.name or f"MCP server {waiting.server}".strip()
         raise NotAllowable(
             f"{asker} asks every time (an operator's or your profile's policy, or a "
             "server's request for the model): allow it once or deny it."
         )
-    await control_send(
-        running["turn_channel"],
-        running["turn_id"],
-        {"type": "turn.approve", "call_id": call_id, "allow": allow, "scope": scope, "kind": kind},
-    )
+    message = {"type": "turn.approve", "call_id": call_id, "allow": allow, "scope": scope}
+    await control_send(running.channel, running.turn_id, {**message, "kind": kind})
 
 
 async def turn_elicit(
@@ -258,37 +255,36 @@ async def turn_elicit(
     """Answer the form an MCP server put to the person during ``call_id``: ``accept``
     with ``content`` (checked against the form here, so a refused answer changes nothing
     and can be corrected), ``decline`` or ``cancel``."""
-    running = await on_db_thread(running_turn, session_id=session.pk)
-    waiting = (running or {}).get("turn_waiting") or {}
-    if waiting.get("kind") != "elicitation" or waiting.get("call_id") != call_id:
-        raise UnknownCall(
-            "That form is not waiting for an answer any more: it was answered, or its turn ended."
-        )
+    running, waiting = await _waiting_for(
+        session,
+        "elicitation",
+        call_id,
+        gone="That form is not waiting for an answer any more: it was answered, or its turn ended.",
+    )
     if action not in ACTIONS:
         raise Invalid(f"action must be one of {', '.join(ACTIONS)}", fields={"action": [action]})
     answer = None
-    if action == "accept" and waiting.get("mode") == "form":
-        fields = fields_from_json(waiting.get("fields"))
-        try:
-            answer = form_answer(fields, content or {})
-        except FormError as exc:
-            titles = {field.name: field.title for field in fields}
-            said = "; ".join(f"{titles.get(name, name)}: {why}" for name, why in exc.errors.items())
-            raise Invalid(
-                f"Please check the form. {said}.",
-                fields={name: [why] for name, why in exc.errors.items()},
-            ) from None
+    if action == "accept" and waiting.mode == "form":
+        answer = _form_checked(waiting, content)
     await control_send(
-        running["turn_channel"],
-        running["turn_id"],
+        running.channel,
+        running.turn_id,
         {"type": "turn.elicit", "call_id": call_id, "action": action, "content": answer},
     )
 
 
-def turn_elicit_sync(**kwargs: Any) -> None:
-    """``turn_elicit`` for sync callers (REST views)."""
-    loop = loop_for_sync_callers()
-    asyncio.run_coroutine_threadsafe(turn_elicit(**kwargs), loop).result(timeout=60)
+def _form_checked(waiting: Waiting, content: Any) -> dict[str, Any]:
+    """The person's answer to a form, checked against the form as the server sent it."""
+    fields = fields_from_json(waiting.fields)
+    try:
+        return form_answer(fields, content or {})
+    except FormError as exc:
+        titles = {field.name: field.title for field in fields}
+        said = "; ".join(f"{titles.get(name, name)}: {why}" for name, why in exc.errors.items())
+        raise Invalid(
+            f"Please check the form. {said}.",
+            fields={name: [why] for name, why in exc.errors.items()},
+        ) from None
 
 
 __all__ = [
@@ -299,16 +295,14 @@ __all__ = [
     "UnknownCall",
     "clean_text",
     "close_db_connections",
+    "on_turn_loop",
     "reap_once",
     "remember_server_loop",
     "running_tails",
     "serve_turns_here",
     "turn_approve",
-    "turn_approve_sync",
     "turn_cancel",
     "turn_elicit",
-    "turn_elicit_sync",
     "turn_start",
-    "turn_start_sync",
     "wait_for_turns",
 ]

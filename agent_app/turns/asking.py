@@ -19,71 +19,77 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-from agent_app.providers import ProviderError, ProviderRequest, Stop, TextDelta, Usage
+from agent_app.providers import Provider, ProviderError, ProviderRequest, Stop, TextDelta, Usage
+from agent_app.turns.claim import Waiting
 from agent_app.turns.events import TurnEvents
+from agent_app.turns.waits import PersonWaits
 from toolhub.tools import CancelToken
 from toolhub.tools.mcp.asks import AskRefused, ElicitAnswer, ElicitForm, Sampled, SamplingAsk
+from toolhub.tools.schema import canonical_json
+from toolhub.tools.tokens import count_cached
 
-if TYPE_CHECKING:
-    from agent_app.turns.begin import PreparedTurn
 
+class McpAsks:
+    """A turn's answers to MCP servers (the runtime's ``Elicitor`` and ``Sampler``), for
+    the call the turn runs now (``current_call``)."""
 
-class McpAsks(TurnEvents):
-    """The turn runner's answers to MCP servers (``Elicitor`` and ``Sampler``)."""
-
-    _prep: PreparedTurn
-    _current_call: str
-    cancel: CancelToken
-
-    def __init__(self, *, session_id: Any, turn_id: str) -> None:
-        super().__init__(session_id=session_id, turn_id=turn_id)
+    def __init__(
+        self,
+        *,
+        events: TurnEvents,
+        waits: PersonWaits,
+        cancel: CancelToken,
+        provider: Provider,
+        model: str,
+        current_call: Callable[[], str],
+    ) -> None:
+        self._events = events
+        self._waits = waits
+        self._cancel = cancel
+        self._provider = provider
+        self._model = model
+        self._current_call = current_call
         # One form or sampling request on the cards at a time: a person answers in order.
         self._asking = asyncio.Lock()
 
-    async def _wait_for_person(
-        self, kind: str, call_id: str, *, withdrawn: CancelToken | None = None, **waiting: Any
-    ) -> Any:
-        raise NotImplementedError
-
     async def elicit(self, form: ElicitForm, *, withdrawn: CancelToken) -> ElicitAnswer:
         async with self._asking:
-            call_id = self._current_call
+            call_id = self._current_call()
             if withdrawn.cancelled:
                 return ElicitAnswer("cancel")
             shown = form.to_json()
-            self._emit("elicitation_request", {"call_id": call_id, **shown})
-            answer = await self._wait_for_person(
-                "elicitation",
-                call_id,
-                withdrawn=withdrawn,
+            self._events.emit("elicitation_request", {"call_id": call_id, **shown})
+            waiting = Waiting(
+                kind="elicitation",
+                call_id=call_id,
                 server=form.server,
                 mode=shown["mode"],
                 fields=shown["fields"],
             )
+            answer = await self._waits.wait(waiting, withdrawn=withdrawn)
         if answer is None:
             return ElicitAnswer("cancel")
         return ElicitAnswer(answer["action"], answer.get("content"))
 
     async def sample(self, ask: SamplingAsk, *, withdrawn: CancelToken) -> Sampled:
-        prep = self._prep
         async with self._asking:
-            call_id = self._current_call
+            call_id = self._current_call()
             if withdrawn.cancelled:
                 raise AskRefused("the call it belongs to has ended")
-            self._emit(
-                "sampling_request", {"call_id": call_id, "model": prep.model, **ask.to_json()}
+            self._events.emit(
+                "sampling_request", {"call_id": call_id, "model": self._model, **ask.to_json()}
             )
-            answer = await self._wait_for_person(
-                "sampling", call_id, withdrawn=withdrawn, server=ask.server
-            )
+            waiting = Waiting(kind="sampling", call_id=call_id, server=ask.server)
+            answer = await self._waits.wait(waiting, withdrawn=withdrawn)
         if answer is None:
-            raise AskRefused("the turn stopped" if self.cancel.cancelled else "no answer in time")
+            raise AskRefused("the turn stopped" if self._cancel.cancelled else "no answer in time")
         if not answer[0]:
             raise AskRefused("the person denied it")
         request = ProviderRequest(
-            model=prep.model,
+            model=self._model,
             system=ask.system,
             catalog="",
             messages=[
@@ -94,9 +100,19 @@ class McpAsks(TurnEvents):
             max_tokens=ask.max_tokens,
         )
         started = time.monotonic()
+        text, usage, stop = await self._completion(request)
+        self._events.emit(
+            "sampling_result", {"call_id": call_id, "text": text, "model": self._model}
+        )
+        self._events.emit("usage", {**_usage_json(usage), "sampling": True})
+        await self._events.flush(call=self._sampling_record(request, usage, started))
+        return Sampled(text=text, model=self._model, stopped_at_limit=stop == "max_tokens")
+
+    async def _completion(self, request: ProviderRequest) -> tuple[str, Usage, str]:
+        """The model's answer to a sampling request: its text, usage and stop reason."""
         text, usage, stop = "", Usage(), ""
         try:
-            async for event in prep.provider.stream(request):
+            async for event in self._provider.stream(request):
                 if isinstance(event, TextDelta):
                     text += event.text
                 elif isinstance(event, Usage):
@@ -105,41 +121,30 @@ class McpAsks(TurnEvents):
                     stop = event.reason
         except ProviderError as exc:
             raise AskRefused(f"the model failed: {exc.message}") from None
-        self._emit("sampling_result", {"call_id": call_id, "text": text, "model": prep.model})
-        self._emit(
-            "usage",
-            {
-                "input_tokens": usage.input_tokens,
-                "output_tokens": usage.output_tokens,
-                "cache_read_input_tokens": usage.cache_read_input_tokens,
-                "cache_creation_input_tokens": usage.cache_creation_input_tokens,
-                "resident_tokens": 0,
-                "catalog_tokens": 0,
-                "fingerprint": "",
-                "sampling": True,
-            },
-        )
-        await self._flush(call=self._sampling_record(request, usage, started))
-        return Sampled(text=text, model=prep.model, stopped_at_limit=stop == "max_tokens")
+        return text, usage, stop
 
     def _sampling_record(
         self, request: ProviderRequest, usage: Usage, started: float
     ) -> dict[str, Any]:
-        from toolhub.tools.schema import canonical_json
-        from toolhub.tools.tokens import count_cached
-
-        prep = self._prep
         return {
-            "provider": prep.provider.name,
-            "model": prep.model[:100],
-            "fingerprint": "",
-            "resident_tokens": 0,
-            "catalog_tokens": 0,
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cache_read_input_tokens": usage.cache_read_input_tokens,
-            "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+            "provider": self._provider.name,
+            "model": self._model[:100],
+            **_usage_json(usage),
             "estimated_input_tokens": count_cached(request.system)
             + sum(count_cached(canonical_json(message)) for message in request.messages),
             "latency_ms": int((time.monotonic() - started) * 1000),
         }
+
+
+def _usage_json(usage: Usage) -> dict[str, Any]:
+    """A sampling call's usage, as a ``usage`` event and its provider call say it: no
+    tools array went with it."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_input_tokens": usage.cache_read_input_tokens,
+        "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+        "resident_tokens": 0,
+        "catalog_tokens": 0,
+        "fingerprint": "",
+    }

@@ -13,7 +13,9 @@ call, the loaded-set checkpoint and the release at once (one statement on Postgr
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, timedelta
+from types import EllipsisType
 from typing import Any
 
 from django.conf import settings
@@ -27,6 +29,7 @@ from profiles_app.models import Agent, DisablesGeneration
 from profiles_app.services import agent_current
 from sessions_app.eventlog import events_append
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
+from toolhub.lib.storable import storable
 
 # Shares of TOOLHUB_TURN_LOST_AFTER. A lease renewed just before its owner died runs out
 # after LEASE_SHARE of the bound, and a reaper round comes within REAP_SHARE more: the
@@ -231,7 +234,71 @@ def renew(*, session_id: Any, turn_id: str) -> bool:
     )
 
 
-def running_turn(*, session_id: Any) -> dict[str, Any] | None:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Waiting:
+    """What a running turn waits for from a person, as stored on the session row
+    (``turn_waiting``) for whoever answers, in any process, to check against."""
+
+    # "approval", "question", "elicitation" (an MCP server's form) or "sampling".
+    kind: str
+    call_id: str
+    # An approval's tool, and whether "Allow for this chat" may lift its ask.
+    name: str = ""
+    chat_allowable: bool = False
+    # An MCP server's form or sampling request: the server, and the form as it was sent
+    # (``mode``, ``fields``: JSON the server wrote, read back by ``fields_from_json``).
+    server: str = ""
+    mode: str = ""
+    fields: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        """As stored: only what this kind of wait carries (storable, since a server's
+        form may hold text no database takes)."""
+        data: dict[str, Any] = {"kind": self.kind, "call_id": self.call_id}
+        if self.kind == "approval":
+            data.update(name=self.name, chat_allowable=self.chat_allowable)
+        if self.server:
+            data["server"] = self.server
+        if self.kind == "elicitation":
+            data.update(mode=self.mode, fields=self.fields)
+        return storable(data)
+
+    @classmethod
+    def from_json(cls, data: Any) -> Waiting | None:
+        if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
+            return None
+        return cls(
+            kind=data["kind"],
+            call_id=str(data.get("call_id") or ""),
+            name=str(data.get("name") or ""),
+            chat_allowable=data.get("chat_allowable") is True,
+            server=str(data.get("server") or ""),
+            mode=str(data.get("mode") or ""),
+            fields=data.get("fields"),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunningTurn:
+    """The turn holding a session now (its lease not run out), and where its control
+    messages go."""
+
+    turn_id: str
+    channel: str
+    waiting: Waiting | None
+
+    def waits_for(self, kind: str, call_id: Any) -> bool:
+        """Whether this turn waits for the person's answer of ``kind`` to ``call_id``: the
+        one check every answer passes (a late tab, a retried request, an answer meant for
+        another kind of wait changes nothing)."""
+        return (
+            self.waiting is not None
+            and self.waiting.kind == kind
+            and self.waiting.call_id == call_id
+        )
+
+
+def running_turn(*, session_id: Any) -> RunningTurn | None:
     row = (
         ChatSession.objects.filter(pk=session_id)
         .values("turn_id", "turn_channel", "turn_lease", "turn_waiting")
@@ -239,7 +306,11 @@ def running_turn(*, session_id: Any) -> dict[str, Any] | None:
     )
     if not row or not row["turn_id"] or not row["turn_lease"] or row["turn_lease"] < timezone.now():
         return None
-    return row
+    return RunningTurn(
+        turn_id=row["turn_id"],
+        channel=row["turn_channel"],
+        waiting=Waiting.from_json(row["turn_waiting"]),
+    )
 
 
 def persist(
@@ -249,7 +320,7 @@ def persist(
     items: list[tuple[str, dict[str, Any]]],
     call: dict[str, Any] | None = None,
     loaded: list[str] | None = None,
-    waiting: Any = ...,
+    waiting: Waiting | EllipsisType | None = ...,
     release: bool = False,
 ) -> list[SessionEvent]:
     """Every write of one flush at once: events, the provider call record, the loaded-set
@@ -260,8 +331,8 @@ def persist(
     changes: dict[str, Any] = {}
     if loaded is not None:
         changes["loaded_tools"] = loaded
-    if waiting is not ...:
-        changes["turn_waiting"] = waiting
+    if not isinstance(waiting, EllipsisType):
+        changes["turn_waiting"] = None if waiting is None else waiting.to_json()
     if release:
         changes.update(turn_id="", turn_channel="", turn_lease=None, turn_waiting=None)
     if not items and not changes and call is None:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from agent_app.delivery import notify_events
-from agent_app.turns.claim import persist
+from agent_app.turns.claim import Waiting, persist
 from agent_app.turns.loop import on_db_thread
 from sessions_app.models import SessionEvent
 from toolhub.lib.outage import REDIS_ERRORS
@@ -24,13 +24,28 @@ from toolhub.lib.storable import storable
 logger = logging.getLogger(__name__)
 
 
+class FlushWrites(TypedDict, total=False):
+    """What a flush writes on the session row and beside its events (``persist``)."""
+
+    # The provider call's record (a ``ProviderCall`` row).
+    call: dict[str, Any] | None
+    # The loaded deferred set, when it changed since the last checkpoint.
+    loaded: list[str] | None
+    # What the turn waits for now (``None``: nothing).
+    waiting: Waiting | None
+    release: bool
+
+
 class TurnEvents:
+    """One turn's outgoing events: what is pending, the flush lock and the last send."""
+
     def __init__(self, *, session_id: Any, turn_id: str) -> None:
         self.session_id = session_id
         self.turn_id = turn_id
         self._pending: list[tuple[str, dict[str, Any]]] = []
         self._failed = False
-        self._released = False
+        # Set once the session is released (or taken over): nothing is written after.
+        self.released = False
         # Announced tool calls without a result yet (call id → name).
         self._unanswered: dict[str, str] = {}
         # Flushes come from the runner and from the delta timer: one at a time, so seqs
@@ -39,11 +54,11 @@ class TurnEvents:
         # The last group send; each send waits for the one before it.
         self._sending: asyncio.Future[None] | None = None
 
-    def _emit(self, kind: str, data: dict[str, Any]) -> None:
+    def emit(self, kind: str, data: dict[str, Any]) -> None:
         # Made storable here, before it is stored or sent: both see the same text.
         self._pending.append((kind, storable(data)))
 
-    async def _flush(self, *, text_only: bool = False, **writes: Any) -> None:
+    async def flush(self, *, text_only: bool = False, **writes: Unpack[FlushWrites]) -> None:
         """Store what is pending (with ``writes``), then send it. ``text_only`` (the delta
         timer) takes just the leading text deltas: whatever the runner emitted after them
         goes out with the runner's own writes (a release, a waiting state)."""
@@ -66,9 +81,9 @@ class TurnEvents:
                 # Not stored: kept, so the failure path stores them with its own events.
                 self._pending[:0] = items
                 raise
-            await self._send(events)
+            await self.send(events)
 
-    def _send(self, events: list[SessionEvent]) -> asyncio.Future[None]:
+    def send(self, events: list[SessionEvent]) -> asyncio.Future[None]:
         """Send stored events to the session's group, after every earlier send. A send that
         fails is logged, not raised: the events are stored, and a socket that misses them
         reads them from the log."""
@@ -90,18 +105,30 @@ class TurnEvents:
         self._sending = asyncio.ensure_future(send())
         return self._sending
 
-    async def _finish(self, reason: str, **writes: Any) -> None:
+    def announced(self, call_id: str, name: str) -> None:
+        """A ``tool_call`` was emitted: until its result, a failed turn answers it."""
+        self._unanswered[call_id] = name
+
+    def answered(self, call_id: str) -> None:
+        self._unanswered.pop(call_id, None)
+
+    async def drained(self) -> None:
+        """Every send made so far has ended (the turn's last step)."""
+        if self._sending is not None:
+            await asyncio.shield(self._sending)
+
+    async def finish(self, reason: str, *, call: dict[str, Any] | None = None) -> None:
         if self._failed:
             return
-        self._emit("turn_finished", {"reason": reason})
-        await self._flush(release=True, **writes)
-        self._released = True
+        self.emit("turn_finished", {"reason": reason})
+        await self.flush(release=True, call=call)
+        self.released = True
 
-    async def _finish_failed(self, code: str, message: str) -> None:
+    async def finish_failed(self, code: str, message: str) -> None:
         # Every announced call still gets its result, so the history stays valid.
         earlier = len(self._pending)
         for call_id, name in self._unanswered.items():
-            self._emit(
+            self.emit(
                 "tool_result",
                 {
                     "call_id": call_id,
@@ -112,13 +139,13 @@ class TurnEvents:
                 },
             )
         self._unanswered.clear()
-        self._emit("turn_failed", {"code": code, "message": message})
+        self.emit("turn_failed", {"code": code, "message": message})
         try:
-            await self._flush(release=True)
+            await self.flush(release=True)
         except Exception:
             # What failed to store before must not keep the terminal events out too: they
             # go alone (a failed flush puts its items back in front of the pending ones).
             logger.exception("turn %s: dropped %d unstorable events", self.turn_id, earlier)
             self._pending = self._pending[earlier:]
-            await self._flush(release=True)
-        self._failed = self._released = True
+            await self.flush(release=True)
+        self._failed = self.released = True

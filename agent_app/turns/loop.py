@@ -14,7 +14,7 @@ import concurrent.futures
 import contextlib
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from django.db import InterfaceError, OperationalError, connections
@@ -53,7 +53,14 @@ def loop_for_sync_callers() -> asyncio.AbstractEventLoop:
         return _background
 
 
-async def on_db_thread(fn: Callable[..., Any], /, **kwargs: Any) -> Any:
+def on_turn_loop[T](fn: Callable[..., Coroutine[Any, Any, T]], /, **kwargs: Any) -> T:
+    """Run the turn service ``fn`` from sync code (a REST view) on the loop turns run
+    on, and wait for its answer: a turn it starts outlives the request."""
+    future = asyncio.run_coroutine_threadsafe(fn(**kwargs), loop_for_sync_callers())
+    return future.result(timeout=60)
+
+
+async def on_db_thread[T](fn: Callable[..., T], /, **kwargs: Any) -> T:
     """Run ``fn`` on a database thread. Threads keep their connection (no connect per
     call); one that broke (the server restarted) is dropped and the next call reconnects."""
     loop = asyncio.get_running_loop()

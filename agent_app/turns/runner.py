@@ -21,104 +21,46 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
 
-from agent_app.history import tool_result_block, tool_use_block
-from agent_app.providers import (
-    Provider,
-    ProviderError,
-    ProviderRequest,
-    TextDelta,
-    ToolUse,
-    Usage,
-)
-from agent_app.providers.windows import window_learned
+from agent_app.history import merged_roles, tool_result_block, tool_use_block
+from agent_app.providers import ToolUse
 from agent_app.turns.asking import McpAsks
 from agent_app.turns.begin import PreparedTurn
-from agent_app.turns.claim import (
-    LostClaim,
-    heartbeat_seconds,
-    release,
-    renew,
-)
+from agent_app.turns.claim import LostClaim, Waiting, heartbeat_seconds, release, renew
 from agent_app.turns.control import listen
+from agent_app.turns.decide import CANCELLED, CallChecks, CallOutcome, Cleared, call_decision
+from agent_app.turns.events import FlushWrites, TurnEvents
 from agent_app.turns.loop import on_db_thread
-from agent_app.turns.preview import request_tools
 from agent_app.turns.runs import run_and_wait
+from agent_app.turns.step import AnnouncedCall, ProviderSteps
 from agent_app.turns.tails import TailPump
 from agent_app.turns.titles import name_chat
+from agent_app.turns.waits import PersonWaits
 from profiles_app.services import global_disables
 from sessions_app.models import SessionEvent
 from sessions_app.result_files import result_files_store
-from sessions_app.services import session_allow_for_chat, session_call_policy
-from toolhub.lib.markdown import render_markdown
+from sessions_app.services import session_call_policy
 from toolhub.lib.storable import storable
-from toolhub.tools import (
-    CancelToken,
-    ToolContext,
-    ToolResult,
-)
-from toolhub.tools.approval import ASK, DENY, Decision
-from toolhub.tools.files import ToolFile
-from toolhub.tools.images import ToolImage
-from toolhub.tools.schema import canonical_json
-from toolhub.tools.tokens import count_cached
-from toolhub.tools.turn import CallTarget, TurnTools
+from toolhub.tools import CancelToken, ToolContext, ToolResult
+from toolhub.tools.approval import Decision
+from toolhub.tools.tool import Tool
+from toolhub.tools.turn import TurnTools
 
 logger = logging.getLogger(__name__)
 
-FLUSH_SECONDS = 0.05
-MAX_TOKENS = 4096
 QUESTION_TOOL = "ask_user_question"
-CANCELLED = "the turn was cancelled"
 
 
-@dataclass(frozen=True, slots=True)
-class AnnouncedCall:
-    """A tool use the model finished, as its ``tool_call`` event said it (``data``), and
-    what the frozen contract made of it (``target``: the real tool, or an error)."""
+class TurnRunner:
+    """One turn's task: the provider loop and the tool calls, with control and the lease.
 
-    data: dict[str, Any]
-    target: CallTarget
-
-
-@dataclass(frozen=True, slots=True)
-class CallOutcome:
-    """What became of one call: the ``tool_result`` event's status, content and reason,
-    the deferred tools it loaded, and whether it came from the person's result cache."""
-
-    status: str
-    content: str
-    reason: str = ""
-    references: tuple[str, ...] = ()
-    cached: bool = False
-    # Where the whole result is kept when the model got it cut (a tool's persist_full).
-    full_ref: str = ""
-    # The approval policy that decided the call (toolhub.tools.approval), when one did.
-    policy: Decision | None = None
-    # Images the tool returned beside its text (toolhub/tools/images.py).
-    images: tuple[ToolImage, ...] = ()
-    structured: Any = None
-    # Files for the person (toolhub/tools/files.py), stored when the result is.
-    files: tuple[ToolFile, ...] = ()
-
-
-@dataclass
-class _StepOutcome:
-    text: str = ""
-    uses: list[ToolUse] = field(default_factory=list)
-    calls: list[AnnouncedCall] = field(default_factory=list)
-    record: dict[str, Any] | None = None
-    usage: Usage = field(default_factory=Usage)
-    cancelled: bool = False
-    latency_ms: int = 0
-
-
-class TurnRunner(McpAsks):
-    """One turn's task: the provider loop, the tool decisions, control and the lease."""
+    Composed of its parts: ``events`` (emitted, stored, sent), ``waits`` (what it waits
+    for from the person), ``steps`` (the provider calls) and ``asks`` (an MCP server's
+    form or sampling request during a call)."""
 
     def __init__(
         self,
@@ -132,7 +74,8 @@ class TurnRunner(McpAsks):
         started: list[SessionEvent],
         claimed_at: float,
     ) -> None:
-        super().__init__(session_id=session_id, turn_id=turn_id)
+        self.session_id = session_id
+        self.turn_id = turn_id
         # When the claim took its lease (time.monotonic(), taken just before it).
         self._claimed_at = claimed_at
         self.text = text
@@ -141,15 +84,21 @@ class TurnRunner(McpAsks):
         self._prep = prepared
         self._started = started
         self.cancel = CancelToken()
-        self._answers: dict[str, asyncio.Future[Any]] = {}
+        self.events = TurnEvents(session_id=session_id, turn_id=turn_id)
+        self.waits = PersonWaits(events=self.events, cancel=self.cancel)
+        self.steps = ProviderSteps(events=self.events, cancel=self.cancel, prep=prepared)
+        self.asks = McpAsks(
+            events=self.events,
+            waits=self.waits,
+            cancel=self.cancel,
+            provider=prepared.provider,
+            model=prepared.model,
+            current_call=lambda: self._current_call,
+        )
         # Worker runs this turn waits for (call id → set when the worker says it ended).
         self._runs_done: dict[str, asyncio.Event] = {}
         self._checkpoint: list[str] = []
         self._current_call = ""
-        # The wait stored on the session now, (kind, call id): cleared only by its own end.
-        self._waiting_for: tuple[str, str] | None = None
-        self._text_buffer = ""
-        self._text_timer: asyncio.Future[None] | None = None
 
     # The task body: whatever happens, the turn ends with a terminal event and the
     # session is released.
@@ -162,76 +111,85 @@ class TurnRunner(McpAsks):
             # Another claim took the session over (this lease ran out): it closed this
             # turn; writing more would interleave two turns in one log.
             logger.warning("turn %s lost its claim and stopped", self.turn_id)
-            self._released = True
+            self.events.released = True
         except asyncio.CancelledError:
             # The server is stopping: end the turn properly if the database still answers
             # (otherwise the lease runs out and the next claim closes it).
             with contextlib.suppress(Exception):
-                await self._finish_failed("interrupted", "the server stopped during this turn")
+                await self.events.finish_failed(
+                    "interrupted", "the server stopped during this turn"
+                )
             raise
         except Exception as exc:
             logger.exception("turn %s failed", self.turn_id)
-            await self._finish_failed("internal", f"{type(exc).__name__}: {exc}"[:300])
+            await self.events.finish_failed("internal", f"{type(exc).__name__}: {exc}"[:300])
         finally:
             unlisten()
             heartbeat.cancel()
-            if self._sending is not None:
-                await asyncio.shield(self._sending)
-            if not self._released:
+            await self.events.drained()
+            if not self.events.released:
                 with contextlib.suppress(Exception):
                     await on_db_thread(release, session_id=self.session_id, turn_id=self.turn_id)
 
     async def _run(self) -> None:
         prep = self._prep
         # Sent while the provider call starts: nothing waits for it but the next send.
-        self._send(self._started)
+        self.events.send(self._started)
         turn = prep.turn
         self._checkpoint = turn.loaded
-        services = replace(
-            prep.ctx.services,
-            tool_index=turn.index if prep.resolved.deferred else None,
-            asker=_Asker(self) if self.attended else None,
-            # An MCP server's form or sampling request needs a person too.
-            elicitor=self if self.attended else None,
-            sampler=self if self.attended else None,
-        )
-        ctx = replace(prep.ctx, services=services, cancel=self.cancel)
+        ctx = self._tool_context()
         asked = {"role": "user", "content": [{"type": "text", "text": self.text}]}
-        messages = _merged([*prep.messages, asked])
+        messages = merged_roles([*prep.messages, asked])
         for _step in range(settings.TOOLHUB_MAX_STEPS):
-            outcome = await self._provider_step(prep, turn, messages)
+            outcome = await self.steps.step(turn, messages, lambda use: self._announce(turn, use))
             if outcome is None:
                 return
             # A turn that ends here stores its last events, the provider call and the
             # release in one transaction.
             if outcome.cancelled:
-                await self._finish("cancelled", call=outcome.record)
+                await self.events.finish("cancelled", call=outcome.record)
                 return
             if not outcome.uses:
-                await self._finish("end_turn", call=outcome.record)
-                await self._name_chat(prep, outcome.text)
+                await self.events.finish("end_turn", call=outcome.record)
+                await self._name_chat(outcome.text)
                 return
-            await self._flush(call=outcome.record, **self._expect_answers(outcome.calls))
+            writes = self._expect_answers(outcome.calls)
+            writes["call"] = outcome.record
+            await self.events.flush(**writes)
             assistant: list[dict[str, Any]] = []
             if outcome.text:
                 assistant.append({"type": "text", "text": outcome.text})
-            results: list[dict[str, Any]] = []
-            native = turn.strategy == "native"
             assistant += [tool_use_block(call.data) for call in outcome.calls]
-            for call in outcome.calls:
-                result = await self._answer_call(turn, ctx, call)
-                # As stored: text no request body can carry (a lone surrogate) is marked.
-                results.append(tool_result_block(storable(result), native=native))
+            results = [await self._answer_call(turn, ctx, call) for call in outcome.calls]
+            native = turn.strategy == "native"
             messages.append({"role": "assistant", "content": assistant})
-            messages.append({"role": "user", "content": results})
+            # As stored: text no request body can carry (a lone surrogate) is marked.
+            blocks = [tool_result_block(storable(result), native=native) for result in results]
+            messages.append({"role": "user", "content": blocks})
             if self.cancel.cancelled:
-                await self._finish("cancelled")
+                await self.events.finish("cancelled")
                 return
-        await self._finish("max_steps")
+        await self.events.finish("max_steps")
 
-    async def _name_chat(self, prep: PreparedTurn, answer: str) -> None:
+    def _tool_context(self) -> ToolContext:
+        """The tools' context for this turn: its cancel token, the deferred index
+        ``tool_search`` reads, and (attended) the person who answers questions, forms and
+        sampling requests."""
+        prep = self._prep
+        services = replace(
+            prep.ctx.services,
+            tool_index=prep.turn.index if prep.resolved.deferred else None,
+            asker=_Asker(self) if self.attended else None,
+            # An MCP server's form or sampling request needs a person too.
+            elicitor=self.asks if self.attended else None,
+            sampler=self.asks if self.attended else None,
+        )
+        return replace(prep.ctx, services=services, cancel=self.cancel)
+
+    async def _name_chat(self, answer: str) -> None:
         """After a chat's first answer (the session already released), its model may
         title it (agent_app/turns/titles.py)."""
+        prep = self._prep
         first = not prep.messages
         if first and answer and not prep.provider.is_demo and settings.TOOLHUB_AUTO_TITLES:
             await name_chat(
@@ -243,156 +201,11 @@ class TurnRunner(McpAsks):
                 answer=answer,
             )
 
-    # --- provider ------------------------------------------------------------------
-
-    async def _provider_step(
-        self, prep: PreparedTurn, turn: TurnTools, messages: list[dict[str, Any]]
-    ) -> _StepOutcome | None:
-        """One provider round trip, stored; ``None`` when it failed (the turn is over)."""
-        tools = (
-            prep.tools
-            if turn.tools_json() == prep.tools.tools_json and turn.loaded == list(prep.tools.loaded)
-            else request_tools(provider=prep.provider, resolved=prep.resolved, turn=turn)
-        )
-        request = ProviderRequest(
-            model=prep.model,
-            system=prep.system,
-            catalog=prep.resolved.catalog,
-            messages=messages,
-            tools_json=tools.tools_json,
-            deferred=tools.wire.deferred,
-            max_tokens=MAX_TOKENS,
-        )
-        outcome = await self._stream_with_retries(prep.provider, request)
-        if outcome is None:
-            return None
-        if outcome.text:
-            self._emit(
-                "assistant_message", {"text": outcome.text, "html": render_markdown(outcome.text)}
-            )
-        usage = {
-            "input_tokens": outcome.usage.input_tokens,
-            "output_tokens": outcome.usage.output_tokens,
-            "cache_read_input_tokens": outcome.usage.cache_read_input_tokens,
-            "cache_creation_input_tokens": outcome.usage.cache_creation_input_tokens,
-            "resident_tokens": tools.resident_tokens,
-            "catalog_tokens": tools.catalog_tokens,
-            "fingerprint": tools.fingerprint,
-        }
-        if outcome.usage.estimated:
-            # The provider sent no usage: toolhub counted the request and the answer.
-            usage["estimated"] = True
-        # Announced before any of them runs, so a person sees each call start.
-        outcome.calls = [self._call_event(turn, use) for use in outcome.uses]
-        self._emit("usage", usage)
-        outcome.record = self._call_record(prep, request, usage, outcome)
-        return outcome
-
-    def _call_record(
-        self,
-        prep: PreparedTurn,
-        request: ProviderRequest,
-        usage: dict[str, Any],
-        outcome: _StepOutcome,
-    ) -> dict[str, Any]:
-        estimate = (
-            usage["resident_tokens"]
-            + usage["catalog_tokens"]
-            + count_cached(request.system)
-            + sum(count_cached(canonical_json(message)) for message in request.messages)
-        )
-        return {
-            "provider": prep.provider.name,
-            "model": prep.model[:100],
-            "fingerprint": usage["fingerprint"],
-            "resident_tokens": usage["resident_tokens"],
-            "catalog_tokens": usage["catalog_tokens"],
-            "input_tokens": usage["input_tokens"],
-            "output_tokens": usage["output_tokens"],
-            "cache_read_input_tokens": usage["cache_read_input_tokens"],
-            "cache_creation_input_tokens": usage["cache_creation_input_tokens"],
-            "estimated_input_tokens": estimate,
-            "usage_estimated": bool(usage.get("estimated")),
-            "latency_ms": outcome.latency_ms,
-        }
-
-    async def _stream_with_retries(
-        self, provider: Provider, request: ProviderRequest
-    ) -> _StepOutcome | None:
-        """One provider call, retried with backoff while it failed before producing
-        anything; ``None`` after a terminal failure (``turn_failed`` is then pending)."""
-        attempts = settings.TOOLHUB_PROVIDER_RETRIES + 1
-        for attempt in range(attempts):
-            outcome = _StepOutcome()
-            started = time.monotonic()
-            try:
-                await self._stream(provider, request, outcome)
-            except ProviderError as exc:
-                produced = outcome.text or outcome.uses
-                if exc.retryable and not produced and attempt + 1 < attempts:
-                    delay = settings.TOOLHUB_PROVIDER_BACKOFF * 2**attempt
-                    if await self._sleep_or_cancel(delay):
-                        outcome.cancelled = True
-                        return outcome
-                    continue
-                await self._finish_failed(*await _failure_words(provider, request, exc))
-                return None
-            outcome.latency_ms = int((time.monotonic() - started) * 1000)
-            return outcome
-        raise AssertionError("unreachable")
-
-    async def _stream(
-        self, provider: Provider, request: ProviderRequest, outcome: _StepOutcome
-    ) -> None:
-        async def consume() -> None:
-            async for event in provider.stream(request):
-                if isinstance(event, TextDelta):
-                    outcome.text += event.text
-                    self._text_buffer += event.text
-                    if self._text_timer is None:
-                        self._text_timer = asyncio.ensure_future(self._text_later())
-                elif isinstance(event, ToolUse):
-                    outcome.uses.append(event)
-                elif isinstance(event, Usage):
-                    outcome.usage = event
-
-        work = asyncio.ensure_future(consume())
-        stop = asyncio.ensure_future(self.cancel.wait())
-        try:
-            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-            if not work.done():
-                work.cancel()
-                with contextlib.suppress(asyncio.CancelledError, ProviderError):
-                    await work
-                # Tool calls the stream had not finished are dropped with it: none was
-                # announced, so nothing is left unpaired.
-                outcome.uses.clear()
-                outcome.cancelled = True
-            self._take_text()
-        if not outcome.cancelled:
-            work.result()
-
-    async def _text_later(self) -> None:
-        """Coalesced deltas get a seq at most ``FLUSH_SECONDS`` after the first arrived."""
-        await asyncio.sleep(FLUSH_SECONDS)
-        # From here on this task is not cancelled: it stores what it took.
-        self._text_timer = None
-        self._take_text()
-        await self._flush(text_only=True)
-
-    def _take_text(self) -> None:
-        if self._text_timer is not None:
-            self._text_timer.cancel()
-            self._text_timer = None
-        if self._text_buffer:
-            self._emit("text_delta", {"text": self._text_buffer})
-            self._text_buffer = ""
-
     # --- tools ---------------------------------------------------------------------
 
-    def _call_event(self, turn: TurnTools, use: ToolUse) -> AnnouncedCall:
+    def _announce(self, turn: TurnTools, use: ToolUse) -> AnnouncedCall:
+        """The ``tool_call`` event for a tool use the model finished, before anything of
+        it runs."""
         target = turn.resolve_call(use.name, use.input)
         arguments = dict(target.arguments) if target.arguments else {}
         if target.error and not isinstance(use.input, dict):
@@ -402,174 +215,117 @@ class TurnRunner(McpAsks):
         )
         if target.via:
             data["via"] = target.via
-        self._emit("tool_call", data)
-        self._unanswered[use.id] = target.name
+        self.events.emit("tool_call", data)
+        self.events.announced(use.id, target.name)
         return AnnouncedCall(data=data, target=target)
+
+    def _expect_answers(self, calls: list[AnnouncedCall]) -> FlushWrites:
+        """A question the model asks can be answered from the moment it is announced."""
+        for call in calls:
+            if (
+                call.target.tool is not None
+                and call.data["name"] == QUESTION_TOOL
+                and self.attended
+            ):
+                return {"waiting": self.waits.expect_question(call.data["call_id"])}
+        return {}
 
     async def _answer_call(
         self, turn: TurnTools, ctx: ToolContext, announced: AnnouncedCall
     ) -> dict[str, Any]:
+        """Decide the call, run it if it may, and store its ``tool_result``."""
         call = announced.data
-        result: dict[str, Any] = {"call_id": call["call_id"], "name": call["name"]}
-        if call.get("via"):
-            result["via"] = call["via"]
         started = time.monotonic()
-        outcome = await self._decide_and_run(turn, ctx, call, announced.target)
-        result.update(status=outcome.status, content=outcome.content)
-        if outcome.reason:
-            result["reason"] = outcome.reason
-        if outcome.references:
-            result["references"] = list(outcome.references)
-        if outcome.cached:
-            # Served from the person's result cache: it did not run again.
-            result["cached"] = True
-        if outcome.full_ref:
-            result["full_ref"] = outcome.full_ref
-        if outcome.policy is not None:
-            result["policy"] = outcome.policy.to_json()
-        if outcome.images:
-            result["images"] = [image.to_json() for image in outcome.images]
-        if outcome.structured is not None:
-            result["structured"] = outcome.structured
-        if outcome.files:
-            # Stored before the event that names them, so every link on the card works.
-            result["files"] = files = await on_db_thread(
-                result_files_store,
-                session_id=self.session_id,
-                turn=self.turn_id,
-                call_id=call["call_id"],
-                files=outcome.files,
-            )
-            for file in files:
-                if "refused" in file:
-                    result["content"] += f"\n[file {file['name']} not kept: {file['refused']}]"
+        checks = CallChecks(
+            disables=lambda: on_db_thread(global_disables),
+            policy=self._policy,
+            approve=self._ask_approval if self.attended else None,
+            cancelled=lambda: self.cancel.cancelled,
+        )
+        decided = await call_decision(
+            call=call, target=announced.target, turn=turn, ctx=ctx, checks=checks
+        )
+        if isinstance(decided, Cleared):
+            decided = await self._run_call(turn, ctx, call, decided)
+        result = decided.to_event(call)
+        if decided.files:
+            await self._store_files(call["call_id"], decided, result)
         result["elapsed_ms"] = int((time.monotonic() - started) * 1000)
-        self._emit("tool_result", result)
-        self._unanswered.pop(call["call_id"], None)
+        self.events.emit("tool_result", result)
+        self.events.answered(call["call_id"])
         loaded = turn.loaded
-        writes: dict[str, Any] = {"loaded": loaded if loaded != self._checkpoint else None}
+        writes: FlushWrites = {"loaded": loaded if loaded != self._checkpoint else None}
         self._checkpoint = loaded
-        if self._answers.pop(call["call_id"], None) is not None:
+        if self.waits.forget(call["call_id"]):
             # A question announced but never asked (vetoed, cancelled) waits no more.
             writes["waiting"] = None
-            self._waiting_for = None
-        await self._flush(**writes)
+        await self.events.flush(**writes)
         return result
 
-    async def _decide_and_run(
-        self, turn: TurnTools, ctx: ToolContext, call: dict[str, Any], target: CallTarget
-    ) -> CallOutcome:
-        """The decisions, in order: cancelled, outside the contract, vetoed now, the approval
-        policy as stored now (``deny``: vetoed; ``ask``: the person, then vetoed again, since
-        a disable may have come meanwhile); then it runs."""
-        if self.cancel.cancelled:
-            return CallOutcome("cancelled", "Cancelled before it ran.", CANCELLED)
-        if target.refused is not None:
-            return CallOutcome("vetoed", target.refused.told, target.refused.reason)
-        if target.error:
-            return CallOutcome("error", target.error)
-        tool = target.tool
-        disabled_now = await on_db_thread(global_disables)
-        veto = turn.veto_now(tool, ctx, disabled_now)
-        if veto:
-            return CallOutcome("vetoed", veto.told, veto.reason)
-        arguments = call["arguments"]
-        decision = await on_db_thread(
-            session_call_policy,
-            session_id=self.session_id,
-            tool=tool,
-            arguments=arguments,
-            ctx=ctx,
+    async def _policy(self, tool: Tool, arguments: Any, ctx: ToolContext) -> Decision:
+        return await on_db_thread(
+            session_call_policy, session_id=self.session_id, tool=tool, arguments=arguments, ctx=ctx
         )
-        if decision.policy == DENY:
-            return CallOutcome(
-                "vetoed",
-                f"{tool.name} is not allowed: {decision.why}",
-                decision.why,
-                policy=decision,
-            )
-        if decision.policy == ASK:
-            refused = await self._approval(tool, call, decision, ctx, turn)
-            if refused is not None:
-                return refused
+
+    async def _run_call(
+        self, turn: TurnTools, ctx: ToolContext, call: dict[str, Any], cleared: Cleared
+    ) -> CallOutcome:
+        """Run a call the decision cleared, inline or on a worker, and say what became of
+        it (cancelled, when the person stopped it, whatever the tool reported)."""
+        tool, call_id = cleared.tool, call["call_id"]
         before = turn.loaded
-        self._current_call = call["call_id"]
+        self._current_call = call_id
         try:
             if tool.runs_on == "worker":
-                outcome = await self._on_worker(tool, call, ctx)
+                ran = await self._on_worker(tool, call, ctx)
             else:
-                pump = TailPump(
-                    session_id=self.session_id, turn_id=self.turn_id, call_id=call["call_id"]
-                )
+                pump = TailPump(session_id=self.session_id, turn_id=self.turn_id, call_id=call_id)
                 try:
-                    outcome = await tool.execute(arguments, replace(ctx, on_update=pump.on_update))
+                    ran = await tool.execute(
+                        call["arguments"], replace(ctx, on_update=pump.on_update)
+                    )
                 finally:
                     await pump.close()
         finally:
             self._current_call = ""
-        references = tuple(name for name in turn.loaded if name not in before)
-        status = outcome.status if outcome.status in ("ok", "cancelled") else "error"
-        if outcome.is_error and status == "ok":
+        status = ran.status if ran.status in ("ok", "cancelled") else "error"
+        if ran.is_error and status == "ok":
             status = "error"
         if self.cancel.cancelled:
             # A tool that stopped on its own when asked still reports what it did, but the
             # person cancelled it.
             status = "cancelled"
-        reason = CANCELLED if status == "cancelled" else ""
+        kept = status == "ok"
         return CallOutcome(
-            status,
-            outcome.content,
-            reason,
-            references,
-            outcome.cached,
-            outcome.full_ref or "",
-            decision,
-            outcome.images if status == "ok" else (),
-            outcome.structured,
-            files=outcome.files if status == "ok" else (),
+            status=status,
+            content=ran.content,
+            reason=CANCELLED if status == "cancelled" else "",
+            references=tuple(name for name in turn.loaded if name not in before),
+            cached=ran.cached,
+            full_ref=ran.full_ref or "",
+            policy=cleared.policy,
+            images=ran.images if kept else (),
+            structured=ran.structured,
+            files=ran.files if kept else (),
         )
 
-    async def _approval(
-        self,
-        tool: Any,
-        call: dict[str, Any],
-        decision: Decision,
-        ctx: ToolContext,
-        turn: TurnTools,
-    ) -> CallOutcome | None:
-        """Ask the person; ``None`` when they allowed it and it may still run (a disable
-        made while they thought still holds: docs/architecture.md, hard line 5)."""
-        if not self.attended:
-            reason = "it asks a person first, and nobody is watching this turn"
-            return CallOutcome(
-                "denied", f"{tool.name} did not run: {reason}", reason, policy=decision
-            )
-        verdict = await self._ask_approval(call, decision)
-        if verdict is not True:
-            if self.cancel.cancelled:
-                return CallOutcome(
-                    "cancelled", "Cancelled while waiting for approval.", CANCELLED, policy=decision
-                )
-            reason = verdict or "the person denied it"
-            return CallOutcome(
-                "denied", f"{tool.name} did not run: {reason}", reason, policy=decision
-            )
-        veto = turn.veto_now(tool, ctx, await on_db_thread(global_disables))
-        if veto:
-            return CallOutcome("vetoed", veto.told, veto.reason, policy=decision)
-        again = await on_db_thread(
-            session_call_policy,
+    async def _store_files(
+        self, call_id: str, outcome: CallOutcome, result: dict[str, Any]
+    ) -> None:
+        """Files for the person, stored before the event that names them, so every link on
+        the card works; one not kept is said in the result."""
+        result["files"] = files = await on_db_thread(
+            result_files_store,
             session_id=self.session_id,
-            tool=tool,
-            arguments=call["arguments"],
-            ctx=ctx,
+            turn=self.turn_id,
+            call_id=call_id,
+            files=outcome.files,
         )
-        if again.policy == DENY:
-            refusal = f"{tool.name} is not allowed: {again.why}"
-            return CallOutcome("vetoed", refusal, again.why, policy=again)
-        return None
+        for file in files:
+            if "refused" in file:
+                result["content"] += f"\n[file {file['name']} not kept: {file['refused']}]"
 
-    async def _on_worker(self, tool: Any, call: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def _on_worker(self, tool: Tool, call: dict[str, Any], ctx: ToolContext) -> ToolResult:
         done = self._runs_done[call["call_id"]] = asyncio.Event()
         try:
             return await run_and_wait(
@@ -586,9 +342,9 @@ class TurnRunner(McpAsks):
         finally:
             self._runs_done.pop(call["call_id"], None)
 
-    async def _ask_approval(self, call: dict[str, Any], decision: Decision) -> bool | str:
+    async def _ask_approval(self, call: Any, decision: Decision) -> bool | str:
         call_id = call["call_id"]
-        self._emit(
+        self.events.emit(
             "approval_request",
             {
                 "call_id": call_id,
@@ -599,118 +355,29 @@ class TurnRunner(McpAsks):
                 "chat_allowable": decision.chat_allowable,
             },
         )
-        answer = await self._wait_for_person(
-            "approval", call_id, name=call["name"], chat_allowable=decision.chat_allowable
+        waiting = Waiting(
+            kind="approval",
+            call_id=call_id,
+            name=call["name"],
+            chat_allowable=decision.chat_allowable,
         )
+        answer = await self.waits.wait(waiting)
         if answer is None:
             timeout = settings.TOOLHUB_APPROVAL_TIMEOUT
             return "cancelled" if self.cancel.cancelled else f"no answer within {timeout:g} s"
         allow, _ = answer
         return bool(allow)
 
-    def _answered(self, kind: str, call_id: str, answer: Any, *, withdrawn: bool = False) -> None:
-        """The person's answer (or its absence) as an event, stored with the end of the
-        wait: every tab and every reload shows the approval or question as answered."""
-        data: dict[str, Any] = {"call_id": call_id}
-        if answer is None and withdrawn:
-            data["outcome"] = "withdrawn"
-        elif answer is None:
-            data["outcome"] = "cancelled" if self.cancel.cancelled else "timeout"
-        elif kind == "elicitation":
-            data.update(outcome=answer["action"], content=answer.get("content"))
-        elif kind in ("approval", "sampling"):
-            allow, scope = answer if isinstance(answer, tuple) else (bool(answer), "once")
-            data.update(outcome="allowed" if allow else "denied", allow=allow)
-            if allow and scope == "chat":
-                data["scope"] = "chat"
-        else:
-            data.update(outcome="answered", text=str(answer))
-        self._emit(f"{kind}_answered", data)
-
-    def _expect_answers(self, calls: list[AnnouncedCall]) -> dict[str, Any]:
-        """A question the model asks can be answered from the moment it is announced: the
-        waiting state is stored with the announcement, not when the tool gets to run."""
-        for call in calls:
-            call_id = call.data["call_id"]
-            if (
-                call.target.tool is not None
-                and call.data["name"] == QUESTION_TOOL
-                and self.attended
-            ):
-                self._answers[call_id] = asyncio.get_running_loop().create_future()
-                self._waiting_for = ("question", call_id)
-                return {"waiting": {"kind": "question", "call_id": call_id}}
-        return {}
-
-    async def _wait_for_person(
-        self, kind: str, call_id: str, *, withdrawn: CancelToken | None = None, **waiting: Any
-    ) -> Any:
-        """Wait for an approval or an answer; ``None`` on timeout or cancel. ``waiting`` is
-        stored with the wait, for whoever answers (``turn_approve``) to read."""
-        future = self._answers.get(call_id) or asyncio.get_running_loop().create_future()
-        self._answers[call_id] = future
-        key = (kind, call_id)
-        self._waiting_for = key
-        # Storable: a server's form may hold text no database takes (a NUL).
-        await self._flush(waiting=storable({"kind": kind, "call_id": call_id, **waiting}))
-        stop = asyncio.ensure_future(self.cancel.wait())
-        # An MCP server's question ends with its call too (``withdrawn``).
-        gone = asyncio.ensure_future(withdrawn.wait()) if withdrawn is not None else None
-        try:
-            await asyncio.wait(
-                {future, stop, *([gone] if gone is not None else [])},
-                timeout=settings.TOOLHUB_APPROVAL_TIMEOUT,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        finally:
-            if gone is not None:
-                gone.cancel()
-            stop.cancel()
-            self._answers.pop(call_id, None)
-            answer = future.result() if future.done() else None
-            if answer == (True, "chat"):
-                if waiting.get("chat_allowable"):
-                    # The answer that won: stored before the log says so.
-                    await on_db_thread(
-                        session_allow_for_chat, session_id=self.session_id, tool=waiting["name"]
-                    )
-                else:
-                    answer = (True, "once")
-            ended = (
-                withdrawn is not None
-                and withdrawn.cancelled
-                and not future.done()
-                and not self.cancel.cancelled
-            )
-            self._answered(kind, call_id, answer, withdrawn=ended)
-            # A withdrawn wait may end after the next one began: that one's stays stored.
-            if self._waiting_for == key:
-                self._waiting_for = None
-                await self._flush(waiting=None)
-            else:
-                await self._flush()
-        return answer
-
-    # --- control, events, ending -----------------------------------------------------
+    # --- control and the lease -------------------------------------------------------
 
     def _on_control(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
         if kind == "turn.cancel":
             self.cancel.cancel()
-        elif kind in ("turn.approve", "turn.answer", "turn.elicit"):
-            call_id = message.get("call_id")
-            waits = {"turn.answer": "question", "turn.elicit": "elicitation"}
-            meant = waits.get(kind) or str(message.get("kind") or "approval")
-            if self._waiting_for != (meant, call_id):
-                return  # meant for a wait that is over (a late tab, a retried request)
-            future = self._answers.get(call_id)
-            value: Any = message.get("text")
-            if kind == "turn.approve":
-                value = (bool(message.get("allow")), str(message.get("scope") or "once"))
-            elif kind == "turn.elicit":
-                value = {"action": message.get("action"), "content": message.get("content")}
-            if future is not None and not future.done():
-                future.set_result(value)
+        elif kind in _ANSWERS:
+            meant = _ANSWERS[kind] or str(message.get("kind") or "approval")
+            waiting = Waiting(kind=meant, call_id=str(message.get("call_id") or ""))
+            self.waits.take(waiting, _answer_value(kind, message))
         elif kind == "run.done":
             done = self._runs_done.get(message.get("call_id", ""))
             if done is not None:
@@ -740,49 +407,18 @@ class TurnRunner(McpAsks):
                 self.cancel.cancel()
                 return
 
-    async def _sleep_or_cancel(self, seconds: float) -> bool:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.cancel.wait(), timeout=seconds)
-        return self.cancel.cancelled
+
+# Control messages that answer a wait → the kind of wait (an approval's names its own:
+# a tool's, or an MCP server's sampling request).
+_ANSWERS = {"turn.approve": "", "turn.answer": "question", "turn.elicit": "elicitation"}
 
 
-async def _failure_words(
-    provider: Provider, request: ProviderRequest, exc: ProviderError
-) -> tuple[str, str]:
-    """A failed call's code and words; a request that no longer fits the model's window
-    says so (and the window is kept, so the next turn is planned for it)."""
-    if getattr(exc, "window", None) is None:
-        return exc.code, exc.message
-    needed = request.max_tokens + sum(
-        count_cached(text)
-        for text in (
-            request.system,
-            request.catalog,
-            request.tools_json,
-            *map(canonical_json, request.messages),
-        )
-    )
-    window = await asyncio.to_thread(
-        window_learned, provider=provider, model=request.model, error=exc, needed=needed
-    )
-    if window is None:
-        return exc.code, exc.message
-    return "context_full", (
-        f"This conversation no longer fits the model's window of {window:,} tokens. Start "
-        "a new chat, or edit an earlier message to leave out what is not needed. "
-        f"The server said: {exc.message}"
-    )[:1000]
-
-
-def _merged(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Join consecutive messages of one role (the new text after stored tool results)."""
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        if out and out[-1]["role"] == message["role"]:
-            out[-1] = {"role": message["role"], "content": out[-1]["content"] + message["content"]}
-        else:
-            out.append(message)
-    return out
+def _answer_value(kind: str, message: dict[str, Any]) -> Any:
+    if kind == "turn.approve":
+        return (bool(message.get("allow")), str(message.get("scope") or "once"))
+    if kind == "turn.elicit":
+        return {"action": message.get("action"), "content": message.get("content")}
+    return message.get("text")
 
 
 class _Asker:
@@ -793,7 +429,8 @@ class _Asker:
         self._runner = runner
 
     async def ask(self, *, question: str, options: list[str]) -> str:
-        answer = await self._runner._wait_for_person("question", self._runner._current_call)
+        waiting = Waiting(kind="question", call_id=self._runner._current_call)
+        answer = await self._runner.waits.wait(waiting)
         if answer is None:
             raise TimeoutError("no answer from the person")
         return str(answer)

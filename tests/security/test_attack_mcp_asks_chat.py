@@ -92,7 +92,7 @@ def test_a_form_left_behind_by_a_finished_call_does_not_hold_up_the_next_calls_f
     waiting for it (``ask_and_go``). The form ends with its call (withdrawn, the turn's
     one-at-a-time lock released), so the next call's form (t3) is shown at once rather
     than after ``TOOLHUB_APPROVAL_TIMEOUT``."""
-    from agent_app.turns import turn_start_sync
+    from agent_app.turns import on_turn_loop, turn_start
     from sessions_app.models import SessionEvent
     from sessions_app.services import session_create
 
@@ -115,7 +115,7 @@ def test_a_form_left_behind_by_a_finished_call_does_not_hold_up_the_next_calls_f
         ]
     )
     session = session_create(user=owner)
-    turn_start_sync(session=session, text="go", attended=True)
+    on_turn_loop(turn_start, session=session, text="go", attended=True)
 
     def stored(kind: str, call_id: str):
         return SessionEvent.objects.filter(
@@ -195,14 +195,14 @@ async def test_a_choice_answered_with_a_list_is_refused_not_a_crash_of_the_socke
 def test_a_choice_answered_with_an_object_over_rest_is_a_400_not_a_500(owner, model, asking, api):
     """The REST side: ``POST /api/sessions/<id>/elicit/`` with ``{"colour": {"a": 1}}``
     for a one-choice field is a 400 ``invalid``, never a 500."""
-    from agent_app.turns import turn_start_sync
+    from agent_app.turns import on_turn_loop, turn_start
     from sessions_app.services import session_create
 
     asking()
     load_then_call(model, "ask__sign_in_visitor", {})
 
     session = session_create(user=owner)
-    turn_start_sync(session=session, text="sign me in", attended=True)
+    on_turn_loop(turn_start, session=session, text="sign me in", attended=True)
 
     def waiting():
         session.refresh_from_db()
@@ -326,7 +326,7 @@ def test_a_form_whose_default_holds_a_nul_is_still_put_to_the_person(owner, mode
     """A text field's default holding a NUL (which no database stores) is cleaned, and
     the form still reaches the person; nothing but toolhub's own words (never a
     database's error text) would go back to the server."""
-    from agent_app.turns import turn_start_sync
+    from agent_app.turns import on_turn_loop, turn_start
     from sessions_app.models import SessionEvent
     from sessions_app.services import session_create
 
@@ -340,7 +340,7 @@ def test_a_form_whose_default_holds_a_nul_is_still_put_to_the_person(owner, mode
     }
     load_then_call(model, "hostile__ask", {"params": form})
     session = session_create(user=owner)
-    turn_start_sync(session=session, text="ask", attended=True)
+    on_turn_loop(turn_start, session=session, text="ask", attended=True)
 
     def waiting_or_done():
         session.refresh_from_db()

@@ -201,7 +201,7 @@ def test_a_hostile_form_on_the_card_is_text_never_markup(
     event handler of the server's reaches the page, and the link is the address as sent."""
     from agent_app import mcp
     from agent_app.models import McpServer
-    from agent_app.turns import turn_start_sync
+    from agent_app.turns import on_turn_loop, turn_start
     from sessions_app.services import session_create
 
     settings.TOOLHUB_WORKSPACE_ROOT = tmp_path / "workspaces"
@@ -217,7 +217,7 @@ def test_a_hostile_form_on_the_card_is_text_never_markup(
         wait_for(lambda: connected("hostile"), what="the hostile server to connect")
         load_then_call(model, "hostile__ask", {"params": params})
         session = session_create(user=owner)
-        turn_start_sync(session=session, text="ask", attended=True)
+        on_turn_loop(turn_start, session=session, text="ask", attended=True)
 
         def waiting():
             session.refresh_from_db()

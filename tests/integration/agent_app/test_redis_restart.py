@@ -520,7 +520,7 @@ def test_a_rest_call_that_needs_redis_while_it_is_down_answers_json_503_with_ret
 
     # No endpoint needs Redis today; one that does (a turn start that had to reach the
     # channel layer) answers this way.
-    monkeypatch.setattr(turns_api, "turn_start_sync", down)
+    monkeypatch.setattr(turns_api, "on_turn_loop", lambda _service, **kwargs: down(**kwargs))
     session = session_create(user=owner)
     answer = api(owner).post(f"/api/sessions/{session.pk}/messages/", {"text": "hi"}, format="json")
 
@@ -552,7 +552,7 @@ def test_a_database_error_that_is_not_an_outage_is_not_answered_as_one(api, owne
                 cursor.execute("RESET statement_timeout")
         return ""
 
-    monkeypatch.setattr(turns_api, "turn_start_sync", times_out)
+    monkeypatch.setattr(turns_api, "on_turn_loop", lambda _service, **kwargs: times_out(**kwargs))
     session = session_create(user=owner)
     with pytest.raises(OperationalError) as raised:
         api(owner).post(f"/api/sessions/{session.pk}/messages/", {"text": "hi"}, format="json")
