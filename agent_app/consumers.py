@@ -28,13 +28,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from agent_app.delivery import EventCursor, LiveTranscript, TailGate, session_group
-from agent_app.frames import FrameError, parse_frame
+from agent_app.frames import (
+    Frame,
+    FrameError,
+    ResumeFrame,
+    parse_frame,
+)
 from agent_app.socket_slots import Slots, TooManySockets, socket_slots_take
 from agent_app.turns import (
     running_tails,
@@ -45,6 +51,7 @@ from agent_app.turns import (
 )
 from agent_app.turns.loop import on_db_thread
 from sessions_app.eventlog import event_frames_after
+from sessions_app.models import ChatSession
 from sessions_app.services import session_get_for_user
 from sessions_app.transcript import last_user_message, transcript_seed
 from toolhub.lib.catalog_news import CATALOG_GROUP
@@ -64,7 +71,7 @@ LIVE = ("session.events", "session.tail", "catalog.changed")
 
 class SessionConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
-        self.session = None
+        self.session: ChatSession | None = None
         self.cursor: EventCursor | None = None
         self.membership: asyncio.Task[None] | None = None
         self.slots: Slots | None = None
@@ -138,120 +145,117 @@ class SessionConsumer(AsyncWebsocketConsumer):
         await super().dispatch(message)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.session is None:
+        if self.session is None or self.cursor is None:
             return
         try:
-            frame = parse_frame(text_data, bytes_data)
-            await getattr(self, f"_on_{frame['type']}")(frame)
+            await self._on(parse_frame(text_data, bytes_data), self.session, self.cursor)
         except FrameError as exc:
             await self._send(exc.frame())
 
-    async def _on_chat(self, frame: dict[str, Any]) -> None:
-        await self._start(frame, text=frame["text"])
-
-    async def _on_edit(self, frame: dict[str, Any]) -> None:
-        await self._start(frame, text=frame["text"], rewind_to=frame["seq"] - 1)
-
-    async def _on_regenerate(self, frame: dict[str, Any]) -> None:
-        last = await on_db_thread(last_user_message, session_id=self.session.pk)
-        if last is None:
-            raise FrameError(
-                "nothing_to_regenerate", "There is no answer to regenerate yet.", "regenerate"
-            )
-        seq, text = last
-        await self._start(frame, text=text, rewind_to=seq - 1)
-
-    async def _start(
-        self, frame: dict[str, Any], *, text: str, rewind_to: int | None = None
-    ) -> None:
-        kind = frame["type"]
-        if not self.cursor.resumed:
-            self.session = await _session(self.scope["user"], self.session.pk)
-            self.cursor.start_at(self.session.last_seq)
-        try:
-            await turn_start(
-                session=self.session,
-                text=text,
-                intent=frame["intent"],
-                channel="web",
-                rewind_to=rewind_to,
-            )
-        except Invalid as exc:
-            raise FrameError("invalid_intent", exc.message, kind) from None
-        except ServiceError as exc:
-            raise FrameError(exc.code, exc.message, kind) from None
-        self.cursor.expect_turn()
-
-    async def _on_cancel(self, frame: dict[str, Any]) -> None:
-        try:
-            await turn_cancel(session=self.session)
-        except ServiceError as exc:
-            raise FrameError(exc.code, exc.message, "cancel") from None
-
-    async def _on_approve(self, frame: dict[str, Any]) -> None:
-        try:
-            await turn_approve(
-                session=self.session,
+    async def _on(self, frame: Frame, session: ChatSession, cursor: EventCursor) -> None:
+        """Hand a checked frame to its turn service (frames are read only once connect
+        accepted the socket: it has its chat and its cursor)."""
+        if frame["type"] == "chat":
+            await self._start(cursor, "chat", frame["text"], frame["intent"])
+        elif frame["type"] == "edit":
+            await self._start(cursor, "edit", frame["text"], frame["intent"], frame["seq"] - 1)
+        elif frame["type"] == "regenerate":
+            last = await on_db_thread(last_user_message, session_id=session.pk)
+            if last is None:
+                raise FrameError(
+                    "nothing_to_regenerate", "There is no answer to regenerate yet.", "regenerate"
+                )
+            seq, text = last
+            await self._start(cursor, "regenerate", text, frame["intent"], seq - 1)
+        elif frame["type"] == "cancel":
+            await _served(turn_cancel(session=session), "cancel")
+        elif frame["type"] == "approve":
+            approved = turn_approve(
+                session=session,
                 call_id=frame["call_id"],
                 allow=frame["allow"],
                 scope=frame["scope"],
                 kind=frame["kind"],
             )
-        except ServiceError as exc:
-            raise FrameError(exc.code, exc.message, "approve") from None
-
-    async def _on_elicit(self, frame: dict[str, Any]) -> None:
-        try:
-            await turn_elicit(
-                session=self.session,
+            await _served(approved, "approve")
+        elif frame["type"] == "elicit":
+            answered = turn_elicit(
+                session=session,
                 call_id=frame["call_id"],
                 action=frame["action"],
                 content=frame["content"],
             )
-        except ServiceError as exc:
-            raise FrameError(exc.code, exc.message, "elicit") from None
+            await _served(answered, "elicit")
+        else:
+            await self._on_resume(frame, cursor)
 
-    async def _on_resume(self, frame: dict[str, Any]) -> None:
+    async def _start(
+        self,
+        cursor: EventCursor,
+        kind: str,
+        text: str,
+        intent: Any,
+        rewind_to: int | None = None,
+    ) -> None:
+        session = self._chat()
+        if not cursor.resumed:
+            self.session = session = await _session(self.scope["user"], session.pk)
+            cursor.start_at(session.last_seq)
+        try:
+            await turn_start(
+                session=session, text=text, intent=intent, channel="web", rewind_to=rewind_to
+            )
+        except Invalid as exc:
+            raise FrameError("invalid_intent", exc.message, kind) from None
+        except ServiceError as exc:
+            raise FrameError(exc.code, exc.message, kind) from None
+        cursor.expect_turn()
+
+    def _chat(self) -> ChatSession:
+        if self.session is None:
+            raise RuntimeError("the socket has no chat before connect accepted it")
+        return self.session
+
+    async def _on_resume(self, frame: ResumeFrame, cursor: EventCursor) -> None:
         # Already in the group: live events queue behind this handler and are filtered
         # by seq once the replay is done.
-        self.session = await _session(self.scope["user"], self.session.pk)
-        if frame["after_seq"] > self.session.last_seq:
+        self.session = session = await _session(self.scope["user"], self._chat().pk)
+        if frame["after_seq"] > session.last_seq:
             # Events are stored before anyone hears of them, so no client saw a seq past
             # the stored last one: this client's copy is of something else.
             raise FrameError(
                 "bad_frame",
                 f"after_seq {frame['after_seq']} is past this chat's last event "
-                f"({self.session.last_seq}); reload the chat",
+                f"({session.last_seq}); reload the chat",
                 "resume",
             )
         self.transcript = None
         if frame["render"]:
-            upto = min(frame["after_seq"], self.session.last_seq)
-            seed = await on_db_thread(transcript_seed, session_id=self.session.pk, upto=upto)
-            self.transcript = LiveTranscript(seed, session_id=self.session.pk)
+            upto = min(frame["after_seq"], session.last_seq)
+            seed = await on_db_thread(transcript_seed, session_id=session.pk, upto=upto)
+            self.transcript = LiveTranscript(seed, session_id=session.pk)
         # The running turn's tails are read before the replay and sent after it: a stored
         # tail's tool_call was stored before it, so the replay has drawn its card, and a
         # call that ended meanwhile (its result in the replay) gets none. A resume sends
         # the current tails again, even those this socket already had.
-        tails = await on_db_thread(
-            running_tails, session_id=self.session.pk, turn_id=self.session.turn_id
-        )
-        self.tails.showing(self.session.turn_id)
-        await self.cursor.resume(after_seq=frame["after_seq"], last_seq=self.session.last_seq)
+        tails = await on_db_thread(running_tails, session_id=session.pk, turn_id=session.turn_id)
+        self.tails.showing(session.turn_id)
+        await cursor.resume(after_seq=frame["after_seq"], last_seq=session.last_seq)
         for tail in tails:
             await self._send_tail(tail)
 
     async def session_events(self, message: dict[str, Any]) -> None:
-        await self.cursor.live(message["frames"])
+        if self.cursor is not None:
+            await self.cursor.live(message["frames"])
 
     async def catalog_changed(self, message: dict[str, Any]) -> None:
         # The page refreshes its inspector (toolhub.lib.catalog_news); API clients,
         # which did not ask for the page's items, are not told.
-        if self.cursor.resumed and self.transcript is not None:
+        if self.cursor is not None and self.cursor.resumed and self.transcript is not None:
             await self._send({"type": "catalog_changed"})
 
     async def session_tail(self, message: dict[str, Any]) -> None:
-        if self.cursor.resumed:
+        if self.cursor is not None and self.cursor.resumed:
             await self._send_tail(message["frame"])
 
     async def _stay_joined(self) -> None:
@@ -280,9 +284,17 @@ class SessionConsumer(AsyncWebsocketConsumer):
         if self.tails.admits(frame):
             await self._send(frame)
 
-    async def _send(self, frame: dict[str, Any]) -> None:
+    async def _send(self, frame: Mapping[str, Any]) -> None:
         await self.send(text_data=json.dumps(frame))
 
 
-async def _session(user: Any, session_id: Any) -> Any:
+async def _session(user: Any, session_id: Any) -> ChatSession:
     return await on_db_thread(session_get_for_user, user=user, session_id=session_id)
+
+
+async def _served(service: Awaitable[Any], ref: str) -> None:
+    """A turn service's refusal as the error frame of the frame that asked (``ref``)."""
+    try:
+        await service
+    except ServiceError as exc:
+        raise FrameError(exc.code, exc.message, ref) from None

@@ -1,14 +1,17 @@
 """Client frames of the session socket (README, "Chatting over a WebSocket"), validated
 in one place.
 
-``parse_frame`` returns a plain dict with exactly the fields a handler needs, or raises
-``FrameError`` carrying the error frame's ``code`` and ``ref``; a refused frame changes
-nothing and the socket stays open.
+``parse_frame`` returns one of the frame types below (a ``TypedDict`` per type, told
+apart by ``type``) with exactly the fields a handler needs, each checked; or it raises
+``FrameError`` carrying the error frame's ``code`` and ``ref``. A refused frame changes
+nothing and the socket stays open. ``intent`` alone stays JSON as the client sent it:
+``ToolIntent.parse`` has checked it, and the turn merges it as intent.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal, TypedDict
 
 from agent_app.turns import TextTooLong, clean_text
 from sessions_app.limits import FRAME_MAX_BYTES
@@ -25,6 +28,68 @@ APPROVAL_KINDS = ("approval", "sampling")
 TYPES = ("chat", "edit", "regenerate", "cancel", "approve", "elicit", "resume")
 
 
+class ChatFrame(TypedDict):
+    type: Literal["chat"]
+    text: str
+    intent: Any
+
+
+class EditFrame(TypedDict):
+    """A sent message, changed and sent again: the conversation goes on from before it."""
+
+    type: Literal["edit"]
+    seq: int
+    text: str
+    intent: Any
+
+
+class RegenerateFrame(TypedDict):
+    type: Literal["regenerate"]
+    intent: Any
+
+
+class CancelFrame(TypedDict):
+    type: Literal["cancel"]
+
+
+class ApproveFrame(TypedDict):
+    type: Literal["approve"]
+    call_id: str
+    allow: bool
+    # "once" or "chat" (allowed for the rest of this chat).
+    scope: str
+    # "approval" (the tool's call) or "sampling" (an MCP server's request for the model).
+    kind: str
+
+
+class ElicitFrame(TypedDict):
+    type: Literal["elicit"]
+    call_id: str
+    action: str
+    # The form's field values as sent; checked against the form by ``turn_elicit``.
+    content: dict[str, Any] | None
+
+
+class ResumeFrame(TypedDict):
+    type: Literal["resume"]
+    after_seq: int
+    render: bool
+
+
+Frame = (
+    ChatFrame | EditFrame | RegenerateFrame | CancelFrame | ApproveFrame | ElicitFrame | ResumeFrame
+)
+
+
+class ErrorFrame(TypedDict):
+    """What a refused frame gets back."""
+
+    type: Literal["error"]
+    code: str
+    message: str
+    ref: str | None
+
+
 class FrameError(Exception):
     def __init__(self, code: str, message: str, ref: str | None = None) -> None:
         super().__init__(message)
@@ -32,11 +97,11 @@ class FrameError(Exception):
         self.message = message
         self.ref = ref
 
-    def frame(self) -> dict[str, Any]:
+    def frame(self) -> ErrorFrame:
         return {"type": "error", "code": self.code, "message": self.message, "ref": self.ref}
 
 
-def parse_frame(text: str | None, data: bytes | None = None) -> dict[str, Any]:
+def parse_frame(text: str | None, data: bytes | None = None) -> Frame:
     raw = text if text is not None else data
     if raw is None:
         raise FrameError("bad_json", "empty frame")
@@ -63,7 +128,7 @@ def parse_frame(text: str | None, data: bytes | None = None) -> dict[str, Any]:
     return _FIELDS[kind](frame)
 
 
-def _chat(frame: dict[str, Any]) -> dict[str, Any]:
+def _chat(frame: dict[str, Any]) -> ChatFrame:
     # The rules are the turn's (``turns.clean_text``) and the runtime's (``ToolIntent``),
     # applied here so that a refused chat changes nothing (no subscription, no claim) and
     # gets this frame's error code; the service applies the same rules to REST messages.
@@ -86,8 +151,7 @@ def _intent(frame: dict[str, Any], ref: str) -> Any:
     return intent
 
 
-def _edit(frame: dict[str, Any]) -> dict[str, Any]:
-    # A sent message, changed and sent again: the conversation goes on from before it.
+def _edit(frame: dict[str, Any]) -> EditFrame:
     seq = frame.get("seq")
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
         raise FrameError("bad_frame", "edit needs seq, the seq of one of your messages", "edit")
@@ -100,16 +164,16 @@ def _edit(frame: dict[str, Any]) -> dict[str, Any]:
     return {"type": "edit", "seq": seq, "text": chat["text"], "intent": chat["intent"]}
 
 
-def _regenerate(frame: dict[str, Any]) -> dict[str, Any]:
+def _regenerate(frame: dict[str, Any]) -> RegenerateFrame:
     # The last answer, asked for again.
     return {"type": "regenerate", "intent": _intent(frame, "regenerate")}
 
 
-def _cancel(frame: dict[str, Any]) -> dict[str, Any]:
+def _cancel(frame: dict[str, Any]) -> CancelFrame:
     return {"type": "cancel"}
 
 
-def _approve(frame: dict[str, Any]) -> dict[str, Any]:
+def _approve(frame: dict[str, Any]) -> ApproveFrame:
     call_id, allow = frame.get("call_id"), frame.get("allow")
     if not isinstance(call_id, str) or not call_id or not isinstance(allow, bool):
         raise FrameError("bad_frame", "approve needs call_id (text) and allow (bool)", "approve")
@@ -125,7 +189,7 @@ def _approve(frame: dict[str, Any]) -> dict[str, Any]:
     return {"type": "approve", "call_id": call_id, "allow": allow, "scope": scope, "kind": kind}
 
 
-def _elicit(frame: dict[str, Any]) -> dict[str, Any]:
+def _elicit(frame: dict[str, Any]) -> ElicitFrame:
     # The answer to an MCP server's form; what it holds is checked against the form by
     # turn_elicit, which alone knows it.
     call_id, action, content = frame.get("call_id"), frame.get("action"), frame.get("content")
@@ -140,7 +204,7 @@ def _elicit(frame: dict[str, Any]) -> dict[str, Any]:
     return {"type": "elicit", "call_id": call_id, "action": action, "content": content}
 
 
-def _resume(frame: dict[str, Any]) -> dict[str, Any]:
+def _resume(frame: dict[str, Any]) -> ResumeFrame:
     after = frame.get("after_seq")
     if not isinstance(after, int) or isinstance(after, bool) or not 0 <= after <= MAX_SEQ:
         raise FrameError(
@@ -152,7 +216,7 @@ def _resume(frame: dict[str, Any]) -> dict[str, Any]:
     return {"type": "resume", "after_seq": after, "render": render}
 
 
-_FIELDS = {
+_FIELDS: dict[str, Callable[[dict[str, Any]], Frame]] = {
     "chat": _chat,
     "edit": _edit,
     "regenerate": _regenerate,

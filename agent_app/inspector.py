@@ -26,9 +26,10 @@ def inspector_plan_reset(*, user: Any, session: ChatSession) -> ChatSession:
     """Rebuild the session's tier plan from today's usage counts (the inspector's reset),
     with the strategy its turns use: the next turn's array is decided again, once, and
     kept."""
-    session = sessions_of(user).select_related("agent").filter(pk=session.pk).first()
-    if session is None:
+    mine = sessions_of(user).select_related("agent").filter(pk=session.pk).first()
+    if mine is None:
         raise NotFound("no such session")
+    session = mine
     try:
         upcoming = next_turn(session=session, rebuild_plan=True)
     except UnknownToolsetError as exc:

@@ -70,7 +70,7 @@ class AnthropicProvider:
 
     def payload(self, request: ProviderRequest) -> bytes:
         """The request body, with the cache breakpoints in place."""
-        system = [
+        system: list[dict[str, Any]] = [
             {"type": "text", "text": text} for text in (request.system, request.catalog) if text
         ]
         if system:
@@ -201,5 +201,6 @@ def _with_last_breakpoint(messages: list[dict[str, Any]]) -> list[dict[str, Any]
 
 def _message(exc: anthropic.APIStatusError) -> str:
     body = exc.body if isinstance(exc.body, dict) else {}
-    error = body.get("error") if isinstance(body.get("error"), dict) else {}
-    return str(error.get("message") or exc.message)
+    error = body.get("error")
+    said = error.get("message") if isinstance(error, dict) else None
+    return str(said or exc.message)

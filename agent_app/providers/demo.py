@@ -98,7 +98,9 @@ def _decide(request: ProviderRequest) -> tuple[str, tuple[str, Any] | None]:
     return f"I cannot see a tool named {name} here, so I will not call it.\n\n{HELP}", None
 
 
-def _last_request(messages: list[dict[str, Any]]) -> tuple[tuple[str, str] | None, list[dict]]:
+def _last_request(
+    messages: list[dict[str, Any]],
+) -> tuple[tuple[str, str] | None, list[dict[str, Any]]]:
     """The tool the person's latest message asks for, and the blocks since that message."""
     since: list[dict[str, Any]] = []
     for message in reversed(messages):
@@ -129,8 +131,8 @@ def _reply(messages: list[dict[str, Any]]) -> str:
             text = content
         else:
             # Text and images (the text is what is quoted), or tool_search's references.
-            said = [block["text"] for block in content if block.get("type") == "text"]
-            text = "\n".join(said) or "tool schemas loaded"
+            parts = [block["text"] for block in content if block.get("type") == "text"]
+            text = "\n".join(parts) or "tool schemas loaded"
         verdict = "reported an error" if results[-1].get("is_error") else "returned"
         # The card above shows the result: a short one is quoted, a long one (a command's
         # output) is not shown a second time.
@@ -139,7 +141,7 @@ def _reply(messages: list[dict[str, Any]]) -> str:
             fence = "``" if "`" in text else "`"
             return f"The tool {verdict}: {fence} {text.strip()} {fence}\n"
         return f"The tool {verdict} {len(lines):,} lines; they are in its card above.\n"
-    said = next((b["text"] for b in reversed(last) if b["type"] == "text"), "")
+    said = next((str(b["text"]) for b in reversed(last) if b["type"] == "text"), "")
     reply = f"You said: *{' '.join(said.split())[:200]}*\n\n{HELP}\n"
     code = FENCED.search(said)
     if code:
@@ -150,13 +152,16 @@ def _reply(messages: list[dict[str, Any]]) -> str:
 
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     content = message["content"]
-    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    blocks: list[dict[str, Any]] = content
+    return blocks
 
 
 def _real_name(block: dict[str, Any]) -> str:
     if block["name"] == CALL_TOOL and isinstance(block["input"], dict):
         return str(block["input"].get("name"))
-    return block["name"]
+    return str(block["name"])
 
 
 def _found_schema(blocks: list[dict[str, Any]], name: str) -> dict[str, Any] | None:

@@ -318,8 +318,9 @@ def _said(value: Any) -> str:
         return value
     if isinstance(value, dict):
         for key in ("message", "msg", "detail"):
-            if isinstance(value.get(key), str):
-                return value[key]
+            said = value.get(key)
+            if isinstance(said, str):
+                return said
     if isinstance(value, list) and value:
         return "; ".join(_said(item) for item in value[:3])
     return json.dumps(value)[:300]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from types import EllipsisType
 from typing import Any
 
@@ -53,6 +53,13 @@ def reap_seconds() -> float:
     return settings.TOOLHUB_TURN_LOST_AFTER * REAP_SHARE
 
 
+def _parsed(text: str) -> datetime:
+    parsed = parse_datetime(text)
+    if parsed is None:
+        raise ValueError(f"not a datetime: {text!r}")
+    return parsed
+
+
 class LostClaim(Exception):
     """The session is no longer this turn's: its lease ran out and another claim took it."""
 
@@ -85,12 +92,15 @@ def claim(
                 _close_abandoned(session_id=session_id, turn_id=row["turn_id"])
             session = _claim_row(session_id, turn_id, channel, title, reserve, now, free_only=False)
     if session is not None:
-        updated = session.agent_updated
+        # Read by _claim_row's statement beside the row (not model fields).
+        updated = getattr(session, "agent_updated")  # noqa: B009
         if isinstance(updated, str):
             # SQLite hands an expression's datetime back as its stored text (UTC).
-            updated = timezone.make_aware(parse_datetime(updated), UTC)
+            updated = timezone.make_aware(_parsed(updated), UTC)
         session.agent = agent_current(
-            agent_id=session.agent_id, version=session.agent_version, updated=updated
+            agent_id=session.agent_id,
+            version=getattr(session, "agent_version"),  # noqa: B009
+            updated=updated,
         )
     return session
 
@@ -261,7 +271,8 @@ class Waiting:
             data["server"] = self.server
         if self.kind == "elicitation":
             data.update(mode=self.mode, fields=self.fields)
-        return storable(data)
+        stored: dict[str, Any] = storable(data)
+        return stored
 
     @classmethod
     def from_json(cls, data: Any) -> Waiting | None:

@@ -47,7 +47,7 @@ async def control_channel() -> str:
     # The default prefix matters: channels-redis reads all of a process's channels that
     # share a prefix from one inbox; another prefix would be a second inbox that one
     # blocking read at a time serves, delaying every socket of the process by seconds.
-    name = await layer.new_channel()
+    name: str = await layer.new_channel()
     task = loop.create_task(_read(layer, name), name=f"turn control {name}")
     # The layer is kept with its reader, so its id cannot be reused while both live.
     _readers[key] = (name, task, layer)
@@ -60,7 +60,11 @@ def listen(turn_id: str, handler: Handler) -> Callable[[], None]:
     _handlers[turn_id] = handler
     for message in _early.pop(turn_id, []):
         handler(message)
-    return lambda: _handlers.pop(turn_id, None)
+
+    def unlisten() -> None:
+        _handlers.pop(turn_id, None)
+
+    return unlisten
 
 
 async def control_send(channel: str, turn_id: str, message: dict[str, Any]) -> None:

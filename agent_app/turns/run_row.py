@@ -97,7 +97,8 @@ def run_error(content: str, reason: str) -> dict[str, str]:
 
 def past_hard_limit(run: ToolRun, now: Any, slack: float = 0.0) -> bool:
     limit = (run.timeout or DEFAULT_LIMIT) + SOFT_MARGIN + HARD_GRACE + slack
-    return (now - run.started).total_seconds() >= limit
+    elapsed: float = (now - run.started).total_seconds()
+    return elapsed >= limit
 
 
 def run_end(

@@ -186,7 +186,7 @@ async def _wait(*, run_id: Any, done: asyncio.Event, cancel: CancelToken) -> Too
     resend = _Resend(loop.time())
     queued = True
     while True:
-        waits = [asyncio.ensure_future(done.wait())]
+        waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(done.wait())]
         if cancel_by is None:
             waits.append(asyncio.ensure_future(cancel.wait()))
         timeout = resend.wait(poll, loop.time()) if queued else poll

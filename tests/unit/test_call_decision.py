@@ -85,7 +85,8 @@ def test_a_tool_outside_the_turns_contract_is_an_error_and_nothing_is_read_or_as
 
     assert isinstance(outcome, CallOutcome)
     assert outcome.status == "error"
-    assert world.reads == [] and world.asked == []
+    assert world.reads == []
+    assert world.asked == []
 
 
 def test_a_tool_that_asks_nobody_is_cleared_after_the_disables_then_the_policy_are_read():
@@ -93,7 +94,8 @@ def test_a_tool_that_asks_nobody_is_cleared_after_the_disables_then_the_policy_a
     outcome = _decide(world, "echo")
 
     assert isinstance(outcome, Cleared)
-    assert outcome.tool.name == "echo" and outcome.policy.policy == AUTO
+    assert outcome.tool.name == "echo"
+    assert outcome.policy.policy == AUTO
     assert world.reads == ["disables", "policy"]
     assert world.asked == []
 
@@ -116,7 +118,8 @@ def test_an_operators_deny_is_a_veto_that_names_the_policy():
 
     assert isinstance(outcome, CallOutcome)
     assert outcome.status == "vetoed"
-    assert outcome.policy is not None and outcome.policy.policy == DENY
+    assert outcome.policy is not None
+    assert outcome.policy.policy == DENY
 
 
 def test_a_call_that_asks_first_runs_after_the_persons_yes_and_every_check_is_read_again():
@@ -138,7 +141,8 @@ def test_a_disable_made_while_the_person_thought_vetoes_the_call_they_allowed():
     assert outcome.status == "vetoed"
     assert "disabled during the approval" in outcome.content
     # The card still says which policy the person answered.
-    assert outcome.policy is not None and outcome.policy.policy == ASK
+    assert outcome.policy is not None
+    assert outcome.policy.policy == ASK
 
 
 def test_a_deny_made_while_the_person_thought_vetoes_the_call_with_the_new_policy():
@@ -148,7 +152,8 @@ def test_a_deny_made_while_the_person_thought_vetoes_the_call_with_the_new_polic
 
     assert isinstance(outcome, CallOutcome)
     assert outcome.status == "vetoed"
-    assert outcome.policy is not None and outcome.policy.policy == DENY
+    assert outcome.policy is not None
+    assert outcome.policy.policy == DENY
 
 
 @pytest.mark.parametrize(
@@ -182,9 +187,11 @@ def test_a_stop_while_waiting_for_approval_cancels_the_call_and_a_stop_before_sk
     during = _decide(world, "wipe")
     before = _decide(world, "echo")
 
-    assert isinstance(during, CallOutcome) and during.status == "cancelled"
+    assert isinstance(during, CallOutcome)
+    assert during.status == "cancelled"
     assert during.content == "Cancelled while waiting for approval."
-    assert isinstance(before, CallOutcome) and before.status == "cancelled"
+    assert isinstance(before, CallOutcome)
+    assert before.status == "cancelled"
     assert before.content == "Cancelled before it ran."
 
 

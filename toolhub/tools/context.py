@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from toolhub.tools.mcp.asks import Elicitor, Sampler
     from toolhub.tools.mcp.config import CredentialStore
-    from toolhub.tools.search import ToolIndex
+    from toolhub.tools.search import SearchHits
+    from toolhub.tools.tool import Tool
 
 
 class CancelToken:
@@ -210,6 +211,18 @@ class PlanModeSwitch(Protocol):
     def set_plan_mode(self, *, session_id: str, on: bool, plan: str | None = None) -> None: ...
 
 
+class DeferredIndex(Protocol):
+    """What ``tool_search`` searches: a turn's deferred tools (``TurnTools.index``, which
+    records what it loads)."""
+
+    @property
+    def names(self) -> list[str]: ...
+
+    def select(self, names: list[str]) -> tuple[list[Tool], list[str]]: ...
+
+    def search(self, query: str, limit: int = 5) -> SearchHits: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ToolServices:
     notes: NotesStore | None = None
@@ -217,7 +230,7 @@ class ToolServices:
     agents: AgentDirectory | None = None
     asker: QuestionAsker | None = None
     plan_mode: PlanModeSwitch | None = None
-    tool_index: ToolIndex | None = None
+    tool_index: DeferredIndex | None = None
     # What an MCP server may ask mid-call: a form for the person, a completion from the
     # chat's model (toolhub/tools/mcp/asks.py). None where nobody can answer.
     elicitor: Elicitor | None = None

@@ -27,7 +27,7 @@ from typing import Any
 from toolhub.tools.context import ToolContext
 from toolhub.tools.layers import META_TOOLS, Hidden, Refusal, refusal
 from toolhub.tools.resolve import CALL_TOOL, TOOL_SEARCH, ResolvedToolset, layout_array
-from toolhub.tools.search import SearchHit, ToolIndex
+from toolhub.tools.search import SearchHits, ToolIndex
 from toolhub.tools.tool import Tool
 
 
@@ -149,7 +149,7 @@ class _RecordingIndex:
         self._turn.mark_loaded(tool.name for tool in found)
         return found, missing
 
-    def search(self, query: str, limit: int = 5) -> list[SearchHit]:
+    def search(self, query: str, limit: int = 5) -> SearchHits:
         hits = self._index.search(query, limit)
         self._turn.mark_loaded(hit.tool.name for hit in hits)
         return hits

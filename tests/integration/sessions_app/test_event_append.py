@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agent_app.turns.claim import persist
+from agent_app.turns.claim import Waiting, persist
 from sessions_app.eventlog import event_frame, event_frames_after, events_append, session_history
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
 from sessions_app.services import session_create
@@ -95,7 +95,7 @@ def test_odd_bytes_in_events_and_calls_come_back_exactly(owner):
         turn="turn-1",
         items=[("tool_result", ODD), ("text_delta", {"text": "%%"})],
         call=call,
-        waiting={"kind": "question", "call_id": "c'1"},
+        waiting=Waiting(kind="question", call_id="c'1"),
     )
 
     assert [event.data for event in events] == [ODD, {"text": "%%"}]
