@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -176,72 +176,94 @@ async def _events(response: httpx.Response, payload: bytes) -> AsyncIterator[Pro
     finish_reason, is an error (``provider_stream_error``, ``provider_cut``), never a
     complete answer: the text so far has been streamed, and the turn ends saying it was cut.
     Without a usage chunk the tokens are counted here and marked estimated."""
-    calls: dict[int, dict[str, str]] = {}
-    usage: Usage | None = None
-    stop: str | None = None
-    said: list[str] = []
-    heard = False
+    reading = _Reading()
     async for line in response.aiter_lines():
         if not line.startswith("data:"):
             continue
-        heard = True
+        reading.heard = True
         data = line[5:].strip()
         if data == "[DONE]":
             break
         try:
-            chunk = json.loads(data)
-            if isinstance(chunk, dict) and chunk.get("error") is not None:
-                error = _said(chunk.get("error"))
-                raise ProviderError(
-                    "provider_stream_error",
-                    "the server stopped the answer with an error: " + error[:400],
-                    window=window_in(error),
-                )
-            choices = chunk.get("choices") or []
-            if isinstance(chunk.get("usage"), dict):
-                usage = Usage(
-                    input_tokens=int(chunk["usage"].get("prompt_tokens") or 0),
-                    output_tokens=int(chunk["usage"].get("completion_tokens") or 0),
-                )
-            for choice in choices:
-                delta = choice.get("delta") or {}
-                if delta.get("content"):
-                    said.append(delta["content"])
-                    yield TextDelta(delta["content"])
-                for position, piece in enumerate(delta.get("tool_calls") or []):
-                    # Some compatible servers leave out ``index``; then it is the position.
-                    index = int(piece.get("index", position))
-                    call = calls.setdefault(index, {"id": "", "name": "", "args": ""})
-                    function = piece.get("function") or {}
-                    # Names and ids are set once: some servers repeat them in every chunk
-                    # (llama-cpp-python), and a repeat never grows them.
-                    call["id"] = call["id"] or piece.get("id") or ""
-                    call["name"] = call["name"] or function.get("name") or ""
-                    call["args"] += function.get("arguments") or ""
-                if choice.get("finish_reason"):
-                    stop = STOP_REASONS.get(choice["finish_reason"], choice["finish_reason"])
+            for text in reading.chunk(json.loads(data)):
+                yield TextDelta(text)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ProviderError("provider_malformed", f"unreadable stream: {exc}") from None
-    if not heard:
-        raise _NothingSent
-    if stop is None:
-        raise ProviderError(
-            "provider_cut",
-            "the server ended the answer before it was finished (no finish_reason)",
-            retryable=True,
-        )
-    for index in sorted(calls):
-        call = calls[index]
-        yield ToolUse(call["id"] or f"call_{index}", call["name"], tool_input(call["args"]))
-    if usage is None:
-        produced = "".join(said) + "".join(call["name"] + call["args"] for call in calls.values())
-        usage = Usage(
-            input_tokens=count_tokens(payload.decode()),
-            output_tokens=count_tokens(produced),
-            estimated=True,
-        )
-    yield usage
-    yield Stop(stop)
+    for event in reading.ending(payload):
+        yield event
+
+
+class _Reading:
+    """What a stream said so far: its text, its tool calls by index, usage and stop."""
+
+    def __init__(self) -> None:
+        self.calls: dict[int, dict[str, str]] = {}
+        self.usage: Usage | None = None
+        self.stop: str | None = None
+        self.said: list[str] = []
+        # Whether any ``data:`` line came (a stream with none is asked why: _NothingSent).
+        self.heard = False
+
+    def chunk(self, chunk: Any) -> Iterator[str]:
+        """Take one chunk (JSON from the server); the text it adds."""
+        if isinstance(chunk, dict) and chunk.get("error") is not None:
+            error = _said(chunk.get("error"))
+            raise ProviderError(
+                "provider_stream_error",
+                "the server stopped the answer with an error: " + error[:400],
+                window=window_in(error),
+            )
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = Usage(
+                input_tokens=int(chunk["usage"].get("prompt_tokens") or 0),
+                output_tokens=int(chunk["usage"].get("completion_tokens") or 0),
+            )
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                self.said.append(delta["content"])
+                yield delta["content"]
+            self._tool_pieces(delta.get("tool_calls") or [])
+            if choice.get("finish_reason"):
+                self.stop = STOP_REASONS.get(choice["finish_reason"], choice["finish_reason"])
+
+    def _tool_pieces(self, pieces: list[Any]) -> None:
+        for position, piece in enumerate(pieces):
+            # Some compatible servers leave out ``index``; then it is the position.
+            index = int(piece.get("index", position))
+            call = self.calls.setdefault(index, {"id": "", "name": "", "args": ""})
+            function = piece.get("function") or {}
+            # Names and ids are set once: some servers repeat them in every chunk
+            # (llama-cpp-python), and a repeat never grows them.
+            call["id"] = call["id"] or piece.get("id") or ""
+            call["name"] = call["name"] or function.get("name") or ""
+            call["args"] += function.get("arguments") or ""
+
+    def ending(self, payload: bytes) -> Iterator[ProviderEvent]:
+        """The tool uses, usage and stop of a stream that ended whole."""
+        if not self.heard:
+            raise _NothingSent
+        if self.stop is None:
+            raise ProviderError(
+                "provider_cut",
+                "the server ended the answer before it was finished (no finish_reason)",
+                retryable=True,
+            )
+        calls = self.calls
+        for index in sorted(calls):
+            call = calls[index]
+            yield ToolUse(call["id"] or f"call_{index}", call["name"], tool_input(call["args"]))
+        if self.usage is None:
+            produced = "".join(self.said)
+            produced += "".join(call["name"] + call["args"] for call in calls.values())
+            yield Usage(
+                input_tokens=count_tokens(payload.decode()),
+                output_tokens=count_tokens(produced),
+                estimated=True,
+            )
+        else:
+            yield self.usage
+        yield Stop(self.stop)
 
 
 @functools.lru_cache(maxsize=256)

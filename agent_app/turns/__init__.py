@@ -112,14 +112,11 @@ async def turn_start(
     channel: str = "web",
     rewind_to: int | None = None,
 ) -> str:
-    """Start a turn on ``session`` (or answer the question a running turn asked).
-
-    With ``rewind_to`` the conversation goes on from that seq: the message after it is
-    edited (``text``) or asked again, and what came after leaves the history.
-
-    Raises ``TurnInProgress`` while another turn runs, ``Invalid`` for a bad text or
-    intent (nothing is stored then). Returns the turn id.
-    """
+    """Start a turn on ``session`` (or answer the question a running turn asked); the
+    turn's id. With ``rewind_to`` the conversation goes on from that seq: the message
+    after it is edited (``text``) or asked again, what came after leaves the history.
+    ``TurnInProgress`` while another turn runs, ``Invalid`` for a bad text or intent
+    (nothing is stored then)."""
     text = clean_text(text)
     turn_id = str(uuid.uuid4())
     # Before the claim: asking a model's server is network time no transaction should hold.
@@ -127,26 +124,20 @@ async def turn_start(
     control = await control_channel()
     # Before the claim, so the runner's first lease renewal is never late.
     claimed_at = time.monotonic()
+    asked = {"text": text, "intent": intent, "attended": attended, "rewind_to": rewind_to}
     try:
         begun = await on_db_thread(
-            begin_turn,
-            session=session,
-            turn_id=turn_id,
-            control=control,
-            text=text,
-            intent=intent,
-            attended=attended,
-            channel=channel,
-            rewind_to=rewind_to,
+            begin_turn, session=session, turn_id=turn_id, control=control, channel=channel, **asked
         )
     except TurnBusy:
         # Only a person in the chat answers a question (not a REST call).
         answering = intent is None and attended and rewind_to is None
-        if answering and await _answered_question(session, text):
-            return turn_id
-        raise TurnInProgress(
-            "The assistant is still answering in this chat: wait for it, or press Stop."
-        ) from None
+        answered = await _answered_question(session, text) if answering else None
+        if answered is None:
+            raise TurnInProgress(
+                "The assistant is still answering in this chat: wait for it, or press Stop."
+            ) from None
+        return answered
     if begun.prepared is None:
         await notify_events(session.pk, begun.events)
         return turn_id
@@ -204,14 +195,15 @@ async def turn_cancel(*, session: ChatSession) -> str:
     return running.turn_id
 
 
-async def _answered_question(session: ChatSession, text: str) -> bool:
-    """``text`` answers the question the running turn asked, if it waits for one."""
+async def _answered_question(session: ChatSession, text: str) -> str | None:
+    """``text`` answers the question the running turn asked, if it waits for one: that
+    turn's id."""
     running = await on_db_thread(running_turn, session_id=session.pk)
     if running is None or running.waiting is None or running.waiting.kind != "question":
-        return False
+        return None
     message = {"type": "turn.answer", "call_id": running.waiting.call_id, "text": text}
     await control_send(running.channel, running.turn_id, message)
-    return True
+    return running.turn_id
 
 
 async def _waiting_for(

@@ -153,51 +153,70 @@ def begin_turn(
     A turn that failed before its first model call (a deleted profile, an unknown
     provider) begins with no ``prepared``: its events say why, and the session is free.
     """
-    title = title_from(text)
+    # The claim reserves the seqs of the turn's first events.
+    lead: list[tuple[str, dict[str, Any]]] = []
+    if rewind_to is not None:
+        lead.append(("rewind", {"to": rewind_to}))
     with transaction.atomic():
-        # The claim reserves the seqs of the turn's first two events.
-        lead: list[tuple[str, dict[str, Any]]] = []
-        if rewind_to is not None:
-            lead = [("rewind", {"to": rewind_to})]
-        claimed = claim(
-            session_id=session.pk,
-            turn_id=turn_id,
-            channel=control,
-            title=title,
-            reserve=2 + len(lead),
-        )
-        if claimed is None:
-            if ChatSession.objects.filter(pk=session.pk, deleted__isnull=False).exists():
-                raise NotFound("This chat was deleted; restore it or pick another one.")
-            raise TurnBusy
+        claimed = _claimed(session, turn_id, control, title_from(text), reserve=2 + len(lead))
         first_seq = claimed.last_seq - 1 - len(lead)
-        asked = ("user_message", {"text": text})
-        try:
-            prep = _prepare(
-                session=claimed,
-                patch=intent,
-                attended=attended,
-                channel=channel,
-                history_seq=first_seq - 1,
-                rewind_to=rewind_to,
-            )
-        except UnknownToolsetError as exc:
-            failed = {"code": "invalid_toolset", "message": f"{exc.args[0]}; pick another toolset"}
-        except ProviderError as exc:
-            failed = {"code": exc.code, "message": exc.message}
-        else:
-            items = [*lead, asked, ("turn_started", _started(prep))]
-            return TurnBegun(
-                prepared=prep,
-                events=events_insert(
-                    session_id=session.pk, turn=turn_id, first_seq=first_seq, items=items
-                ),
-            )
-        items = [*lead, asked, ("turn_failed", failed)]
-        release(session_id=session.pk, turn_id=turn_id)
-        return TurnBegun(
-            prepared=None,
-            events=events_insert(
-                session_id=session.pk, turn=turn_id, first_seq=first_seq, items=items
-            ),
+        asked: tuple[str, dict[str, Any]] = ("user_message", {"text": text})
+        prep, failed = _prepared(
+            session=claimed,
+            patch=intent,
+            attended=attended,
+            channel=channel,
+            history_seq=first_seq - 1,
+            rewind_to=rewind_to,
         )
+        if prep is not None:
+            items = [*lead, asked, ("turn_started", _started(prep))]
+        else:
+            release(session_id=session.pk, turn_id=turn_id)
+            items = [*lead, asked, ("turn_failed", failed)]
+        events = events_insert(
+            session_id=session.pk, turn=turn_id, first_seq=first_seq, items=items
+        )
+        return TurnBegun(prepared=prep, events=events)
+
+
+def _prepared(
+    *,
+    session: ChatSession,
+    patch: Any,
+    attended: bool,
+    channel: str,
+    history_seq: int,
+    rewind_to: int | None,
+) -> tuple[PreparedTurn | None, dict[str, Any]]:
+    """``_prepare``, or why the turn fails before its first model call (the code and
+    words of its ``turn_failed``)."""
+    try:
+        prepared = _prepare(
+            session=session,
+            patch=patch,
+            attended=attended,
+            channel=channel,
+            history_seq=history_seq,
+            rewind_to=rewind_to,
+        )
+        return prepared, {}
+    except UnknownToolsetError as exc:
+        return None, {"code": "invalid_toolset", "message": f"{exc.args[0]}; pick another toolset"}
+    except ProviderError as exc:
+        return None, {"code": exc.code, "message": exc.message}
+
+
+def _claimed(
+    session: ChatSession, turn_id: str, control: str, title: str, *, reserve: int
+) -> ChatSession:
+    """The session claimed for ``turn_id``; ``TurnBusy`` while another live turn holds
+    it, ``NotFound`` once it was deleted."""
+    claimed = claim(
+        session_id=session.pk, turn_id=turn_id, channel=control, title=title, reserve=reserve
+    )
+    if claimed is None:
+        if ChatSession.objects.filter(pk=session.pk, deleted__isnull=False).exists():
+            raise NotFound("This chat was deleted; restore it or pick another one.")
+        raise TurnBusy
+    return claimed

@@ -48,37 +48,22 @@ def run_in_task(*, run_id: str) -> None:
     # Set when this task returns: the watch ends even if a deaf tool's thread does not.
     returned = threading.Event()
     latest: list[TailUpdate] = []
-
-    def body() -> None:
-        try:
-            asyncio.run(run_claim_and_execute(run_id=run_id, stop=stop, latest=latest))
-        except Exception as exc:
-            # The run must not stay claimed by a body that died: the turn would wait for
-            # the loss bound instead of hearing now.
-            logger.exception("tool run %s: the worker's run failed", run_id)
-            end_and_tell(
-                run_id=run_id,
-                status=Status.FAILED,
-                result=run_error(
-                    f"The worker could not run the tool: {type(exc).__name__}", "worker error"
-                ),
-            )
-        finally:
-            finished.set()
-
-    def watch() -> None:
-        # The watch has a thread of its own: a tool that blocks its loop still shows its
-        # worker alive (its time limits deal with it).
-        beat = _Heartbeat(run_id=run_id, latest=latest)
-        try:
-            while not finished.wait(CANCEL_POLL) and not returned.is_set():
-                if beat.tick(cancelled=stop.cancelled):
-                    stop.cancel()
-        finally:
-            connection.close()
-
-    threading.Thread(target=body, daemon=True).start()
-    threading.Thread(target=watch, daemon=True).start()
+    threading.Thread(
+        target=_body,
+        kwargs={"run_id": run_id, "stop": stop, "latest": latest, "finished": finished},
+        daemon=True,
+    ).start()
+    threading.Thread(
+        target=_watch_thread,
+        kwargs={
+            "run_id": run_id,
+            "stop": stop,
+            "latest": latest,
+            "finished": finished,
+            "returned": returned,
+        },
+        daemon=True,
+    ).start()
     # This thread only waits, so Celery's soft limit (raised into it) never lands in the
     # middle of a query. An exception raised into Thread.join can leave the thread looking
     # finished; an Event keeps its state.
@@ -100,6 +85,46 @@ def run_in_task(*, run_id: str) -> None:
         finished.wait()
     finally:
         returned.set()
+
+
+def _body(
+    *, run_id: str, stop: CancelToken, latest: list[TailUpdate], finished: threading.Event
+) -> None:
+    """The run, on an event loop of this thread's own."""
+    try:
+        asyncio.run(run_claim_and_execute(run_id=run_id, stop=stop, latest=latest))
+    except Exception as exc:
+        # The run must not stay claimed by a body that died: the turn would wait for
+        # the loss bound instead of hearing now.
+        logger.exception("tool run %s: the worker's run failed", run_id)
+        end_and_tell(
+            run_id=run_id,
+            status=Status.FAILED,
+            result=run_error(
+                f"The worker could not run the tool: {type(exc).__name__}", "worker error"
+            ),
+        )
+    finally:
+        finished.set()
+
+
+def _watch_thread(
+    *,
+    run_id: str,
+    stop: CancelToken,
+    latest: list[TailUpdate],
+    finished: threading.Event,
+    returned: threading.Event,
+) -> None:
+    """The run's heartbeat and cancel watch, on a thread of its own: a tool that blocks
+    its loop still shows its worker alive (its time limits deal with it)."""
+    beat = _Heartbeat(run_id=run_id, latest=latest)
+    try:
+        while not finished.wait(CANCEL_POLL) and not returned.is_set():
+            if beat.tick(cancelled=stop.cancelled):
+                stop.cancel()
+    finally:
+        connection.close()
 
 
 async def run_claim_and_execute(
@@ -133,15 +158,7 @@ async def run_claim_and_execute(
         for watcher in watchers:
             watcher.cancel()
         await pump.close()
-    if outcome.status == "cancelled" or (token.cancelled and outcome.status != "ok"):
-        status, stored = Status.CANCELLED, "cancelled"
-    elif outcome.status == "ok" and not outcome.is_error:
-        status, stored = Status.SUCCEEDED, "ok"
-    else:
-        status, stored = Status.FAILED, "error"
-    result = {"status": stored, "content": outcome.content}
-    if stored == "cancelled":
-        result["reason"] = "the turn was cancelled"
+    status, result = _ending(outcome, cancelled=token.cancelled)
     tail = latest[0] if latest else None
     ended = await on_db_thread(
         run_end,
@@ -154,6 +171,21 @@ async def run_claim_and_execute(
     )
     if ended is not None:
         await tell_turn(ended)
+
+
+def _ending(outcome: ToolResult, *, cancelled: bool) -> tuple[str, dict[str, Any]]:
+    """The run's ending status and its stored result: a stop wins over an error the stop
+    caused, never over a result the tool finished."""
+    if outcome.status == "cancelled" or (cancelled and outcome.status != "ok"):
+        status, stored = Status.CANCELLED, "cancelled"
+    elif outcome.status == "ok" and not outcome.is_error:
+        status, stored = Status.SUCCEEDED, "ok"
+    else:
+        status, stored = Status.FAILED, "error"
+    result: dict[str, Any] = {"status": stored, "content": outcome.content}
+    if stored == "cancelled":
+        result["reason"] = "the turn was cancelled"
+    return status, result
 
 
 def _claim(*, run_id: Any) -> ToolRun | None:
