@@ -30,7 +30,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from sessions_app.eventlog import EVENTS_PAGE_MAX, TERMINAL, Frame, event_frame
+from sessions_app.eventlog import EVENTS_PAGE_MAX, TERMINAL, Frame, event_frames
 from sessions_app.models import SessionEvent
 from sessions_app.transcript import Transcript, item_html
 from toolhub.tools import TailUpdate
@@ -48,7 +48,7 @@ def session_group(session_id: Any) -> str:
 async def notify_events(session_id: Any, events: list[SessionEvent]) -> None:
     if not events:
         return
-    frames = [event_frame(event) for event in events]
+    frames = event_frames(events)
     await get_channel_layer().group_send(
         session_group(session_id), {"type": "session.events", "frames": frames}
     )

@@ -322,8 +322,11 @@ def _column(name: str) -> str:
 # --- event frames -------------------------------------------------------------------------
 
 
-def event_frame(event: SessionEvent) -> Frame:
-    return _frame(event.seq, event.turn, event.kind, event.data, event.created)
+def event_frames(events: list[SessionEvent]) -> list[Frame]:
+    """The frames of stored events, as a socket and the REST log send them."""
+    return [
+        _frame(event.seq, event.turn, event.kind, event.data, event.created) for event in events
+    ]
 
 
 def _frame(seq: int, turn: str, kind: str, data: dict[str, Any], created: Any) -> Frame:

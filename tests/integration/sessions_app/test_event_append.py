@@ -14,7 +14,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from agent_app.turns.claim import Waiting, persist
-from sessions_app.eventlog import event_frame, event_frames_after, events_append, session_history
+from sessions_app.eventlog import event_frames, event_frames_after, events_append, session_history
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
 from sessions_app.services import session_create
 from tests.conftest import ROOT, app_env, need
@@ -186,7 +186,7 @@ def test_frames_read_after_a_seq_are_the_stored_events_in_order_up_to_the_limit(
 
     frames = event_frames_after(session_id=session.pk, after=3, limit=4)
 
-    assert frames == [event_frame(event) for event in stored[3:7]]
+    assert frames == event_frames(stored[3:7])
     assert frames[0]["data"] == ODD
     assert frames[0]["created"] == stored[3].created.isoformat()
     assert frames[0]["created"].endswith("+00:00")
@@ -205,7 +205,7 @@ call_command("migrate", verbosity=0)
 from django.db import connection
 from django.contrib.auth import get_user_model
 from agent_app.turns.claim import LostClaim, persist
-from sessions_app.eventlog import event_frame, event_frames_after, events_append
+from sessions_app.eventlog import event_frames, event_frames_after, events_append
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
 from sessions_app.services import session_create
 
@@ -225,7 +225,7 @@ except LostClaim:
     pass
 frames = event_frames_after(session_id=session.pk, after=0)
 stored = SessionEvent.objects.filter(session=session).order_by("seq")
-assert frames == [event_frame(event) for event in stored], frames
+assert frames == event_frames(stored), frames
 assert frames[0]["data"] == odd and frames[0]["created"].endswith("+00:00"), frames[0]
 row = ChatSession.objects.values_list("last_seq", "turn_id").get(pk=session.pk)
 assert row == (3, "") and ProviderCall.objects.count() == 1, row
