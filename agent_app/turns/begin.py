@@ -46,6 +46,7 @@ class PreparedTurn:
     model: str
     system: str
     window: ContextWindow
+    title: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +105,7 @@ def _prepare(
         model=turn_model(agent=agent, provider=provider),
         system=agent.system_prompt,
         window=window,
+        title=context.title,
     )
 
 
@@ -122,7 +124,7 @@ def _started(prep: PreparedTurn) -> dict[str, Any]:
         "model": prep.model,
         "demo": prep.provider.is_demo,
         # The chat's title, which a first message gives it: the page shows it.
-        "title": str(prep.session),
+        "title": prep.title,
         # The window the meter measures against, and where it came from (a window nobody
         # reported is shown as assumed).
         "context_window": prep.window.tokens,

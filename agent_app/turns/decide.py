@@ -6,15 +6,15 @@
 2. the frozen contract (``TurnTools.resolve_call`` made the target): a name outside it is
    an error the model reads, a tool a rule of this turn removed is vetoed in the
    person's words;
-3. the vetoes as they stand *now* (a global disable, ``can_use``) and the approval
-   policy as stored now, both in ``_allowed_now``: ``deny`` is a veto, ``ask`` goes to
-   the person;
+3. the vetoes as they stand *now* (a global disable, ``can_use``), then the approval
+   policy as stored now, both read at once (``CallRules``) and applied in
+   ``_allowed_now``: ``deny`` is a veto, ``ask`` goes to the person;
 4. after the person's yes, step 3 again: a disable or a stricter policy made while they
    thought still holds (docs/architecture.md, hard line 5).
 
 The answer is either a ``CallOutcome`` (the call does not run; what its result says) or
 ``Cleared`` (the tool, and the policy that let it run). What the decision reads from
-outside comes in ``CallChecks``: the stored disables and policies, and the person's
+outside comes in ``CallChecks``: the rules as stored (``CallRules``) and the person's
 answer, so it is decided the same way with or without a socket (the runner passes the
 database's and the chat card's; tests/integration/agent_app/test_call_decision.py its
 own).
@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sessions_app.services import CallRules
 from toolhub.tools import ToolContext
 from toolhub.tools.approval import ASK, DENY, Decision
 from toolhub.tools.files import ToolFile
@@ -98,10 +99,8 @@ Approve = Callable[[Mapping[str, Any], Decision], Awaitable[bool | str]]
 class CallChecks:
     """What a decision reads from outside, each read when the decision needs it."""
 
-    # Globally disabled tool → the operator's reason, as committed now.
-    disables: Callable[[], Awaitable[Mapping[str, str]]]
-    # The approval policy for this call, from the policies as stored now.
-    policy: Callable[[Tool, Mapping[str, Any], ToolContext], Awaitable[Decision]]
+    # The global disables and this call's approval policy, as stored now.
+    rules: Callable[[Tool, Mapping[str, Any], ToolContext], Awaitable[CallRules]]
     # Asks the person (``call`` as its tool_call event said it); ``None`` when nobody
     # watches the turn, and a call that asks first then does not run.
     approve: Approve | None
@@ -150,10 +149,11 @@ async def _allowed_now(
 ) -> CallOutcome | Decision:
     """The vetoes and the approval policy as they stand now: a refusal, or the policy
     (``auto`` or ``ask``)."""
-    veto = turn.veto_now(tool, ctx, await checks.disables())
+    rules = await checks.rules(tool, arguments, ctx)
+    veto = turn.veto_now(tool, ctx, rules.disables)
     if veto:
         return CallOutcome(status="vetoed", content=veto.told, reason=veto.reason)
-    decision = await checks.policy(tool, arguments, ctx)
+    decision = rules.decision
     if decision.policy == DENY:
         return CallOutcome(
             status="vetoed",

@@ -40,10 +40,9 @@ from agent_app.turns.step import AnnouncedCall, ProviderSteps
 from agent_app.turns.tails import TailPump
 from agent_app.turns.titles import name_chat
 from agent_app.turns.waits import PersonWaits
-from profiles_app.services import global_disables
 from sessions_app.models import SessionEvent
 from sessions_app.result_files import result_files_store
-from sessions_app.services import session_call_policy
+from sessions_app.services import CallRules, session_call_rules
 from toolhub.lib.storable import storable
 from toolhub.tools import CancelToken, ToolContext, ToolResult
 from toolhub.tools.approval import Decision
@@ -237,8 +236,7 @@ class TurnRunner:
         call = announced.data
         started = time.monotonic()
         checks = CallChecks(
-            disables=lambda: on_db_thread(global_disables),
-            policy=self._policy,
+            rules=self._rules,
             approve=self._ask_approval if self.attended else None,
             cancelled=lambda: self.cancel.cancelled,
         )
@@ -262,9 +260,9 @@ class TurnRunner:
         await self.events.flush(**writes)
         return result
 
-    async def _policy(self, tool: Tool, arguments: Any, ctx: ToolContext) -> Decision:
+    async def _rules(self, tool: Tool, arguments: Any, ctx: ToolContext) -> CallRules:
         return await on_db_thread(
-            session_call_policy, session_id=self.session_id, tool=tool, arguments=arguments, ctx=ctx
+            session_call_rules, session_id=self.session_id, tool=tool, arguments=arguments, ctx=ctx
         )
 
     async def _run_call(

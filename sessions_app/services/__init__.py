@@ -47,10 +47,11 @@ from sessions_app.services.context import (
     turn_frame_apply,
 )
 from sessions_app.services.policy import (
+    CallRules,
     chat_profile,
     session_allow_for_chat,
     session_allowed_revoke,
-    session_call_policy,
+    session_call_rules,
 )
 from sessions_app.services.results import (
     INSPECTOR_CALLS,
@@ -66,6 +67,7 @@ __all__ = [
     "SEARCH_RESULTS",
     "TITLE_CHARS",
     "UNDO_SECONDS",
+    "CallRules",
     "MessengerAdapter",
     "PersonalResultCache",
     "PersonalResultStore",
@@ -77,7 +79,7 @@ __all__ = [
     "full_result_get",
     "session_allow_for_chat",
     "session_allowed_revoke",
-    "session_call_policy",
+    "session_call_rules",
     "session_context",
     "session_create",
     "session_delete",

@@ -234,6 +234,8 @@ class TurnContext:
     ctx: ToolContext
     # The conversation so far, every rewind applied (the turn's own included).
     history: list[tuple[str, dict[str, Any]]]
+    # The chat's title as the page shows it (a first message has just given it one).
+    title: str
 
 
 def turn_frame_apply(
@@ -285,4 +287,5 @@ def turn_context(
             session=session, attended=attended, channel=channel, context_window=window
         ),
         history=session_history(session_id=session.pk, last_seq=last_seq, rewind_to=rewind_to),
+        title=str(session),
     )

@@ -10,6 +10,7 @@ policy that decides ask, allow or deny for each call.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -17,6 +18,7 @@ from django.db.models import F
 
 from profiles_app.services import (
     clean_tools,
+    global_disables,
     operator_policies,
     profile_lookup_for,
 )
@@ -63,19 +65,29 @@ def session_allowed_revoke(*, user: Any, session: ChatSession, tool: str) -> Cha
     return session
 
 
-def session_call_policy(
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallRules:
+    """The rules one call is decided by, as stored now: the global disables (tool → the
+    operator's reason; a veto) and the call's approval policy."""
+
+    disables: Mapping[str, str]
+    decision: Decision
+
+
+def session_call_rules(
     *, session_id: Any, tool: Tool, arguments: Mapping[str, Any], ctx: ToolContext
-) -> Decision:
-    """Whether this call of ``tool`` runs, asks or is refused, from the policies as stored
-    *now*: the operator's, the chat's profile's and the chat's own allowances (hard line 5;
-    a global disable is a veto, checked before)."""
+) -> CallRules:
+    """The global disables and whether this call of ``tool`` runs, asks or is refused, all
+    as stored *now*: the operator's policies, the chat's profile's and the chat's own
+    allowances (hard line 5). Read together, so a call's check is one read; the caller
+    applies the disables first (a disabled tool is vetoed whatever its policy)."""
     row = (
         ChatSession.objects.select_related("agent")
         .only("owner_id", "tool_intent", "allowed_tools", "agent__tool_intent")
         .get(pk=session_id)
     )
     profile = chat_profile(session=row)
-    return decide(
+    decision = decide(
         tool,
         arguments,
         ctx,
@@ -84,6 +96,7 @@ def session_call_policy(
         profile_name=profile.name if profile is not None else "",
         chat_allowed=frozenset(row.allowed_tools or ()),
     )
+    return CallRules(disables=global_disables(), decision=decision)
 
 
 def chat_profile(*, session: ChatSession) -> ProfileSpec | None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from agent_app.turns.decide import CallChecks, CallOutcome, Cleared, call_decision
+from sessions_app.services import CallRules
 from toolhub.tools import ToolContext, ToolRegistry, function
 from toolhub.tools.approval import ASK, AUTO, DENY, OperatorPolicy, decide
 from toolhub.tools.resolve import resolve
@@ -46,13 +47,10 @@ class World:
         self.cancelled = False
 
     def checks(self, *, attended: bool = True) -> CallChecks:
-        async def disables() -> dict[str, str]:
-            self.reads.append("disables")
-            return dict(self.disables)
-
-        async def policy(tool, arguments, ctx):
-            self.reads.append("policy")
-            return decide(tool, arguments, ctx, operator=self.operator, profile={})
+        async def rules(tool, arguments, ctx):
+            self.reads.append("rules")
+            decision = decide(tool, arguments, ctx, operator=self.operator, profile={})
+            return CallRules(disables=dict(self.disables), decision=decision)
 
         async def approve(call, decision):
             self.asked.append(call["name"])
@@ -61,8 +59,7 @@ class World:
             return self.answer
 
         return CallChecks(
-            disables=disables,
-            policy=policy,
+            rules=rules,
             approve=approve if attended else None,
             cancelled=lambda: self.cancelled,
         )
@@ -89,26 +86,27 @@ def test_a_tool_outside_the_turns_contract_is_an_error_and_nothing_is_read_or_as
     assert world.asked == []
 
 
-def test_a_tool_that_asks_nobody_is_cleared_after_the_disables_then_the_policy_are_read():
+def test_a_tool_that_asks_nobody_is_cleared_after_one_read_of_the_rules():
     world = World()
     outcome = _decide(world, "echo")
 
     assert isinstance(outcome, Cleared)
     assert outcome.tool.name == "echo"
     assert outcome.policy.policy == AUTO
-    assert world.reads == ["disables", "policy"]
+    assert world.reads == ["rules"]
     assert world.asked == []
 
 
-def test_a_disabled_tool_is_vetoed_in_the_operators_words_before_its_policy_is_read():
+def test_a_disabled_tool_is_vetoed_in_the_operators_words_whatever_its_policy():
     world = World()
-    world.disables["echo"] = "it leaked a key"
-    outcome = _decide(world, "echo")
+    world.disables["wipe"] = "it leaked a key"
+    outcome = _decide(world, "wipe")
 
     assert isinstance(outcome, CallOutcome)
     assert outcome.status == "vetoed"
     assert "it leaked a key" in outcome.content
-    assert world.reads == ["disables"]
+    # Vetoed before anybody is asked, though its own rule asks first.
+    assert world.asked == []
 
 
 def test_an_operators_deny_is_a_veto_that_names_the_policy():
@@ -122,14 +120,14 @@ def test_an_operators_deny_is_a_veto_that_names_the_policy():
     assert outcome.policy.policy == DENY
 
 
-def test_a_call_that_asks_first_runs_after_the_persons_yes_and_every_check_is_read_again():
+def test_a_call_that_asks_first_runs_after_the_persons_yes_and_the_rules_are_read_again():
     world = World()
     outcome = _decide(world, "wipe")
 
     assert isinstance(outcome, Cleared)
     assert outcome.policy.policy == ASK
     assert world.asked == ["wipe"]
-    assert world.reads == ["disables", "policy", "disables", "policy"]
+    assert world.reads == ["rules", "rules"]
 
 
 def test_a_disable_made_while_the_person_thought_vetoes_the_call_they_allowed():

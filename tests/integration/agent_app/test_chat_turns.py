@@ -1089,10 +1089,10 @@ async def test_an_internal_failure_mid_tools_still_pairs_every_announced_call(
 ):
     import agent_app.turns.runner as runner
 
-    def broken():
+    def broken(**_):
         raise RuntimeError("disables unreadable")
 
-    monkeypatch.setattr(runner, "global_disables", broken)
+    monkeypatch.setattr(runner, "session_call_rules", broken)
     model.replies.append(
         Reply(tool_calls=[("toolu_a", "counter_tool", {}), ("toolu_b", "counter_tool", {})])
     )
