@@ -2,7 +2,7 @@
 
 For registries of 50, 500 and 5,000 corpus tools (one in five deferred, as MCP tools
 would be), prints p50 figures per size:
-- ``register_count``: what registration adds (``resolve.count_ahead``: each piece a
+- ``register_count``: what registration adds (``wire.count_ahead``: each piece a
   resolution may send of each tool is counted), as a server's listing or a starting
   server pays it, off any turn's path;
 - ``first``: the first resolution after that registration;
@@ -30,8 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import corpus_registry
 
 from toolhub.tools import ToolContext
-from toolhub.tools.resolve import _Memo, count_ahead, resolve, token_cost
+from toolhub.tools.resolve import _Memo, resolve, token_cost
 from toolhub.tools.tokens import count_cached, encoding
+from toolhub.tools.wire import count_ahead
 
 ROUNDS = {50: 400, 500: 100, 5000: 15}
 # Fresh registries per size for ``register_count`` and ``first`` (medians: one sample of a

@@ -77,7 +77,7 @@ class UnmarkedProcess(RuntimeError):
 def _probe_once_per_process(words: list[str]) -> bool:
     # What the runtime itself starts once and keeps, so a test that renders a page or
     # searches may trigger it without being about processes: the embedding model rewritten
-    # to int8 (once per machine, toolhub.tools.embeddings) and the sandbox's start-up check,
+    # to int8 (once per machine, toolhub.tools.embedding_model) and the sandbox's start-up check,
     # a box running `true` (once per process, toolhub.tools.sandbox.unavailable_reason).
     return "toolhub.tools.model_rewrite" in words or (
         words[0].startswith("toolhub-sandbox:") and words[-1] == "true"

@@ -12,52 +12,23 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import dj_database_url
-from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
+from toolhub.settings_env import (
+    database,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    redis_cache,
+    redis_channel_layer,
+    secrets_keys,
+)
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-
-def _env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    value = raw.strip().lower()
-    if value in {"1", "true", "yes", "on"}:
-        return True
-    if value in {"0", "false", "no", "off"}:
-        return False
-    raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false), not {raw!r}")
-
-
-def _env_number(name: str, default: float, kind: type) -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value: float = kind(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a {kind.__name__}, not {raw!r}") from None
-    if value < 0:
-        raise ImproperlyConfigured(f"{name} must not be negative")
-    return value
-
-
-def _env_int(name: str, default: int) -> int:
-    return int(_env_number(name, default, int))
-
-
-def _env_float(name: str, default: float) -> float:
-    return float(_env_number(name, default, float))
-
-
-def _env_list(name: str, default: str) -> list[str]:
-    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
-
-
-DEBUG = _env_bool("DEBUG", False)
+DEBUG = env_bool("DEBUG", False)
 
 # Local state of the embedded default: the SQLite file, collected static files, the demo
 # account's first password.
@@ -73,27 +44,10 @@ if not SECRET_KEY:
 # them opens, so a new key goes first and the old one stays until `manage.py
 # toolhub_secrets_rotate` has run (docs/security.md, "Secrets at rest"). With DEBUG on and
 # none set, one is derived from SECRET_KEY, so the embedded default needs no setup.
-TOOLHUB_SECRETS_KEYS = tuple(_env_list("TOOLHUB_SECRETS_KEYS", ""))
-_MAKE_A_KEY = (
-    "Make one with: python -c 'from cryptography.fernet import Fernet; "
-    "print(Fernet.generate_key().decode())'"
-)
-if not TOOLHUB_SECRETS_KEYS and not DEBUG:
-    raise ImproperlyConfigured(
-        "TOOLHUB_SECRETS_KEYS must be set when DEBUG is off: the key that encrypts stored "
-        f"secrets. {_MAKE_A_KEY}"
-    )
-for _number, _key in enumerate(TOOLHUB_SECRETS_KEYS, start=1):
-    try:
-        Fernet(_key.encode())
-    except ValueError:
-        raise ImproperlyConfigured(
-            f"TOOLHUB_SECRETS_KEYS: key {_number} is not a Fernet key (32 bytes in url-safe "
-            f"base64). {_MAKE_A_KEY}"
-        ) from None
+TOOLHUB_SECRETS_KEYS = secrets_keys(debug=DEBUG)
 
-ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
-CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
     # daphne first, so `manage.py runserver` serves ASGI (HTTP and WebSocket) too.
@@ -159,17 +113,6 @@ TEMPLATES = [
 
 # --- Database -------------------------------------------------------------------------------
 
-DATABASE_URL = os.environ.get("DATABASE_URL", "")
-DATABASES = {
-    "default": dj_database_url.parse(
-        DATABASE_URL or f"sqlite:///{VAR_DIR / 'toolhub.sqlite3'}",
-        # Under ASGI every request may run on a different thread, so persistent
-        # connections would pile up: a thread gives its connection back when Django
-        # closes it (to the pool below, on PostgreSQL), and a borrowed one is checked.
-        conn_max_age=0,
-        conn_health_checks=True,
-    )
-}
 # PostgreSQL connections come from one pool per process (psycopg's, through Django):
 # borrowing one costs a health check (~0.05 ms) where connecting cost ~2.5 ms. The pool
 # keeps TOOLHUB_DB_POOL_MIN open and opens at most TOOLHUB_DB_POOL_MAX; the 8 turn threads
@@ -178,30 +121,20 @@ DATABASES = {
 # process's usual needs (about 10, plus one per request in flight). Every process has its
 # own pool: what all of them open at their busiest must fit PostgreSQL's max_connections
 # (README, "Scaling out"). 0 for TOOLHUB_DB_POOL_MAX: no pool.
-TOOLHUB_DB_POOL_MIN = _env_int("TOOLHUB_DB_POOL_MIN", 2)
-TOOLHUB_DB_POOL_MAX = _env_int("TOOLHUB_DB_POOL_MAX", 40)
-TOOLHUB_DB_POOL_TIMEOUT = _env_float("TOOLHUB_DB_POOL_TIMEOUT", 5.0)
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and TOOLHUB_DB_POOL_MAX:
-    from toolhub.dbpool import check_pooled
-
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": min(TOOLHUB_DB_POOL_MIN, TOOLHUB_DB_POOL_MAX),
-        "max_size": TOOLHUB_DB_POOL_MAX,
-        "timeout": TOOLHUB_DB_POOL_TIMEOUT,
-        # The first dead connection found sweeps the others (a restart kills them all).
-        "check": check_pooled,
-    }
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # WAL lets the chat's event writes and page reads proceed side by side.
-    DATABASES["default"]["OPTIONS"] = {
-        "transaction_mode": "IMMEDIATE",
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-    }
-    # Tests get a file too, as the product has: Django's default in-memory test database
-    # is shared-cache, where a write beside a read fails at once ("table is locked")
-    # instead of waiting, and turns write from several threads (their heartbeat).
-    # One per test run, so two runs on one checkout do not share it.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
+TOOLHUB_DB_POOL_MIN = env_int("TOOLHUB_DB_POOL_MIN", 2)
+TOOLHUB_DB_POOL_MAX = env_int("TOOLHUB_DB_POOL_MAX", 40)
+TOOLHUB_DB_POOL_TIMEOUT = env_float("TOOLHUB_DB_POOL_TIMEOUT", 5.0)
+# Unset: a SQLite file in VAR_DIR (WAL; the tests' own file per run, settings_env.database).
+DATABASE_URL = os.environ.get("DATABASE_URL", "")
+DATABASES = {
+    "default": database(
+        DATABASE_URL,
+        var_dir=VAR_DIR,
+        pool_min=TOOLHUB_DB_POOL_MIN,
+        pool_max=TOOLHUB_DB_POOL_MAX,
+        pool_timeout=TOOLHUB_DB_POOL_TIMEOUT,
+    )
+}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -210,51 +143,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
 if REDIS_URL:
-    from redis.maint_notifications import MaintNotificationsConfig
-
-    CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": REDIS_URL,
-            "KEY_PREFIX": "toolhub",
-            "OPTIONS": {
-                "socket_connect_timeout": 2,
-                "socket_timeout": 5,
-                # Never pickle: whatever can write to Redis must not run code here.
-                "serializer": "toolhub.lib.redis_codecs.JsonCacheSerializer",
-            },
-        }
-    }
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {
-                # channels-redis blocks in BZPOPMIN for 5 s per receive; redis-py's
-                # default read timeout is also 5 s, so an idle socket would die with 1011.
-                # redis-py's pool refuses a 101st connection outright: room for every
-                # socket's group calls at once.
-                # Maintenance notifications (a Redis Enterprise feature) off: while on, even
-                # as "auto" against a Redis without them, redis-py's asyncio pool skips its
-                # check of an idle connection, so after a Redis restart the first command on
-                # each pooled connection failed (the first handshake closed with 1011).
-                "hosts": [
-                    {
-                        "address": REDIS_URL,
-                        "socket_connect_timeout": 2,
-                        "socket_timeout": 15,
-                        "max_connections": 1000,
-                        "maint_notifications_config": MaintNotificationsConfig(enabled=False),
-                    }
-                ],
-                "prefix": "toolhub:asgi",
-                # All sockets of a process share one inbox; a busy process must not drop
-                # live events at the default 100 (sockets also catch up from the log).
-                "capacity": 2000,
-                # msgpack that discards what does not decode (toolhub.lib.redis_codecs).
-                "serializer_format": "toolhub-msgpack",
-            },
-        }
-    }
+    CACHES = {"default": redis_cache(REDIS_URL)}
+    CHANNEL_LAYERS = {"default": redis_channel_layer(REDIS_URL)}
     CELERY_BROKER_URL = REDIS_URL
     # kombu's Redis transport, fixed so that a worker survives a Redis restart while it
     # runs a task (toolhub.broker).
@@ -344,21 +234,21 @@ if not DEBUG:
 
 # Extra modules whose @function tools register at start-up, besides the `toolhub.tools`
 # entry-point group (comma-separated dotted paths).
-TOOLHUB_TOOL_MODULES = _env_list("TOOLHUB_TOOL_MODULES", "")
+TOOLHUB_TOOL_MODULES = env_list("TOOLHUB_TOOL_MODULES", "")
 
 # Where each session's files live (the path tools never leave their session's folder).
 TOOLHUB_WORKSPACE_ROOT = VAR_DIR / "workspaces"
 
 # web_fetch refuses private, loopback and link-local addresses unless this is on.
-TOOLHUB_FETCH_ALLOW_PRIVATE = _env_bool("TOOLHUB_FETCH_ALLOW_PRIVATE", False)
+TOOLHUB_FETCH_ALLOW_PRIVATE = env_bool("TOOLHUB_FETCH_ALLOW_PRIVATE", False)
 # A tool result cut for the model (a tool declared persist_full: web_fetch) is kept whole
 # for its session's owner, up to this many characters, this many per session.
-TOOLHUB_FULL_RESULT_MAX_CHARS = _env_int("TOOLHUB_FULL_RESULT_MAX_CHARS", 5_000_000)
-TOOLHUB_FULL_RESULTS_PER_SESSION = _env_int("TOOLHUB_FULL_RESULTS_PER_SESSION", 50)
+TOOLHUB_FULL_RESULT_MAX_CHARS = env_int("TOOLHUB_FULL_RESULT_MAX_CHARS", 5_000_000)
+TOOLHUB_FULL_RESULTS_PER_SESSION = env_int("TOOLHUB_FULL_RESULTS_PER_SESSION", 50)
 # Files a tool offered the person (an MCP server's PDF) are kept with the chat for its
 # owner to download: this many at most per chat, this many bytes in all.
-TOOLHUB_RESULT_FILES_PER_SESSION = _env_int("TOOLHUB_RESULT_FILES_PER_SESSION", 50)
-TOOLHUB_RESULT_FILES_MAX_BYTES = _env_int("TOOLHUB_RESULT_FILES_MAX_BYTES", 200_000_000)
+TOOLHUB_RESULT_FILES_PER_SESSION = env_int("TOOLHUB_RESULT_FILES_PER_SESSION", 50)
+TOOLHUB_RESULT_FILES_MAX_BYTES = env_int("TOOLHUB_RESULT_FILES_MAX_BYTES", 200_000_000)
 
 # bash runs every command in a bubblewrap box (toolhub/tools/sandbox.py); without a working
 # bwrap here bash is unavailable, with the reason shown. Started as root, boxes run as
@@ -366,19 +256,19 @@ TOOLHUB_RESULT_FILES_MAX_BYTES = _env_int("TOOLHUB_RESULT_FILES_MAX_BYTES", 200_
 # CPU seconds and address space (MiB) per process, a process count, a largest file (MiB),
 # a /tmp and a /dev/shm (MiB each), and is stopped after this much output (MiB).
 TOOLHUB_BASH_BWRAP = os.environ.get("TOOLHUB_BASH_BWRAP") or "/usr/bin/bwrap"
-TOOLHUB_BASH_UID = _env_int("TOOLHUB_BASH_UID", 65534)
-TOOLHUB_BASH_CPU_SECONDS = _env_int("TOOLHUB_BASH_CPU_SECONDS", 600)
-TOOLHUB_BASH_MEMORY_MB = _env_int("TOOLHUB_BASH_MEMORY_MB", 1024)
-TOOLHUB_BASH_PROCESSES = _env_int("TOOLHUB_BASH_PROCESSES", 128)
-TOOLHUB_BASH_FILE_MB = _env_int("TOOLHUB_BASH_FILE_MB", 1024)
-TOOLHUB_BASH_TMP_MB = _env_int("TOOLHUB_BASH_TMP_MB", 256)
-TOOLHUB_BASH_OUTPUT_MB = _env_int("TOOLHUB_BASH_OUTPUT_MB", 16)
+TOOLHUB_BASH_UID = env_int("TOOLHUB_BASH_UID", 65534)
+TOOLHUB_BASH_CPU_SECONDS = env_int("TOOLHUB_BASH_CPU_SECONDS", 600)
+TOOLHUB_BASH_MEMORY_MB = env_int("TOOLHUB_BASH_MEMORY_MB", 1024)
+TOOLHUB_BASH_PROCESSES = env_int("TOOLHUB_BASH_PROCESSES", 128)
+TOOLHUB_BASH_FILE_MB = env_int("TOOLHUB_BASH_FILE_MB", 1024)
+TOOLHUB_BASH_TMP_MB = env_int("TOOLHUB_BASH_TMP_MB", 256)
+TOOLHUB_BASH_OUTPUT_MB = env_int("TOOLHUB_BASH_OUTPUT_MB", 16)
 if TOOLHUB_BASH_UID == 0:
     raise ImproperlyConfigured("TOOLHUB_BASH_UID must not be 0: the box would run as root")
 
 # tool_search's semantic ranker (the `semantic` extra; its model and encodings cost each
 # process that loads them about 100 MB, docs/tool-search.md). Off: BM25 only.
-TOOLHUB_SEMANTIC_SEARCH = _env_bool("TOOLHUB_SEMANTIC_SEARCH", True)
+TOOLHUB_SEMANTIC_SEARCH = env_bool("TOOLHUB_SEMANTIC_SEARCH", True)
 # Where tool texts' encodings are kept by the hash of the model and the text, shared by
 # every process and kept across restarts (a SQLite file); empty: in memory only. The
 # embedding model rewritten to int8 weights is kept beside it (docs/tool-search.md);
@@ -393,14 +283,14 @@ TOOLHUB_EMBEDDING_CACHE = os.environ.get(
 # the table within TOOLHUB_MCP_POLL seconds, and retries a lost server with exponential
 # backoff up to TOOLHUB_MCP_BACKOFF_MAX seconds apart.
 # Off: this process does not connect (the test suite connects its own servers).
-TOOLHUB_MCP_CONNECT = _env_bool("TOOLHUB_MCP_CONNECT", True)
+TOOLHUB_MCP_CONNECT = env_bool("TOOLHUB_MCP_CONNECT", True)
 # MCP servers on loopback and private addresses (a server beside toolhub, the tests'):
 # refused unless this is on. Link-local and cloud metadata addresses always are
 # (toolhub.tools.netguard).
-TOOLHUB_MCP_ALLOW_PRIVATE = _env_bool("TOOLHUB_MCP_ALLOW_PRIVATE", False)
-TOOLHUB_MCP_HEALTH_INTERVAL = _env_float("TOOLHUB_MCP_HEALTH_INTERVAL", 10.0)
-TOOLHUB_MCP_POLL = _env_float("TOOLHUB_MCP_POLL", 5.0)
-TOOLHUB_MCP_BACKOFF_MAX = _env_float("TOOLHUB_MCP_BACKOFF_MAX", 30.0)
+TOOLHUB_MCP_ALLOW_PRIVATE = env_bool("TOOLHUB_MCP_ALLOW_PRIVATE", False)
+TOOLHUB_MCP_HEALTH_INTERVAL = env_float("TOOLHUB_MCP_HEALTH_INTERVAL", 10.0)
+TOOLHUB_MCP_POLL = env_float("TOOLHUB_MCP_POLL", 5.0)
+TOOLHUB_MCP_BACKOFF_MAX = env_float("TOOLHUB_MCP_BACKOFF_MAX", 30.0)
 
 # --- Chat turns and providers -------------------------------------------------------
 
@@ -415,26 +305,26 @@ ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "")
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1")
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 # Provider calls (model requests) per turn before it ends with reason "max_steps".
-TOOLHUB_MAX_STEPS = _env_int("TOOLHUB_MAX_STEPS", 25)
+TOOLHUB_MAX_STEPS = env_int("TOOLHUB_MAX_STEPS", 25)
 # Retries of a retryable provider error (429, 5xx, timeouts), with exponential backoff.
-TOOLHUB_PROVIDER_RETRIES = _env_int("TOOLHUB_PROVIDER_RETRIES", 3)
+TOOLHUB_PROVIDER_RETRIES = env_int("TOOLHUB_PROVIDER_RETRIES", 3)
 # With a real provider, a chat's first answer is followed by one short call asking the
 # same model for the chat's title (agent_app/turns/titles.py); off, the first message is.
-TOOLHUB_AUTO_TITLES = _env_bool("TOOLHUB_AUTO_TITLES", True)
+TOOLHUB_AUTO_TITLES = env_bool("TOOLHUB_AUTO_TITLES", True)
 # With a real provider, each tool definition is sent once (a few per request, in the
 # background) to TOOLHUB_MODEL, which writes how people ask for it; tool_search reads
 # that too (toolhub/tools/phrasings.py). Kept beside TOOLHUB_EMBEDDING_CACHE; off: none.
-TOOLHUB_TOOL_PHRASINGS = _env_bool("TOOLHUB_TOOL_PHRASINGS", True)
-TOOLHUB_PROVIDER_BACKOFF = _env_float("TOOLHUB_PROVIDER_BACKOFF", 1.0)
+TOOLHUB_TOOL_PHRASINGS = env_bool("TOOLHUB_TOOL_PHRASINGS", True)
+TOOLHUB_PROVIDER_BACKOFF = env_float("TOOLHUB_PROVIDER_BACKOFF", 1.0)
 # Seconds a tool that needs approval (or a question to the person) waits for an answer.
-TOOLHUB_APPROVAL_TIMEOUT = _env_float("TOOLHUB_APPROVAL_TIMEOUT", 300.0)
+TOOLHUB_APPROVAL_TIMEOUT = env_float("TOOLHUB_APPROVAL_TIMEOUT", 300.0)
 # A turn whose server process died is ended (its open calls get ``lost`` results, then
 # ``turn_failed`` with code ``lost``) within this many seconds of the death, by any live
 # server or the restarted one; the session then takes the next message (docs/faults.md).
 # Session sockets one person, and one chat, may hold open at once (agent_app.socket_slots).
-TOOLHUB_SOCKETS_PER_PERSON = int(_env_float("TOOLHUB_SOCKETS_PER_PERSON", 30))
-TOOLHUB_SOCKETS_PER_CHAT = int(_env_float("TOOLHUB_SOCKETS_PER_CHAT", 10))
-TOOLHUB_TURN_LOST_AFTER = _env_float("TOOLHUB_TURN_LOST_AFTER", 15.0)
+TOOLHUB_SOCKETS_PER_PERSON = int(env_float("TOOLHUB_SOCKETS_PER_PERSON", 30))
+TOOLHUB_SOCKETS_PER_CHAT = int(env_float("TOOLHUB_SOCKETS_PER_CHAT", 10))
+TOOLHUB_TURN_LOST_AFTER = env_float("TOOLHUB_TURN_LOST_AFTER", 15.0)
 if TOOLHUB_TURN_LOST_AFTER < 1:
     raise ImproperlyConfigured("TOOLHUB_TURN_LOST_AFTER must be at least 1 second")
 
@@ -442,16 +332,16 @@ if TOOLHUB_TURN_LOST_AFTER < 1:
 
 # A running worker tool proves it is alive this often (seconds), and is marked lost when
 # it has not for TOOLHUB_RUN_LOST_AFTER; the turn then gets an error result.
-TOOLHUB_RUN_HEARTBEAT = _env_float("TOOLHUB_RUN_HEARTBEAT", 2.0)
-TOOLHUB_RUN_LOST_AFTER = _env_float("TOOLHUB_RUN_LOST_AFTER", 15.0)
+TOOLHUB_RUN_HEARTBEAT = env_float("TOOLHUB_RUN_HEARTBEAT", 2.0)
+TOOLHUB_RUN_LOST_AFTER = env_float("TOOLHUB_RUN_LOST_AFTER", 15.0)
 # A run no worker has taken after this long is given up (no worker for the tools queue).
-TOOLHUB_RUN_QUEUE_TIMEOUT = _env_float("TOOLHUB_RUN_QUEUE_TIMEOUT", 600.0)
+TOOLHUB_RUN_QUEUE_TIMEOUT = env_float("TOOLHUB_RUN_QUEUE_TIMEOUT", 600.0)
 # A run still queued this many seconds after it was sent is sent again, then at doubling
 # intervals up to 2 minutes, until a worker takes it or the queue timeout gives it up:
 # Redis loses queued messages when it restarts without persistence, and a send fails while
 # it is down. Extra copies do nothing (a run is claimed once). 0: never re-send.
 # docs/outages.md.
-TOOLHUB_RUN_RESEND_AFTER = _env_float("TOOLHUB_RUN_RESEND_AFTER", 10.0)
+TOOLHUB_RUN_RESEND_AFTER = env_float("TOOLHUB_RUN_RESEND_AFTER", 10.0)
 
 # --- Static files ----------------------------------------------------------------------
 

@@ -29,8 +29,8 @@ from typing import Any, Protocol
 
 from toolhub.lib.model_windows import believable
 from toolhub.lib.storable import json_loads_bounded
-from toolhub.tools.resolve import layout_array
 from toolhub.tools.tokens import count_cached
+from toolhub.tools.wire import layout_array
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,20 +13,13 @@ import pytest
 from tests.conftest import ROOT
 from tests.unit.conftest import synthetic_tools
 from toolhub.tools import ToolContext, ToolRegistry, function, get
-from toolhub.tools.resolve import (
-    CALL_TOOL,
-    CATALOG_HEADER,
-    ProfileSpec,
-    TierPlan,
-    array_frame_tokens,
-    listed_line,
-    resolve,
-    token_cost,
-    tool_tokens,
-)
+from toolhub.tools.intent_selection import ProfileSpec
+from toolhub.tools.resolve import CALL_TOOL, resolve, token_cost
 from toolhub.tools.schema import canonical_json
+from toolhub.tools.tiers import TierPlan
 from toolhub.tools.tokens import count
 from toolhub.tools.turn import TurnTools
+from toolhub.tools.wire import CATALOG_HEADER, array_frame_tokens, listed_line, tool_tokens
 
 KEYED = ToolContext(env={"BRAVE_API_KEY": "k"})
 

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import plain_tool
-from toolhub.tools import ToolRegistry, embeddings, glossary
+from toolhub.tools import ToolRegistry, embedding_cache, embedding_model, embeddings, glossary
 from toolhub.tools.resolve import resolve
 from toolhub.tools.search import ToolIndex, document_text
 from toolhub.tools.turn import TurnTools
@@ -181,6 +181,7 @@ def test_another_process_reads_the_encodings_from_disk_without_running_the_model
     script = textwrap.dedent(
         f"""
         from toolhub.tools import embeddings
+        from toolhub.tools.embedding_model import Encoding
         embeddings.configure(
             semantic_search=True, cache_file={str(cache_file)!r}, model_dir={str(MODEL_DIR)!r}
         )
@@ -189,7 +190,7 @@ def test_another_process_reads_the_encodings_from_disk_without_running_the_model
             raise SystemExit("the model ran for " + repr(texts))
         encoder.model.encode = refuse
         index = embeddings.SemanticIndex.build({texts!r})
-        print(index.sentence(embeddings.Encoding(index._vectors[0], None)).round(3).tolist())
+        print(index.sentence(Encoding(index._vectors[0], None)).round(3).tolist())
         """
     )
 
@@ -244,8 +245,8 @@ def test_batches_go_shortest_first_and_stay_within_their_token_budget(semantic):
     flat = [length for batch in lengths for length in batch]
     assert flat == sorted(flat)
     for batch in lengths:
-        assert len(batch) <= embeddings._BATCH
-        assert len(batch) == 1 or len(batch) * max(batch) <= embeddings._BATCH_TOKENS
+        assert len(batch) <= embedding_cache._BATCH
+        assert len(batch) == 1 or len(batch) * max(batch) <= embedding_cache._BATCH_TOKENS
 
 
 @pytest.mark.processes
@@ -318,13 +319,15 @@ def test_the_model_is_rewritten_once_per_machine_into_one_a_quarter_of_the_float
     script = _SEARCH_IN_A_NEW_PROCESS.format(cache=str(tmp_path / "c.sqlite3"), models=str(models))
 
     first = _child(script)
-    made = embeddings.rewritten_model(models)
+    made = embedding_model.rewritten_model(models)
     inode = made.stat().st_ino
     second = _child(script)
 
     assert first.returncode == 0, first.stderr
     assert second.returncode == 0, second.stderr
-    assert first.stdout.split() == second.stdout.split() == [f"{embeddings.MODEL}-dynamic", "0"]
+    assert (
+        first.stdout.split() == second.stdout.split() == [f"{embedding_model.MODEL}-dynamic", "0"]
+    )
     assert "rewriting the embedding model" in first.stderr
     assert "rewriting the embedding model" not in second.stderr
     assert made.stat().st_ino == inode
@@ -341,14 +344,14 @@ def test_a_rewritten_model_that_does_not_load_is_removed_and_the_packaged_one_an
 ):
     models = tmp_path / "models"
     models.mkdir()
-    broken = embeddings.rewritten_model(models)
+    broken = embedding_model.rewritten_model(models)
     broken.write_bytes(b"\x00not a model\xff" * 64)
     script = _SEARCH_IN_A_NEW_PROCESS.format(cache=str(tmp_path / "c.sqlite3"), models=str(models))
 
     child = _child(script)
 
     assert child.returncode == 0, child.stderr
-    assert child.stdout.split() == [embeddings.MODEL, "0"]
+    assert child.stdout.split() == [embedding_model.MODEL, "0"]
     assert "did not load; running the packaged one" in child.stderr
     assert not broken.exists()
 
@@ -366,7 +369,7 @@ def test_a_model_directory_that_cannot_be_made_leaves_the_packaged_model_answeri
     child = _child(script)
 
     assert child.returncode == 0, child.stderr
-    assert child.stdout.split() == [embeddings.MODEL, "0"]
+    assert child.stdout.split() == [embedding_model.MODEL, "0"]
     assert "could not be rewritten" in child.stderr
 
 

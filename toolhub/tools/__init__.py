@@ -18,7 +18,9 @@ from toolhub.tools.context import (
     ToolContext,
     ToolServices,
 )
+from toolhub.tools.decorator import function
 from toolhub.tools.intent import IntentError, ToolIntent
+from toolhub.tools.intent_selection import ProfileSpec
 from toolhub.tools.layers import Hidden, Selection, agent_tools, availability
 from toolhub.tools.plugins import load_plugins
 from toolhub.tools.presets import (
@@ -32,15 +34,9 @@ from toolhub.tools.presets import (
     toolset_members,
 )
 from toolhub.tools.registry import DuplicateToolError, ToolRegistry, all_tools, get, registry, reset
-from toolhub.tools.resolve import (
-    ProfileSpec,
-    ResolvedToolset,
-    TierPlan,
-    TokenCost,
-    resolve,
-    token_cost,
-)
-from toolhub.tools.tool import Tool, ToolResult, function
+from toolhub.tools.resolve import ResolvedToolset, TokenCost, resolve, token_cost
+from toolhub.tools.tiers import TierPlan
+from toolhub.tools.tool import Tool, ToolResult
 from toolhub.tools.turn import CallTarget, TurnTools
 
 __all__ = [

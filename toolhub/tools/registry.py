@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from toolhub.tools.search import prepare
 from toolhub.tools.tool import Tool
+from toolhub.tools.wire import count_ahead
 
 
 class DuplicateToolError(ValueError):
@@ -100,9 +101,7 @@ class ToolRegistry:
                 self.generation += 1
         prepare(fresh)
         # A server's listing arrives off any turn's path: count its tools now, not on the
-        # first turn that resolves them (imported here: resolve imports this module).
-        from toolhub.tools.resolve import count_ahead
-
+        # first turn that resolves them.
         count_ahead(fresh)
         return skipped
 

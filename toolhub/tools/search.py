@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolhub.tools import embeddings, glossary, phrasings
+from toolhub.tools.embedding_model import Encoding
 from toolhub.tools.tool import Tool
 
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
@@ -321,7 +322,7 @@ class ToolIndex:
     def _semantic_scores(
         self,
         semantic: embeddings.SemanticIndex,
-        encoded: embeddings.Encoding,
+        encoded: Encoding,
         sentence: Any,
         lexical: dict[str, float],
         *,

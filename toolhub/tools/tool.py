@@ -1,43 +1,32 @@
-"""``@function`` and the ``Tool`` it builds: one model-facing surface, one way to run it.
+"""``Tool``: one model-facing surface, built once and never changed.
 
-``Tool.execute`` never raises for anything a tool or a model does wrong: bad arguments,
-exceptions, timeouts and cancellation all come back as a ``ToolResult`` with
-``is_error``. Only cancellation of the caller itself propagates (``CancelledError``), after
-the running tool has been cancelled too. Results are capped at
-``min(max_result_chars, 0.3 x the model's context window in characters)``, keeping head and
-tail around a marker, so no single result can flood a context window.
+A ``Tool`` is what the registry holds, the layers filter and a provider is sent: its name,
+description and parameter schema (the wire form, canonical JSON, built once), the gates
+that decide where and whether it runs, and its limits (result cap, timeouts, cache).
+``ToolResult`` is what a call gives back. Tools are declared with ``@function``
+(``decorator``) or built from a server's listing (``mcp``); a call runs through
+``execute`` (``execution``).
+
+Invariants: frozen, so changing a tool means registering another one; a name always
+matches ``NAME_PATTERN``; a result is capped at
+``min(max_result_chars, 0.3 x the model's context window in characters)``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 import hashlib
 import inspect
-import logging
 import re
-import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypedDict, Unpack, overload
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from toolhub.tools import presets
 from toolhub.tools.context import ToolContext
 from toolhub.tools.files import ToolFile
 from toolhub.tools.images import ToolImage
-from toolhub.tools.schema import (
-    INJECTED_PARAMETERS,
-    ArgumentError,
-    canonical_json,
-    check_schema,
-    compile_validator,
-    parse_docstring,
-    signature_schema,
-    validate_arguments,
-)
-
-logger = logging.getLogger(__name__)
+from toolhub.tools.schema import canonical_json, compile_validator
 
 DEFAULT_MAX_RESULT_CHARS = 50_000
 DEFAULT_TIMEOUT_SECONDS = 120.0
@@ -233,316 +222,22 @@ class Tool:
         payload = canonical_json({"tool": self.name, "args": arguments, "user": scope})
         return "toolhub:result:" + hashlib.sha256(payload.encode()).hexdigest()
 
+    def validator(self) -> Any:
+        """The compiled schema of the arguments. Compiled on first use: registering
+        hundreds of MCP tools stays cheap."""
+        if self._validator is None:
+            object.__setattr__(self, "_validator", compile_validator(self.parameters))
+        return self._validator
+
     async def execute(
         self, arguments: Mapping[str, Any] | None = None, ctx: ToolContext | None = None
     ) -> ToolResult:
-        """Validate, run under the timeout and cancel token, convert, cap and cache."""
-        capacity = self.stream_capacity_chars or self.max_result_chars
-        ctx = (ctx or ToolContext()).for_call(stream_capacity=capacity)
-        if arguments is None:
-            arguments = {}
-        if not isinstance(arguments, Mapping):
-            return ToolResult.error(f"{self.name}: arguments must be a JSON object")
-        args = dict(arguments)
-        if self._validator is None:
-            # Compiled on first use: registering hundreds of MCP tools stays cheap.
-            object.__setattr__(self, "_validator", compile_validator(self.parameters))
-        try:
-            validate_arguments(self._validator, args)
-        except ArgumentError as exc:
-            return ToolResult.error(f"{self.name}: {exc}")
+        """Validate, run under the timeout and cancel token, convert, cap and cache
+        (``execution.execute``): never raises for what a tool or a model does wrong."""
+        # Imported here: execution imports this module.
+        from toolhub.tools.execution import execute
 
-        budget = self.budget_for(args)
-        if self.takes_timeout and budget is not None:
-            spec = self.parameters["properties"]["timeout"]
-            args["timeout"] = int(budget) if spec.get("type") == "integer" else budget
-
-        cache = ctx.cache if self.cache else None
-        key = self.cache_key(args, ctx) if cache is not None else None
-        if cache is not None and key is not None:
-            hit = await _quietly(cache.get, key)
-            if isinstance(hit, str):
-                return await self._cap(ToolResult(content=hit, cached=True), ctx)
-
-        if ctx.cancel.cancelled:
-            return ToolResult.cancelled(f"{self.name}: cancelled before it started")
-        outcome = await self._run(args, ctx, budget)
-        if not isinstance(outcome, ToolResult):
-            outcome = ToolResult(content=_to_text(outcome))
-        if cache is not None and key is not None and outcome.status == "ok":
-            await _quietly(cache.set, key, outcome.content, self.cache_ttl)
-        return await self._cap(outcome, ctx)
-
-    async def _run(self, args: dict[str, Any], ctx: ToolContext, budget: float | None) -> Any:
-        call_args = {**args, "ctx": ctx} if self.wants_ctx else args
-        if inspect.iscoroutinefunction(self.fn):
-            work = asyncio.ensure_future(self.fn(**call_args))
-        else:
-            # A sync tool runs in a thread; on cancel or timeout the caller moves on, and
-            # the tool can stop early by polling ctx.cancel.cancelled.
-            work = asyncio.ensure_future(asyncio.to_thread(functools.partial(self.fn, **call_args)))
-        cancelled = asyncio.ensure_future(ctx.cancel.wait())
-        try:
-            done, late = await self._until_done(work, cancelled, ctx, budget)
-        except asyncio.CancelledError:
-            ctx.cancel.cancel()
-            await _stop(work)
-            raise
-        finally:
-            cancelled.cancel()
-        # Stop sets the token's flag at once and reaches this loop a step later: a tool that
-        # returned in between (perhaps because it saw the flag) was still stopped.
-        if work in done and not ctx.cancel.cancelled:
-            if work.cancelled():
-                return ToolResult.cancelled(f"{self.name}: cancelled")
-            exc = work.exception()
-            if exc is not None:
-                said = ctx.without_host_paths(str(exc))
-                return ToolResult.error(f"{self.name} failed: {type(exc).__name__}: {said}")
-            return work.result()
-        await _stop(work)
-        if cancelled in done or ctx.cancel.cancelled:
-            return ToolResult.cancelled(f"{self.name}: cancelled")
-        ctx.cancel.cancel()
-        return ToolResult.error(f"{self.name}: {late}")
-
-    async def _until_done(
-        self,
-        work: asyncio.Future[Any],
-        cancelled: asyncio.Future[Any],
-        ctx: ToolContext,
-        budget: float | None,
-    ) -> tuple[set[asyncio.Future[Any]], str]:
-        """Wait for the work or the cancel; when time runs out first, nothing is done and
-        the string says how it ran out."""
-        waiting = {work, cancelled}
-        if budget is None or self.timeout_ceiling is None or ctx.tail is None:
-            done, _ = await asyncio.wait(
-                waiting, timeout=budget, return_when=asyncio.FIRST_COMPLETED
-            )
-            return done, "" if budget is None else f"timed out after {budget:g} s"
-        ceiling = max(self.timeout_ceiling, budget)
-        stop_at = ctx.started + ceiling
-        while True:
-            # Progress moves the idle deadline on; the ceiling never moves.
-            idle_at = ctx.tail.idle_since + budget
-            left = min(idle_at, stop_at) - time.monotonic()
-            if left <= 0:
-                break
-            done, _ = await asyncio.wait(waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED)
-            if done:
-                return done, ""
-        if idle_at <= stop_at:
-            return set(), f"timed out after {budget:g} s without progress"
-        return set(), f"stopped at its limit of {ceiling:g} s, still reporting progress"
-
-    async def _cap(self, result: ToolResult, ctx: ToolContext) -> ToolResult:
-        text = result.content
-        ceiling = self.effective_ceiling(ctx)
-        if len(text) <= ceiling:
-            return result
-        ref = None
-        if self.persist_full and ctx.store is not None:
-            put = functools.partial(ctx.store.put, tool=self.name, text=text, ctx=ctx)
-            stored = await _quietly(put)
-            ref = stored if isinstance(stored, str) else None
-        marker = _marker(len(text), ref)
-        keep = max(ceiling - len(marker), 0)
-        head = int(keep * self.head_ratio)
-        tail = keep - head
-        marker = _marker(len(text) - keep, ref)
-        capped = text[:head] + marker + (text[len(text) - tail :] if tail else "")
-        # Only the text is cut: images, files and structured content stay as they came.
-        return replace(result, content=capped, truncated=True, full_ref=ref)
+        return await execute(self, arguments, ctx)
 
 
-def _marker(omitted: int, ref: str | None) -> str:
-    where = f"; full output: {ref}" if ref else ""
-    return f"\n\n[… {omitted:,} characters omitted{where} …]\n\n"
-
-
-async def _quietly(call: Callable[..., Any], *args: Any) -> Any:
-    """Run a cache or store call off the event loop (they may do network or disk I/O);
-    a failure there degrades to a miss, never to a failed tool."""
-    try:
-        return await asyncio.to_thread(call, *args)
-    except Exception:
-        logger.warning("tool result cache or store failed", exc_info=True)
-        return None
-
-
-async def _stop(task: asyncio.Future[Any]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
-
-
-def _to_text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return canonical_json(value) if _jsonable(value) else str(value)
-
-
-def _jsonable(value: Any) -> bool:
-    try:
-        canonical_json(value)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-def _origin(fn: Callable[..., Any]) -> str:
-    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
-
-
-def _evaluate_available_if(rule: bool | Callable[[], bool]) -> tuple[bool, str]:
-    if not callable(rule):
-        return bool(rule), "available_if is false"
-    try:
-        return bool(rule()), "available_if returned false"
-    except Exception as exc:
-        return False, f"available_if raised {type(exc).__name__}: {exc}"
-
-
-class ToolOptions(TypedDict, total=False):
-    """The keyword arguments of ``function`` that become ``Tool`` fields as given (the
-    three name lists become tuples)."""
-
-    max_result_chars: int
-    head_ratio: float
-    persist_full: bool
-    stream_capacity_chars: int | None
-    timeout: float | None
-    timeout_min: float | None
-    timeout_max: float | None
-    timeout_ceiling: float | None
-    cache: bool
-    cache_ttl: float
-    cache_per_user: bool
-    check_fn: Callable[[], bool] | None
-    requires_env: Iterable[str]
-    can_use: Callable[[ToolContext], bool] | None
-    requires_approval: ApprovalRule
-    expose: bool
-    toolset: Iterable[str]
-    unsafe_in: Iterable[str]
-    defer: bool
-    runs_on: str
-    source: str
-
-
-class FunctionOptions(ToolOptions, total=False):
-    """Everything ``function`` takes: the Tool fields, and how the tool is built and
-    registered."""
-
-    name: str | None
-    description: str | None
-    parameters: Mapping[str, Any] | None
-    label: str | None
-    available_if: bool | Callable[[], bool]
-    register_globally: bool
-    registry: Any
-
-
-_NAME_LISTS = frozenset({"requires_env", "toolset", "unsafe_in"})
-
-
-@overload
-def function(
-    fn: Callable[..., Any],
-    **options: Unpack[FunctionOptions],
-) -> Tool: ...
-
-
-@overload
-def function(
-    fn: None = None,
-    **options: Unpack[FunctionOptions],
-) -> Callable[[Callable[..., Any]], Tool]: ...
-
-
-def function(
-    fn: Callable[..., Any] | None = None,
-    **options: Unpack[FunctionOptions],
-) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Turn a plain (sync or async) function into a ``Tool`` and register it.
-
-    Used bare (``@function``) or with keyword arguments (``@function(timeout=5)``), all
-    optional. Returns the ``Tool``, which stays callable.
-
-    - ``name``, ``description``, ``parameters``, ``label``: what the model and the pages
-      see; derived from the signature, type hints and docstring when not given.
-    - ``max_result_chars``, ``head_ratio``, ``persist_full``: the result cap (head and tail
-      kept around a marker; the whole text optionally stored and linked).
-    - ``stream_capacity_chars``: the bound of the streamed tail (default: the cap).
-    - ``timeout``, ``timeout_min``, ``timeout_max``: a static timeout, or, when the function
-      takes a ``timeout`` argument, the range the model's value is clamped into.
-    - ``timeout_ceiling``: makes ``timeout`` an idle limit that progress restarts, with
-      this hard limit on the whole call.
-    - ``cache``, ``cache_ttl``, ``cache_per_user``: memoize on the canonical arguments.
-    - ``check_fn``, ``requires_env``, ``can_use``: "can run now" gates (layer L4).
-    - ``requires_approval``: ask the person first (a bool, or a rule of the arguments).
-    - ``expose`` (L2), ``toolset`` (L2b presets it joins), ``unsafe_in`` (L3 channels and
-      modes where it is hidden), ``available_if`` (L1, decided at registration), ``defer``
-      (L6, catalog line until loaded).
-    - ``runs_on``: ``inline`` or ``worker`` (a Celery task); ``register_globally=False``
-      builds the tool without registering it.
-    """
-    unknown = sorted(set(options) - FunctionOptions.__optional_keys__)
-    if unknown:
-        raise TypeError(f"function() got unexpected keyword arguments: {', '.join(unknown)}")
-    name = options.pop("name", None)
-    description = options.pop("description", None)
-    parameters = options.pop("parameters", None)
-    label = options.pop("label", None)
-    available_if = options.pop("available_if", True)
-    register_globally = options.pop("register_globally", True)
-    registry = options.pop("registry", None)
-    fields: dict[str, Any] = {
-        key: tuple(value) if key in _NAME_LISTS else value  # type: ignore[arg-type]
-        for key, value in options.items()
-    }
-
-    def build(target: Callable[..., Any]) -> Tool:
-        if parameters is not None:
-            check_schema(parameters)
-        doc_description, param_docs = parse_docstring(inspect.getdoc(target))
-        tool_name = name or target.__name__
-        tool = Tool(
-            name=tool_name,
-            description=description if description is not None else doc_description,
-            parameters=dict(parameters)
-            if parameters is not None
-            else signature_schema(target, param_docs),
-            fn=target,
-            label=label or tool_name.replace("_", " ").capitalize(),
-            origin=_origin(target),
-            **fields,
-        )
-        if register_globally:
-            from toolhub.tools.registry import registry as default_registry
-
-            target_registry = registry if registry is not None else default_registry
-            available, reason = _evaluate_available_if(available_if)
-            if available:
-                target_registry.register(tool)
-            else:
-                target_registry.skip(tool, reason)
-        return tool
-
-    if fn is not None:
-        return build(fn)
-    return build
-
-
-__all__ = [
-    "INJECTED_PARAMETERS",
-    "FunctionOptions",
-    "Tool",
-    "ToolOptions",
-    "ToolResult",
-    "ToolUnavailable",
-    "function",
-]
+__all__ = ["Tool", "ToolResult", "ToolUnavailable"]

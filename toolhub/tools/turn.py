@@ -26,9 +26,10 @@ from typing import Any
 
 from toolhub.tools.context import ToolContext
 from toolhub.tools.layers import META_TOOLS, Hidden, Refusal, refusal
-from toolhub.tools.resolve import CALL_TOOL, TOOL_SEARCH, ResolvedToolset, layout_array
+from toolhub.tools.resolve import CALL_TOOL, TOOL_SEARCH, ResolvedToolset
 from toolhub.tools.search import SearchHits, ToolIndex
 from toolhub.tools.tool import Tool
+from toolhub.tools.wire import layout_array
 
 
 @dataclass(frozen=True, slots=True)

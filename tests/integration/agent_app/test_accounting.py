@@ -247,8 +247,8 @@ def test_an_openai_count_is_of_the_function_wrapper_it_sends(api, owner, test_to
     usage = next(e["data"] for e in events if e["kind"] == "usage")
     assert usage["resident_tokens"] == count(_tools_segment(server.requests[0].raw))
     # The Anthropic-form array (what resolution lays out) is not what is counted.
-    from toolhub.tools.resolve import layout_array
     from toolhub.tools.schema import canonical_json
+    from toolhub.tools.wire import layout_array
 
     anthropic_form = "".join(
         layout_array(

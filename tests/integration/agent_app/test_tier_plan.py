@@ -9,7 +9,8 @@ import time
 import pytest
 
 from toolhub.tools import function
-from toolhub.tools.resolve import CALL_TOOL, array_frame_tokens, tool_tokens
+from toolhub.tools.resolve import CALL_TOOL
+from toolhub.tools.wire import array_frame_tokens, tool_tokens
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

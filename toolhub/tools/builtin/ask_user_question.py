@@ -6,7 +6,7 @@ Withheld from unattended turns (layer 5): nobody would answer.
 from __future__ import annotations
 
 from toolhub.tools.context import ToolContext, present
-from toolhub.tools.tool import function
+from toolhub.tools.decorator import function
 
 
 def _can_ask(ctx: ToolContext) -> bool:

@@ -20,11 +20,13 @@ import codecs
 import contextlib
 import os
 import signal
+from dataclasses import dataclass, field
 
 from toolhub.tools import sandbox
 from toolhub.tools.builtin._workspace import has_workspace, workspace_root
 from toolhub.tools.context import TailAccumulator, ToolContext
-from toolhub.tools.tool import ToolResult, ToolUnavailable, function
+from toolhub.tools.decorator import function
+from toolhub.tools.tool import ToolResult, ToolUnavailable
 
 MAX_OUTPUT_CHARS = 30_000
 # A killed box is gone within milliseconds; this only bounds a wait that should not hang.
@@ -75,42 +77,67 @@ async def bash(command: str, timeout: int = 120, *, ctx: ToolContext) -> ToolRes
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
         )
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    head: list[str] = []
-    head_size = 0
-    tail = TailAccumulator(MAX_OUTPUT_CHARS // 2)
-    printed = 0
+    output = _Output()
     try:
-        stdout = process.stdout
-        assert stdout is not None, "started with stdout=PIPE"
-        while printed <= output_limit and (chunk := await stdout.read(65536)):
-            chunk = chunk[: output_limit + 1 - printed]
-            printed += len(chunk)
-            text = decoder.decode(chunk)
-            ctx.update(text)
-            if head_size < MAX_OUTPUT_CHARS // 2:
-                take = text[: MAX_OUTPUT_CHARS // 2 - head_size]
-                head.append(take)
-                head_size += len(take)
-                text = text[len(take) :]
-            tail.append(text)
-        if printed <= output_limit:
-            await process.wait()
+        await _read(process, output, ctx=ctx, limit=output_limit)
     finally:
         await _end_box(process)
-    output = "".join(head)
-    if tail.dropped_chars:
-        output += f"\n[… {tail.dropped_chars:,} characters omitted …]\n"
-    output += tail.text
-    code = process.returncode
-    if printed > output_limit:
-        ending = f"[stopped: more than {output_limit / 2**20:g} MiB of output]"
+    return _result(output, code=process.returncode, limit=output_limit)
+
+
+@dataclass(slots=True)
+class _Output:
+    """What a box printed, kept bounded while it streams: the first part and the last
+    part, never all of it, and how many bytes it printed in all."""
+
+    head: list[str] = field(default_factory=list)
+    head_size: int = 0
+    tail: TailAccumulator = field(default_factory=lambda: TailAccumulator(MAX_OUTPUT_CHARS // 2))
+    printed: int = 0
+
+    def add(self, text: str) -> None:
+        if self.head_size < MAX_OUTPUT_CHARS // 2:
+            take = text[: MAX_OUTPUT_CHARS // 2 - self.head_size]
+            self.head.append(take)
+            self.head_size += len(take)
+            text = text[len(take) :]
+        self.tail.append(text)
+
+    def text(self) -> str:
+        output = "".join(self.head)
+        if self.tail.dropped_chars:
+            output += f"\n[… {self.tail.dropped_chars:,} characters omitted …]\n"
+        return output + self.tail.text
+
+
+async def _read(
+    process: asyncio.subprocess.Process, output: _Output, *, ctx: ToolContext, limit: int
+) -> None:
+    """Stream the box's output to the call's tail and keep it in ``output``, until the
+    command exits or has printed more than ``limit`` bytes."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    stdout = process.stdout
+    assert stdout is not None, "started with stdout=PIPE"
+    while output.printed <= limit and (chunk := await stdout.read(65536)):
+        chunk = chunk[: limit + 1 - output.printed]
+        output.printed += len(chunk)
+        text = decoder.decode(chunk)
+        ctx.update(text)
+        output.add(text)
+    if output.printed <= limit:
+        await process.wait()
+
+
+def _result(output: _Output, *, code: int | None, limit: int) -> ToolResult:
+    """The output and how the command ended; an error unless it exited with 0."""
+    if output.printed > limit:
+        ending = f"[stopped: more than {limit / 2**20:g} MiB of output]"
     elif code in _LIMIT_EXITS:
         ending = f"[exit code {code}: stopped at {_LIMIT_EXITS[code]}]"
     else:
         ending = f"[exit code {code}]"
-    summary = f"{output.rstrip()}\n{ending}".lstrip()
-    if printed > output_limit or code != 0:
+    summary = f"{output.text().rstrip()}\n{ending}".lstrip()
+    if output.printed > limit or code != 0:
         return ToolResult(content=summary, is_error=True, status="error")
     return ToolResult(content=summary)
 

@@ -16,7 +16,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from toolhub.tools.tool import function
+from toolhub.tools.decorator import function
 
 MAX_EXPRESSION_CHARS = 500
 MAX_EXPONENT = 10_000

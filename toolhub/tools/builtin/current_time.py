@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from toolhub.tools.tool import function
+from toolhub.tools.decorator import function
 
 
 @function(label="Current time")

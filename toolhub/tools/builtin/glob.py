@@ -13,7 +13,7 @@ from toolhub.tools.builtin._workspace import (
     workspace_root,
 )
 from toolhub.tools.context import ToolContext
-from toolhub.tools.tool import function
+from toolhub.tools.decorator import function
 
 
 @function(can_use=has_workspace, label="Find files")

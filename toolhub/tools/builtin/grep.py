@@ -23,7 +23,7 @@ from toolhub.tools.builtin._workspace import (
     relative,
 )
 from toolhub.tools.context import ToolContext
-from toolhub.tools.tool import function
+from toolhub.tools.decorator import function
 
 MAX_FILE_BYTES = 2_000_000
 MAX_SCAN_BYTES = 50_000_000

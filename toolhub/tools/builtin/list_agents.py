@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolhub.tools.context import ToolContext, present
-from toolhub.tools.tool import function
+from toolhub.tools.decorator import function
 
 
 def _has_directory(ctx: ToolContext) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from toolhub.tools.context import ToolContext, present
-from toolhub.tools.tool import function
+from toolhub.tools.decorator import function
 
 
 def _has_notes(ctx: ToolContext) -> bool:

@@ -7,7 +7,7 @@ leaving it presents the plan and needs the person's approval.
 from __future__ import annotations
 
 from toolhub.tools.context import ToolContext, present
-from toolhub.tools.tool import function
+from toolhub.tools.decorator import function
 
 PLAN = "plan"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from toolhub.tools.builtin._workspace import confine, has_workspace, is_binary
 from toolhub.tools.context import ToolContext
-from toolhub.tools.tool import function
+from toolhub.tools.decorator import function
 
 MAX_FILE_BYTES = 5_000_000
 

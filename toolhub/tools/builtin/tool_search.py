@@ -12,8 +12,8 @@ dead-ended.
 from __future__ import annotations
 
 from toolhub.tools.context import ToolContext, present
+from toolhub.tools.decorator import function
 from toolhub.tools.schema import canonical_json
-from toolhub.tools.tool import function
 
 SELECT_PREFIX = "select:"
 # A query is a few words or a list of names: anything longer is refused before it costs

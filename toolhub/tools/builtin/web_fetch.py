@@ -19,8 +19,8 @@ import httpcore
 import httpx
 
 from toolhub.tools.context import ToolContext
+from toolhub.tools.decorator import function
 from toolhub.tools.netguard import PUBLIC, guard, is_public_address
-from toolhub.tools.tool import function
 
 __all__ = ["html_to_text", "is_public_address", "web_fetch"]
 

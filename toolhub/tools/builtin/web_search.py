@@ -10,7 +10,7 @@ from __future__ import annotations
 import httpx
 
 from toolhub.tools.context import ToolContext
-from toolhub.tools.tool import function
+from toolhub.tools.decorator import function
 
 API_KEY_ENV = "BRAVE_API_KEY"
 

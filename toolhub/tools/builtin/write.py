@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from toolhub.tools.builtin._workspace import confine, has_workspace, relative
 from toolhub.tools.context import ToolContext
-from toolhub.tools.tool import function
+from toolhub.tools.decorator import function
 
 
 @function(can_use=has_workspace, unsafe_in=("plan",), label="Write file")
