@@ -57,7 +57,8 @@ from sessions_app.models import ChatSession
 from toolhub.lib.errors import Conflict, Invalid, ServiceError
 from toolhub.lib.storable import storable_text
 from toolhub.tools import registry as tool_registry
-from toolhub.tools.mcp.asks import ACTIONS, FormError, fields_from_json, form_answer
+from toolhub.tools.mcp.asks import ACTIONS, fields_from_json
+from toolhub.tools.mcp.forms import FormError, form_answer
 from toolhub.tools.resolve import count_ahead_in_background
 
 log = logging.getLogger(__name__)
