@@ -51,7 +51,7 @@ from toolhub.tools.mcp import (
     prompt_problem,
     tool_name,
 )
-from toolhub.tools.mcp.tools import READ_RESOURCE
+from toolhub.tools.mcp.resources import READ_RESOURCE
 
 logger = logging.getLogger(__name__)
 

@@ -56,7 +56,8 @@ from sessions_app.models import ChatSession
 from toolhub.lib.errors import Conflict, Invalid, ServiceError
 from toolhub.lib.storable import storable_text
 from toolhub.tools import registry as tool_registry
-from toolhub.tools.mcp.asks import ACTIONS, FormError, fields_from_json, form_answer
+from toolhub.tools.mcp.asks import ACTIONS, fields_from_json
+from toolhub.tools.mcp.forms import FormError, form_answer
 from toolhub.tools.wire import count_ahead_in_background
 
 log = logging.getLogger(__name__)
@@ -179,7 +180,7 @@ def serve_turns_here() -> None:
     (so it must stay a few checks once done): turns of sync callers run here, this
     process's reaper ends the turns of servers that died, and, once per process, the
     registered tools' array costs are counted before the first turn needs them
-    (``resolve.count_ahead``; tools registered later are counted as they register)."""
+    (``wire.count_ahead``; tools registered later are counted as they register)."""
     remember_server_loop()
     reaper_start()
     if not _counted_ahead.is_set():

@@ -16,7 +16,8 @@ from mcp_types import SamplingMessage, TextContent
 
 from tests.integration.agent_app.test_mcp_servers import connected, load_then_call
 from tests.mcp import wait_for
-from toolhub.tools.mcp.asks import AskRefused, elicit_form, form_answer, form_fields, sampling_ask
+from toolhub.tools.mcp.asks import AskRefused, sampling_ask
+from toolhub.tools.mcp.forms import elicit_form, form_answer, form_fields
 
 HOSTILE = Path(__file__).resolve().parent / "hostile_mcp_server.py"
 

@@ -15,15 +15,17 @@ from mcp_types import (
 )
 
 from toolhub.tools.mcp.asks import (
-    MAX_FIELDS,
     MAX_SAMPLING_TOKENS,
     AskRefused,
+    fields_from_json,
+    sampling_ask,
+)
+from toolhub.tools.mcp.forms import (
+    MAX_FIELDS,
     FormError,
     elicit_form,
-    fields_from_json,
     form_answer,
     form_fields,
-    sampling_ask,
 )
 
 SCHEMA = {

@@ -1185,7 +1185,7 @@ def test_a_pdf_and_a_recording_a_server_sends_reach_the_person_as_files_and_the_
 def test_a_binary_resource_read_with_the_reader_is_offered_to_the_person_not_the_model():
     from mcp_types import BlobResourceContents, ReadResourceResult
 
-    from toolhub.tools.mcp.tools import resource_text
+    from toolhub.tools.mcp.results import resource_text
 
     pdf = BlobResourceContents(
         uri=REPORT_URI, mime_type="application/pdf", blob=base64.b64encode(REPORT_PDF).decode()

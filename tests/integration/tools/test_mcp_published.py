@@ -16,7 +16,8 @@ from tests.mcp import wait_for
 from toolhub.tools import ToolContext, ToolRegistry
 from toolhub.tools.context import ToolServices
 from toolhub.tools.mcp import McpManager, McpServerConfig
-from toolhub.tools.mcp.asks import ElicitAnswer, ElicitForm, Sampled, SamplingAsk, form_answer
+from toolhub.tools.mcp.asks import ElicitAnswer, ElicitForm, Sampled, SamplingAsk
+from toolhub.tools.mcp.forms import form_answer
 
 pytestmark = pytest.mark.processes
 

@@ -16,7 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from toolhub.tools.mcp import McpServerConfig
-from toolhub.tools.mcp.oauth import McpOAuthError, oauth_sign_in_begin
+from toolhub.tools.mcp.oauth import McpOAuthError
+from toolhub.tools.mcp.oauth_sign_in import oauth_sign_in_begin
 from toolhub.tools.netguard import PUBLIC, Reach, address_refusal, url_refusal
 
 

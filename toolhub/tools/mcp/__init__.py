@@ -1,9 +1,13 @@
 """MCP servers as a tool source: connect through the official ``mcp`` SDK, register each
 server's tools, call them, and live through the server going away. ``config`` holds the
-names and limits, ``tools`` turns a listing into ``Tool`` objects, ``connection`` is one
-server's connection, ``scoped`` a chat's or person's own, ``callers`` whose call a
-server's question belongs to, ``asks`` what it may ask, ``oauth`` the sign-in, and
-``manager`` keeps them all.
+names and limits; ``tools`` turns a listing into ``Tool`` objects, ``resources`` and
+``prompts`` do the same for a server's resources and prompts, and ``results`` turns what
+a call returns into a ``ToolResult``; ``connection`` is one server's connection, over
+``transport``, keeping its ``listing`` fresh; ``scoped`` is a chat's or person's own;
+``callers`` says whose call a server's question belongs to, ``answering`` puts it to that
+person, ``asks`` and ``forms`` say what it may ask; ``oauth`` (with ``oauth_sign_in`` and
+``oauth_bearer``) is the sign-in and the grant a connection sends; and ``manager`` keeps
+them all.
 
 Invariants:
 - **Names.** A server's tool ``t`` is the tool ``<server>__<t>``. Server names are
@@ -34,7 +38,7 @@ Invariants:
   off. A tool without annotations is unknown: hidden in plan mode, run without asking,
   as before annotations were read. A hint is believed only as a JSON boolean exactly as
   it came over the wire: the SDK parses ``"true"`` or ``1`` into ``True``, so the
-  transport's read stream is watched (``_WatchedListing``) and a hint the SDK changed,
+  transport's read stream is watched (``transport.watched``) and a hint the SDK changed,
   or any other odd one, makes the tool destructive, never read-only.
 - **Untrusted text.** Names, titles and descriptions from a server are cut to a fixed
   length with control characters removed before they are registered, so nothing a server
@@ -52,7 +56,7 @@ Invariants:
   refused with the reason: on 2026-07-28 it rides the call's own answer; a handshake-era
   server's names no call, so it goes to the one call waiting on that server and is
   refused when several are, or when another chat's call was lately given up on before
-  its answer (``asks.py``, ``callers.py``, ``Connection._caller``). It ends with its call.
+  its answer (``asks.py``, ``answering.py``, ``WaitingCalls.owner``). It ends with its call.
 - **Own connections.** A server with workspace roots gets a connection per chat whose only
   root is the chat's workspace; one that takes each person's own credential gets one per
   person carrying theirs (and never the server's own in its place). The server-wide
@@ -86,18 +90,15 @@ from toolhub.tools.mcp.oauth import (
     McpOAuthGrant,
     McpOAuthStore,
     McpSignInNeeded,
+)
+from toolhub.tools.mcp.oauth_sign_in import (
     OAuthSignIn,
     oauth_sign_in_begin,
     oauth_sign_in_finish,
 )
-from toolhub.tools.mcp.tools import (
-    Effect,
-    McpTool,
-    build_tools,
-    prompt_problem,
-    result_text,
-    tool_effect,
-)
+from toolhub.tools.mcp.prompts import prompt_problem
+from toolhub.tools.mcp.results import result_text
+from toolhub.tools.mcp.tools import Effect, McpTool, build_tools, tool_effect
 
 __all__ = [
     "CONTROL_CHARS",

@@ -24,26 +24,29 @@ from toolhub.tools.mcp.config import (
     McpStatus,
     McpUnavailableError,
     tool_name,
+    untrusted_text,
 )
-from toolhub.tools.mcp.connection import SHOWN, Connection, describe, progress_line
+from toolhub.tools.mcp.connection import SHOWN, Connection
 from toolhub.tools.mcp.oauth import (
     McpOAuthStore,
 )
+from toolhub.tools.mcp.prompts import prompt_problem, prompt_text
+from toolhub.tools.mcp.resources import LIST_RESOURCES, READ_RESOURCE, resource_listing
+from toolhub.tools.mcp.results import resource_text, result_text
 from toolhub.tools.mcp.scoped import ScopedConnection, with_personal_credential
-from toolhub.tools.mcp.tools import (
-    LIST_RESOURCES,
-    READ_RESOURCE,
-    prompt_problem,
-    prompt_text,
-    resource_listing,
-    resource_text,
-    result_text,
-)
+from toolhub.tools.mcp.transport import describe
 from toolhub.tools.registry import ToolRegistry
 from toolhub.tools.registry import registry as default_registry
 from toolhub.tools.tool import ToolResult, ToolUnavailable
 
 logger = logging.getLogger(__name__)
+
+
+def progress_line(progress: float, total: float | None, message: str | None) -> str:
+    """A server's progress notification as a line of the call's live output."""
+    counted = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+    text = untrusted_text(message, 500)
+    return f"{text} ({counted})\n" if text else f"{counted}\n"
 
 
 class McpManager:
@@ -312,7 +315,7 @@ class McpManager:
             prompt
             for name in sorted(connections)
             if connections[name].status.state == "connected"
-            for prompt in connections[name].prompts
+            for prompt in connections[name].listing.prompts
         ]
 
     def resources(self) -> list[McpResource]:
@@ -323,7 +326,7 @@ class McpManager:
             resource
             for name in sorted(connections)
             if connections[name].status.state == "connected"
-            for resource in connections[name].resources
+            for resource in connections[name].listing.resources
         ]
 
     async def get_prompt(

@@ -19,7 +19,8 @@ from toolhub.tools.mcp.config import (
     McpStatus,
     McpUnavailableError,
 )
-from toolhub.tools.mcp.connection import Connection, describe, modern_versions
+from toolhub.tools.mcp.connection import Connection
+from toolhub.tools.mcp.transport import describe, modern_versions
 
 if TYPE_CHECKING:
     from toolhub.tools.mcp.manager import McpManager
