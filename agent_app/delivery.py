@@ -30,9 +30,10 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from sessions_app.eventlog import EVENTS_PAGE_MAX, TERMINAL, Frame, event_frames
+from sessions_app.eventlog import EVENTS_PAGE_MAX, TERMINAL
 from sessions_app.models import SessionEvent
 from sessions_app.transcript import Transcript, item_html
+from toolhub.lib.event_frames import Frame, event_frames
 from toolhub.tools import TailUpdate
 
 logger = logging.getLogger(__name__)

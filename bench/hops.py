@@ -9,7 +9,8 @@ turn's database work runs on threads of its own), from the frame the socket woul
 to the turn's last event. docs/architecture.md, "One chat turn, hop by hop", draws the
 same turn.
 
-Prints ``hops turn app_changes=N runtime_calls=M`` and, with ``-v``, each app-to-app hop
+Prints ``hops turn app_changes=N call_sites=S runtime_calls=M`` (S: the distinct
+caller → callee pairs among the N) and, with ``-v``, each app-to-app hop
 in order (caller → callee). Database: BENCH_DATABASE_URL (default
 postgres://postgres@127.0.0.1:5432/toolhub_bench_hops); the channel layer in memory.
 """
@@ -99,9 +100,15 @@ def main() -> None:
     kinds = list(SessionEvent.objects.filter(session=session).values_list("kind", flat=True))
     if "tool_result" not in kinds or "turn_finished" not in kinds:
         raise SystemExit(f"the turn did not call its tool and finish: {kinds}")
-    print(f"hops turn app_changes={len(tracer.app_hops)} runtime_calls={tracer.runtime}")
-    for pair, count in sorted(Counter(pair for pair, _ in tracer.app_hops).items()):
-        print(f"hops pair {pair.replace(' → ', '->')}={count}")
+    sites = set(tracer.app_hops)
+    print(
+        f"hops turn app_changes={len(tracer.app_hops)} call_sites={len(sites)} "
+        f"runtime_calls={tracer.runtime}"
+    )
+    calls = Counter(pair for pair, _ in tracer.app_hops)
+    distinct = Counter(pair for pair, _ in sites)
+    for pair in sorted(calls):
+        print(f"hops pair {pair.replace(' → ', '->')}={calls[pair]} sites={distinct[pair]}")
     if "-v" in sys.argv:
         for pair, where in tracer.app_hops:
             print(f"  {pair}: {where}")

@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from sessions_app.models import ChatSession, SessionEvent
 from toolhub.lib.errors import Invalid, NotFound
+from toolhub.lib.event_frames import Frame, event_frame
 from toolhub.lib.rows import rows_insert, rows_read, rows_values
 
 # The kinds that end a turn.
@@ -43,8 +44,6 @@ Row = tuple[int, str, dict[str, Any]]
 HISTORY_CACHE_SESSIONS = 256
 EVENTS_PAGE = 500
 EVENTS_PAGE_MAX = 1_000
-
-Frame = dict[str, Any]
 
 
 def events_append(
@@ -295,7 +294,7 @@ def event_frames_after(*, session_id: Any, after: int, limit: int = EVENTS_PAGE_
     with connection.cursor() as cursor:
         session = _SESSION.get_db_prep_value(session_id, connection)
         cursor.execute(sql, [session, after, limit])
-        return [_frame(*read(row)) for row in cursor.fetchall()]
+        return [event_frame(*read(row)) for row in cursor.fetchall()]
 
 
 _SESSION = cast("Field[Any, Any]", SessionEvent._meta.get_field("session"))
@@ -317,24 +316,3 @@ def _frames_query() -> tuple[str, Callable[[Any], tuple[Any, ...]]]:
 def _column(name: str) -> str:
     field = cast("Field[Any, Any]", SessionEvent._meta.get_field(name))
     return connection.ops.quote_name(str(field.column))
-
-
-# --- event frames -------------------------------------------------------------------------
-
-
-def event_frames(events: list[SessionEvent]) -> list[Frame]:
-    """The frames of stored events, as a socket and the REST log send them."""
-    return [
-        _frame(event.seq, event.turn, event.kind, event.data, event.created) for event in events
-    ]
-
-
-def _frame(seq: int, turn: str, kind: str, data: dict[str, Any], created: Any) -> Frame:
-    return {
-        "type": "event",
-        "seq": seq,
-        "turn": turn,
-        "kind": kind,
-        "data": data,
-        "created": created.isoformat(),
-    }

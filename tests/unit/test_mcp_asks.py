@@ -1,6 +1,6 @@
 """An MCP server's form and sampling request, made safe to show and to answer
-(``toolhub.tools.mcp.asks``): what is refused before a person sees it, and how an answer
-is checked and read."""
+(``toolhub.tools.mcp.asks`` and ``forms``): what is refused before a person sees it, and
+how an answer is checked and read."""
 
 from __future__ import annotations
 

@@ -14,10 +14,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from agent_app.turns.claim import Waiting, persist
-from sessions_app.eventlog import event_frames, event_frames_after, events_append, session_history
+from sessions_app.eventlog import event_frames_after, events_append, session_history
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
 from sessions_app.services import session_create
 from tests.conftest import ROOT, app_env, need
+from toolhub.lib.event_frames import event_frames
 
 pytestmark = pytest.mark.django_db
 
@@ -205,9 +206,10 @@ call_command("migrate", verbosity=0)
 from django.db import connection
 from django.contrib.auth import get_user_model
 from agent_app.turns.claim import LostClaim, persist
-from sessions_app.eventlog import event_frames, event_frames_after, events_append
+from sessions_app.eventlog import event_frames_after, events_append
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
 from sessions_app.services import session_create
+from toolhub.lib.event_frames import event_frames
 
 assert connection.vendor == "sqlite", connection.vendor
 odd = {"text": "it's \\"q\\" %s \\\\ \U0001f9ea", "n": [1, None, {"k": "'"}]}

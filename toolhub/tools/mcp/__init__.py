@@ -29,7 +29,7 @@ Invariants:
   until it returns. The connection retries with exponential backoff throughout. Only
   removing or disabling the server unregisters its tools.
 - **Timeouts.** A tool's ``timeout`` is an idle limit that each progress notification
-  restarts; ``timeout_ceiling`` bounds the whole call (``Tool._until_done``).
+  restarts; ``timeout_ceiling`` bounds the whole call (``execution._until_done``).
 - **Annotations.** A tool's MCP annotations decide plan mode and approval, read as the
   spec defines them (``readOnlyHint`` defaults to false, ``destructiveHint`` to true and
   counts only when the tool is not read-only). Only a tool the server marks read-only is
