@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import EllipsisType
 from typing import Any
+from uuid import UUID
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
@@ -65,7 +66,7 @@ class LostClaim(Exception):
 
 
 def claim(
-    *, session_id: Any, turn_id: str, channel: str, title: str, reserve: int = 0
+    *, session_id: UUID, turn_id: str, channel: str, title: str, reserve: int = 0
 ) -> ChatSession | None:
     """Take the session for ``turn_id`` and reserve the next ``reserve`` seqs; ``None`` if
     another live turn holds it.
@@ -106,7 +107,7 @@ def claim(
 
 
 def _claim_row(
-    session_id: Any,
+    session_id: UUID,
     turn_id: str,
     channel: str,
     title: str,
@@ -148,7 +149,7 @@ def _claim_row(
     return next(iter(ChatSession.objects.raw(sql, params)), None)
 
 
-def _close_abandoned(*, session_id: Any, turn_id: str) -> list[SessionEvent]:
+def _close_abandoned(*, session_id: UUID, turn_id: str) -> list[SessionEvent]:
     """Pair every call of a turn whose process died, then end it as ``lost``; returns the
     events written (none when the turn had already ended)."""
     events = list(
@@ -211,7 +212,7 @@ def turns_reap(*, keep: frozenset[str] = frozenset()) -> list[tuple[Any, list[Se
     return freed
 
 
-def _reap_one(session_id: Any) -> list[SessionEvent] | None:
+def _reap_one(session_id: UUID) -> list[SessionEvent] | None:
     with transaction.atomic():
         row = (
             ChatSession.objects.select_for_update()
@@ -229,13 +230,13 @@ def _reap_one(session_id: Any) -> list[SessionEvent] | None:
     return events
 
 
-def release(*, session_id: Any, turn_id: str) -> None:
+def release(*, session_id: UUID, turn_id: str) -> None:
     ChatSession.objects.filter(pk=session_id, turn_id=turn_id).update(
         turn_id="", turn_channel="", turn_lease=None, turn_waiting=None
     )
 
 
-def renew(*, session_id: Any, turn_id: str) -> bool:
+def renew(*, session_id: UUID, turn_id: str) -> bool:
     """Extend the turn's lease; False when the session is no longer this turn's."""
     return bool(
         ChatSession.objects.filter(pk=session_id, turn_id=turn_id).update(
@@ -309,7 +310,7 @@ class RunningTurn:
         )
 
 
-def running_turn(*, session_id: Any) -> RunningTurn | None:
+def running_turn(*, session_id: UUID) -> RunningTurn | None:
     row = (
         ChatSession.objects.filter(pk=session_id)
         .values("turn_id", "turn_channel", "turn_lease", "turn_waiting")
@@ -326,7 +327,7 @@ def running_turn(*, session_id: Any) -> RunningTurn | None:
 
 def persist(
     *,
-    session_id: Any,
+    session_id: UUID,
     turn: str,
     items: list[tuple[str, dict[str, Any]]],
     call: dict[str, Any] | None = None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any, TypedDict, Unpack
+from uuid import UUID
 
 from agent_app.delivery import notify_events
 from agent_app.turns.claim import Waiting, persist
@@ -39,7 +40,7 @@ class FlushWrites(TypedDict, total=False):
 class TurnEvents:
     """One turn's outgoing events: what is pending, the flush lock and the last send."""
 
-    def __init__(self, *, session_id: Any, turn_id: str) -> None:
+    def __init__(self, *, session_id: UUID, turn_id: str) -> None:
         self.session_id = session_id
         self.turn_id = turn_id
         self._pending: list[tuple[str, dict[str, Any]]] = []

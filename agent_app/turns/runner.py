@@ -23,6 +23,7 @@ import logging
 import time
 from dataclasses import replace
 from typing import Any
+from uuid import UUID
 
 from django.conf import settings
 
@@ -64,7 +65,7 @@ class TurnRunner:
     def __init__(
         self,
         *,
-        session_id: Any,
+        session_id: UUID,
         turn_id: str,
         text: str,
         attended: bool,

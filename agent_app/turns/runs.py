@@ -42,6 +42,7 @@ import asyncio
 import logging
 from datetime import timedelta
 from typing import Any
+from uuid import UUID
 
 from django.conf import settings
 from django.db.models import Q
@@ -82,7 +83,7 @@ _embedded: set[asyncio.Task[None]] = set()
 async def run_and_wait(
     *,
     tool: Tool,
-    session_id: Any,
+    session_id: UUID,
     turn: str,
     call_id: str,
     arguments: dict[str, Any],
@@ -115,7 +116,7 @@ async def run_and_wait(
 
 def run_create(
     *,
-    session_id: Any,
+    session_id: UUID,
     turn: str,
     call_id: str,
     tool: str,
@@ -285,7 +286,7 @@ def run_check(*, run_id: Any) -> ToolRun:
     return ToolRun.objects.get(pk=run_id)
 
 
-def runs_cancel_for_turn(*, session_id: Any, turn: str) -> None:
+def runs_cancel_for_turn(*, session_id: UUID, turn: str) -> None:
     """Stop every live run of a turn that ended without them: a queued one ends cancelled
     here (no worker will start it), a running one is asked to stop."""
     for run_id in ToolRun.objects.filter(

@@ -23,6 +23,7 @@ import contextlib
 import logging
 import time
 from typing import Any
+from uuid import UUID
 
 from django.core.cache import cache
 
@@ -41,7 +42,7 @@ class TailPump:
     ``TAIL_INTERVAL`` per call, always sending the last one; the current tail is kept in
     the cache so a socket that resumes gets it once."""
 
-    def __init__(self, *, session_id: Any, turn_id: str, call_id: str) -> None:
+    def __init__(self, *, session_id: UUID, turn_id: str, call_id: str) -> None:
         self._session_id = session_id
         self._turn_id = turn_id
         self._call_id = call_id
@@ -131,11 +132,11 @@ class TailPump:
             )
 
 
-def _tails_key(session_id: Any, turn_id: str) -> str:
+def _tails_key(session_id: UUID, turn_id: str) -> str:
     return f"toolhub:tails:{session_id}:{turn_id}"
 
 
-def _stored_tails(session_id: Any, turn_id: str) -> dict[str, dict[str, Any]]:
+def _stored_tails(session_id: UUID, turn_id: str) -> dict[str, dict[str, Any]]:
     """The cached tails of a turn, keeping only well-formed tail frames: what comes back
     from Redis is sent to browsers, so a value of another shape is dropped and logged."""
     stored = cache.get(_tails_key(session_id, turn_id))
@@ -152,7 +153,7 @@ def _stored_tails(session_id: Any, turn_id: str) -> dict[str, dict[str, Any]]:
 
 
 def _tails_put(
-    *, session_id: Any, turn_id: str, call_id: str, frame: dict[str, Any] | None
+    *, session_id: UUID, turn_id: str, call_id: str, frame: dict[str, Any] | None
 ) -> None:
     tails = _stored_tails(session_id, turn_id)
     if frame is None:
@@ -165,7 +166,7 @@ def _tails_put(
         cache.delete(_tails_key(session_id, turn_id))
 
 
-def running_tails(*, session_id: Any, turn_id: str) -> list[dict[str, Any]]:
+def running_tails(*, session_id: UUID, turn_id: str) -> list[dict[str, Any]]:
     """The current tail of each call still running in the session's running turn
     ``turn_id`` (none when no turn runs), for a socket that resumes."""
     return list(_stored_tails(session_id, turn_id).values()) if turn_id else []

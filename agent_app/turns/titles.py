@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from uuid import UUID
 
 from agent_app.delivery import notify_events
 from agent_app.providers import Provider, ProviderRequest, collect_text
@@ -31,7 +31,7 @@ SHOWN_CHARS = 2_000
 
 
 async def name_chat(
-    *, provider: Provider, model: str, session_id: Any, turn: str, question: str, answer: str
+    *, provider: Provider, model: str, session_id: UUID, turn: str, question: str, answer: str
 ) -> None:
     request = ProviderRequest(
         model=model,
