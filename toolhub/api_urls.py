@@ -6,6 +6,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from agent_app import api as turns
+from agent_app import api_mcp
 from profiles_app.api import agents, operators, preferences, profiles
 from sessions_app import api as sessions
 from toolhub.lib.api import not_found
@@ -45,10 +46,10 @@ urlpatterns = [
     path("agents/", agents.AgentListView.as_view()),
     path("agents/<int:agent_id>/", agents.AgentDetailView.as_view()),
     path("agents/<int:agent_id>/duplicate/", agents.AgentDuplicateView.as_view()),
-    path("mcp-credentials/", turns.McpCredentialListView.as_view()),
-    path("mcp-credentials/<int:server_id>/", turns.McpCredentialDetailView.as_view()),
-    path("mcp-servers/", turns.McpServerListView.as_view()),
-    path("mcp-servers/<int:server_id>/", turns.McpServerDetailView.as_view()),
+    path("mcp-credentials/", api_mcp.McpCredentialListView.as_view()),
+    path("mcp-credentials/<int:server_id>/", api_mcp.McpCredentialDetailView.as_view()),
+    path("mcp-servers/", api_mcp.McpServerListView.as_view()),
+    path("mcp-servers/<int:server_id>/", api_mcp.McpServerDetailView.as_view()),
     # Anything else under /api/ is a JSON 404, never Django's HTML page.
     re_path(r"^[\s\S]*$", not_found),
 ]
