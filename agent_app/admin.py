@@ -7,16 +7,16 @@ of where it connects forgets every person's own credential for it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin
 from django.urls import reverse
 
-from agent_app.mcp import (
+from agent_app.mcp import mcp_grant
+from agent_app.mcp_servers import (
     FIELDS,
     SECRET_FIELDS,
-    mcp_grant,
     mcp_server_delete,
     mcp_server_save,
     server_json,
@@ -25,9 +25,17 @@ from agent_app.models import McpServer, Note, ToolRun
 from toolhub.lib.admin_links import NOT_THEIRS, ReadOnlyLog, product_link
 from toolhub.lib.admin_writes import ServiceAdmin
 
+# Generic only to the type checker: neither class takes parameters at run time.
+if TYPE_CHECKING:
+    _NoteAdmin = admin.ModelAdmin[Note]
+    _McpServerForm = forms.ModelForm[McpServer]
+else:
+    _NoteAdmin = admin.ModelAdmin
+    _McpServerForm = forms.ModelForm
+
 
 @admin.register(Note)
-class NoteAdmin(admin.ModelAdmin):
+class NoteAdmin(_NoteAdmin):
     list_display = ["owner", "text", "created"]
     search_fields = ["text", "owner__username"]
 
@@ -59,7 +67,7 @@ def _secret_field(label: str, example: str) -> forms.JSONField:
     )
 
 
-class McpServerForm(forms.ModelForm):
+class McpServerForm(_McpServerForm):
     """``env``, ``headers`` and the OAuth client secret are write-only: the form never
     shows their values. Leave a box empty to keep what is stored; ``{}`` (or the clear
     box) clears it. OAuth tokens are not here at all: a sign-in on the ops page makes
@@ -90,7 +98,8 @@ class McpServerForm(forms.ModelForm):
 
     def clean_auth(self) -> str:
         # A form posted without the field (one from before it existed) keeps what is set.
-        return self.cleaned_data.get("auth") or self.instance.auth
+        auth: str = self.cleaned_data.get("auth") or self.instance.auth
+        return auth
 
 
 def _secrets(data: dict[str, Any]) -> dict[str, Any]:

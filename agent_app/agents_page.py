@@ -39,7 +39,7 @@ from profiles_app.services import (
 )
 from toolhub.lib.errors import Invalid, ServiceError, found_or_404
 from toolhub.lib.versioned import posted_version
-from toolhub.tools import ToolIntent, UnknownToolsetError, resolve, token_cost
+from toolhub.tools import ResolvedToolset, ToolIntent, UnknownToolsetError, resolve, token_cost
 from toolhub.tools.layers import AGENT_REMOVALS, META_TOOLS, hidden_words
 
 # One line each, as the page explains the deferred-loading strategies.
@@ -118,8 +118,22 @@ def _expanded(request: HttpRequest, agent: Agent) -> dict[str, Any]:
             "window": window,
             "problem": f"{exc.args[0]}; pick another profile",
         }
+    hidden = _hidden_json(resolved)
+    return {
+        "model": model,
+        "window": window,
+        "cost": token_cost(resolved),
+        "resident": len(resolved.resident),
+        "deferred": len(resolved.deferred),
+        "offered": _offered_json(resolved),
+        "hidden": hidden,
+        "restorable": any(item["restorable"] for item in hidden),
+    }
+
+
+def _offered_json(resolved: ResolvedToolset) -> list[dict[str, Any]]:
     deferred = {tool.name for tool in resolved.deferred}
-    offered = [
+    return [
         {
             "name": tool.name,
             "label": tool.label,
@@ -129,7 +143,10 @@ def _expanded(request: HttpRequest, agent: Agent) -> dict[str, Any]:
         }
         for tool in resolved.offered
     ]
-    hidden = [
+
+
+def _hidden_json(resolved: ResolvedToolset) -> list[dict[str, Any]]:
+    return [
         {
             "name": item.name,
             "layer": item.layer,
@@ -139,16 +156,6 @@ def _expanded(request: HttpRequest, agent: Agent) -> dict[str, Any]:
         }
         for item in resolved.hidden
     ]
-    return {
-        "model": model,
-        "window": window,
-        "cost": token_cost(resolved),
-        "resident": len(resolved.resident),
-        "deferred": len(resolved.deferred),
-        "offered": offered,
-        "hidden": hidden,
-        "restorable": any(item["restorable"] for item in hidden),
-    }
 
 
 FORM_FIELDS = ("name", "description", "provider", "model", "system_prompt", "toolset", "strategy")
@@ -198,12 +205,13 @@ def _page(
     new_name: str = "",
 ) -> HttpResponse:
     agents = shared_first(agents_visible_to(request.user))
+    chosen: Agent | None
     if agent_id is None:
         chosen = next((agent for agent in agents if agent.name == DEFAULT_AGENT), agents[0])
     else:
         chosen = next((agent for agent in agents if agent.pk == agent_id), None)
-        if chosen is None:
-            raise Http404("no such agent")
+    if chosen is None:
+        raise Http404("no such agent")
     editable = not chosen.is_shared or request.user.is_staff
     context = {
         "agents": agents,

@@ -26,7 +26,7 @@ class AgentConfig(AppConfig):
         from agent_app import phrasings
 
         phrasings.configure_from_settings()
-        from agent_app.mcp import CredentialsAdapter
+        from agent_app.mcp_credentials import CredentialsAdapter
         from agent_app.services import NotesAdapter
         from toolhub.lib.chat_services import chat_services_provide
 

@@ -49,6 +49,12 @@ async def _off_loop[T](query: Callable[[], T]) -> T:
     return await sync_to_async(run, thread_sensitive=False)()
 
 
+async def _awaited[T](awaitable: Awaitable[T]) -> T:
+    # The store's contract hands over an awaitable; run_coroutine_threadsafe takes only a
+    # coroutine.
+    return await awaitable
+
+
 def _grant(row: McpOAuthGrant) -> Grant:
     return Grant(
         tokens=row.tokens,
@@ -94,7 +100,7 @@ def _refresh(
         # The token request runs on the manager's loop while this thread holds the lock;
         # it is a task of its own, so new tokens are written even if the connection that
         # asked is closed meanwhile.
-        asked = asyncio.run_coroutine_threadsafe(refresh(), loop)
+        asked = asyncio.run_coroutine_threadsafe(_awaited(refresh()), loop)
         try:
             tokens = asked.result(timeout=REFRESH_SECONDS)
         except TimeoutError:

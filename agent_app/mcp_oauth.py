@@ -35,6 +35,7 @@ from toolhub.tools.mcp import (
     oauth_sign_in_begin,
     oauth_sign_in_finish,
 )
+from toolhub.tools.mcp import McpOAuthGrant as Grant
 from toolhub.tools.mcp.config import untrusted_text
 
 SIGN_IN_SECONDS = 600
@@ -126,6 +127,14 @@ def mcp_oauth_sign_in_finish(
     except McpOAuthError as exc:
         pending.delete()
         raise Conflict(str(exc)) from exc
+    return _grant_store(user=user, server=server, grant=grant, pending=pending)
+
+
+def _grant_store(
+    *, user: Any, server: McpServer, grant: Grant, pending: McpOAuthSignIn
+) -> McpOAuthGrant:
+    """The grant written whole, under a new generation, in one transaction with the
+    sign-in's removal and its admin log entry; every process reconnects once it commits."""
     with transaction.atomic():
         row, _ = McpOAuthGrant.objects.select_for_update().get_or_create(server=server)
         row.tokens = grant.tokens

@@ -21,21 +21,20 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST, require_safe
 
 from agent_app.inspector import inspector_plan_reset, inspector_toolset
-from agent_app.mcp import (
-    mcp_credential_delete,
-    mcp_credential_set,
-    mcp_credentials_of,
-    mcp_logs,
+from agent_app.mcp import mcp_logs
+from agent_app.mcp_composer import (
     mcp_prompt_fill,
     mcp_prompts,
     mcp_resource_attach,
     mcp_resources,
-    mcp_server_get,
-    mcp_server_save,
-    mcp_servers,
-    server_json,
+)
+from agent_app.mcp_credentials import (
+    mcp_credential_delete,
+    mcp_credential_set,
+    mcp_credentials_of,
 )
 from agent_app.mcp_oauth import mcp_oauth_sign_in_begin, mcp_oauth_sign_in_finish
+from agent_app.mcp_servers import mcp_server_get, mcp_server_save, mcp_servers, server_json
 from agent_app.models import McpServer
 from profiles_app.services import (
     global_disable_audit,
@@ -54,6 +53,7 @@ from sessions_app.services import (
     session_with_draft,
 )
 from toolhub.lib.errors import Invalid, ServiceError, found_or_404
+from toolhub.lib.htmx import HtmxHttpRequest
 from toolhub.lib.storable import TooDeep, json_loads_bounded, storable_text
 
 # A composer's intent is a few names; anything longer is not one.
@@ -177,7 +177,7 @@ def _inspector(
 
 @require_POST
 @login_required
-def chat_plan_reset(request: HttpRequest, session_id: Any) -> HttpResponse:
+def chat_plan_reset(request: HtmxHttpRequest, session_id: Any) -> HttpResponse:
     """The inspector's "Rebuild tiers": a new tier plan from today's usage, kept."""
     session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
     try:
@@ -193,7 +193,7 @@ def chat_plan_reset(request: HttpRequest, session_id: Any) -> HttpResponse:
 
 @require_POST
 @login_required
-def chat_allowed_revoke(request: HttpRequest, session_id: Any) -> HttpResponse:
+def chat_allowed_revoke(request: HtmxHttpRequest, session_id: Any) -> HttpResponse:
     """The inspector's "Revoke": the tool asks again from its next call in this chat."""
     session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
     tool = request.POST.get("tool", "")

@@ -77,10 +77,10 @@ def _render_ms(views: list[Any]) -> float:
     """The profiles list's rendering: each profile's JSON object, then the body's bytes."""
     from rest_framework.renderers import JSONRenderer
 
-    from profiles_app.api import _profile_json
+    from profiles_app.api.profiles import profile_json
 
     renderer = JSONRenderer()
-    return _per_call_ms(lambda: renderer.render([_profile_json(view) for view in views]))
+    return _per_call_ms(lambda: renderer.render([profile_json(view) for view in views]))
 
 
 def _queries(path: str, token: str) -> int:

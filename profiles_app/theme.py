@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
@@ -20,6 +21,9 @@ def request_preferences(request: HttpRequest) -> Preferences:
     found = getattr(request, _ON_REQUEST, None)
     if found is None:
         user = request.user
+        if not user.is_authenticated:
+            # Asked by pages behind login_required and by ``theme`` for a signed-in person.
+            raise PermissionDenied
         found = Preferences.objects.filter(user=user).first() or Preferences(user=user)
         setattr(request, _ON_REQUEST, found)
     return found

@@ -47,6 +47,7 @@ from profiles_app.services import (
     profiles_for_user,
 )
 from toolhub.lib.errors import Invalid, ServiceError, Stale, found_or_404
+from toolhub.lib.htmx import HtmxHttpRequest
 from toolhub.lib.storable import json_loads_bounded
 from toolhub.lib.versioned import posted_version
 from toolhub.tools.presets import DEFAULT_TOOLSET
@@ -63,7 +64,7 @@ SWITCH_UNDO_SECONDS = 15 * 60
 
 
 def _programs(
-    request: HttpRequest,
+    request: HtmxHttpRequest,
     *,
     profile_id: int | None = None,
     preset: str = DEFAULT_TOOLSET,
@@ -103,7 +104,7 @@ def _programs(
 
 
 def _switch_undo(
-    request: HttpRequest, profile_id: int | None, version: int | None
+    request: HtmxHttpRequest, profile_id: int | None, version: int | None
 ) -> dict[str, Any] | None:
     """The undo of the last switch, while the profile is still as that switch left it."""
     undo = request.session.get(SWITCH_UNDO_KEY)
@@ -112,7 +113,7 @@ def _switch_undo(
     return undo if time.time() - undo["at"] < SWITCH_UNDO_SECONDS else None
 
 
-def _edited(request: HttpRequest, profile_id: int) -> HttpResponse:
+def _edited(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
     """The answer to an edit made: htmx gets the profile's section at once; a plain form a
     redirect, so that a reload never repeats the edit."""
     if request.htmx:
@@ -122,19 +123,19 @@ def _edited(request: HttpRequest, profile_id: int) -> HttpResponse:
 
 @require_safe
 @login_required
-def programs(request: HttpRequest, preset: str = DEFAULT_TOOLSET) -> HttpResponse:
+def programs(request: HtmxHttpRequest, preset: str = DEFAULT_TOOLSET) -> HttpResponse:
     return _programs(request, preset=preset)
 
 
 @require_safe
 @login_required
-def program(request: HttpRequest, profile_id: int) -> HttpResponse:
+def program(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
     return _programs(request, profile_id=profile_id)
 
 
 @require_POST
 @login_required
-def programs_new_chats(request: HttpRequest) -> HttpResponse:
+def programs_new_chats(request: HtmxHttpRequest) -> HttpResponse:
     """Make a profile (or a preset, or ``default``) what the person's new chats start with."""
     toolset = request.POST.get("toolset", "")
     try:
@@ -152,7 +153,7 @@ def programs_new_chats(request: HttpRequest) -> HttpResponse:
 
 
 def _change(
-    request: HttpRequest, profile_id: int, action: Callable[[ToolProfile], object], done: str
+    request: HtmxHttpRequest, profile_id: int, action: Callable[[ToolProfile], object], done: str
 ) -> HttpResponse:
     """Apply one edit to the person's profile through its service; a refused one
     re-renders the page with the reason."""
@@ -167,7 +168,7 @@ def _change(
 
 @require_POST
 @login_required
-def program_new(request: HttpRequest) -> HttpResponse:
+def program_new(request: HtmxHttpRequest) -> HttpResponse:
     name = request.POST.get("name", "")
     try:
         profile = profile_create(user=request.user, name=name)
@@ -179,7 +180,7 @@ def program_new(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @login_required
-def program_rename(request: HttpRequest, profile_id: int) -> HttpResponse:
+def program_rename(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
     name = request.POST.get("name", "")
     return _change(
         request,
@@ -193,7 +194,7 @@ def program_rename(request: HttpRequest, profile_id: int) -> HttpResponse:
 
 @require_POST
 @login_required
-def program_mode(request: HttpRequest, profile_id: int) -> HttpResponse:
+def program_mode(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
     """Switch between "all except" and "only": without ``confirm`` this only says what the
     switch will pin or list as removed and asks; with it, it switches and offers Undo."""
     profile = found_or_404(profile_get_for_user, user=request.user, profile_id=profile_id)
@@ -229,7 +230,7 @@ def program_mode(request: HttpRequest, profile_id: int) -> HttpResponse:
 
 @require_POST
 @login_required
-def program_mode_undo(request: HttpRequest, profile_id: int) -> HttpResponse:
+def program_mode_undo(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
     """Undo a switch: put back the mode and list it replaced, if nothing changed since."""
     profile = found_or_404(profile_get_for_user, user=request.user, profile_id=profile_id)
     mode = request.POST.get("mode", "")
@@ -256,7 +257,7 @@ def program_mode_undo(request: HttpRequest, profile_id: int) -> HttpResponse:
 
 @require_POST
 @login_required
-def program_tool(request: HttpRequest, profile_id: int, action: str) -> HttpResponse:
+def program_tool(request: HtmxHttpRequest, profile_id: int, action: str) -> HttpResponse:
     tool = request.POST.get("tool", "")
     edit = {"remove": profile_tool_remove, "add": profile_tool_add}.get(action)
     if edit is None:
@@ -281,7 +282,7 @@ POLICY_WORDS = {
 
 @require_POST
 @login_required
-def program_tool_policy(request: HttpRequest, profile_id: int) -> HttpResponse:
+def program_tool_policy(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
     """A tool's approval policy in this profile: auto, ask, deny, or the default."""
     tool, policy = request.POST.get("tool", ""), request.POST.get("policy", "")
     return _change(
@@ -300,7 +301,7 @@ def program_tool_policy(request: HttpRequest, profile_id: int) -> HttpResponse:
 
 @require_http_methods(["GET", "HEAD", "POST"])
 @login_required
-def program_delete(request: HttpRequest, profile_id: int) -> HttpResponse:
+def program_delete(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
     profile = found_or_404(profile_get_for_user, user=request.user, profile_id=profile_id)
     if request.method != "POST":
         return render(request, "profiles_app/program_delete.html", {"profile": profile})
@@ -322,12 +323,13 @@ def programs_export(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @login_required
-def programs_import(request: HttpRequest) -> HttpResponse:
+def programs_import(request: HtmxHttpRequest) -> HttpResponse:
     upload = request.FILES.get("file")
     try:
         if upload is None:
             raise Invalid("choose a JSON file to import")
-        if upload.size > IMPORT_MAX_BYTES:
+        # Django measures every upload; one of unknown size is refused, never read whole.
+        if upload.size is None or upload.size > IMPORT_MAX_BYTES:
             raise Invalid(f"the file is over {IMPORT_MAX_BYTES // 1024} KiB")
         try:
             data = json_loads_bounded(upload.read())

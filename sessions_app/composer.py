@@ -78,37 +78,9 @@ def composer_words(
         web_on = tools_on and web.on
     else:
         web_on = False
-    if web.unavailable:
-        web_words = f"Unavailable: {web.unavailable}."
-    elif web_state == "off":
-        web_words = "Off: never offered in this chat."
-    elif web_state == "on":
-        web_words = (
-            "On: added to the profile's tools."
-            if tools_on
-            else "On: sent on its own, though tools are off."
-        )
-    elif tools_on:
-        web_words = web.hint
-    elif web_on:
-        web_words = f"{web.hint[:-1]}, sent though tools are off."
-    else:
-        web_words = "Tools are off, so web search is too."
-    if tools_state == "follow":
-        tools_words = tools_follow.hint
-    elif tools_state == "on":
-        tools_words = "On: this chat offers its profile's tools."
-    else:
-        tools_words = (
-            "Off: this chat sends no tools but web search."
-            if web_on
-            else "Off: this chat sends no tools."
-        )
-    if tools_state == "follow" and not tools_on and web_on:
-        tools_words += " Web search is still sent."
     return ComposerWords(
-        tools=tools_words,
-        web=web_words,
+        tools=_tools_words(tools_follow, tools_state, tools_on=tools_on, web_on=web_on),
+        web=_web_words(web, web_state, tools_on=tools_on, web_on=web_on),
         web_on=web_on,
         web_follow_on=web_on
         if web_state == "follow"
@@ -117,6 +89,37 @@ def composer_words(
                 tools_follow=tools_follow, web=web, tools_state=tools_state, web_state="follow"
             ).web_on
         ),
+    )
+
+
+def _web_words(web: Follow, web_state: str, *, tools_on: bool, web_on: bool) -> str:
+    if web.unavailable:
+        return f"Unavailable: {web.unavailable}."
+    if web_state == "off":
+        return "Off: never offered in this chat."
+    if web_state == "on":
+        return (
+            "On: added to the profile's tools."
+            if tools_on
+            else "On: sent on its own, though tools are off."
+        )
+    if tools_on:
+        return web.hint
+    if web_on:
+        return f"{web.hint[:-1]}, sent though tools are off."
+    return "Tools are off, so web search is too."
+
+
+def _tools_words(tools_follow: Follow, tools_state: str, *, tools_on: bool, web_on: bool) -> str:
+    if tools_state == "follow":
+        words = tools_follow.hint
+        return f"{words} Web search is still sent." if not tools_on and web_on else words
+    if tools_state == "on":
+        return "On: this chat offers its profile's tools."
+    return (
+        "Off: this chat sends no tools but web search."
+        if web_on
+        else "Off: this chat sends no tools."
     )
 
 
@@ -177,27 +180,12 @@ def session_composer_follow(*, session: ChatSession, toolsets: list[str]) -> Com
         "ctx": session_context(session=session),
         "strategy": agent.strategy,
     }
-
-    def offered(patch: dict[str, Any]) -> tuple[bool, str]:
-        try:
-            resolved = resolve(intent=intent.merge(patch), **inputs)
-        except UnknownToolsetError as exc:
-            return False, exc.args[0]
-        if WEB_SEARCH in resolved.names:
-            return True, ""
-        hidden = resolved.reason_for(WEB_SEARCH)
-        if hidden is None:
-            return False, "web search is not installed"
-        # An operator's disable in the words a person reads elsewhere (who, and why).
-        return False, hidden_words(
-            hidden.layer, hidden.reason
-        ) if hidden.layer == "L5" else hidden.reason
-
     web: dict[str, Follow] = {}
     for name in toolsets:
         toolset = None if name == DEFAULT_TOOLSET else name
-        follow_on, why = offered({"toolset": toolset, "enabled": True, "web_search": None})
-        on_works, blocked = offered({"toolset": toolset, "enabled": True, "web_search": True})
+        on = {"toolset": toolset, "enabled": True}
+        follow_on, why = _web_search_offered(intent, {**on, "web_search": None}, inputs)
+        on_works, blocked = _web_search_offered(intent, {**on, "web_search": True}, inputs)
         if follow_on:
             if agent_intent.web_search:
                 why = f"the agent “{agent.name}” has it on"
@@ -214,3 +202,23 @@ def session_composer_follow(*, session: ChatSession, toolsets: list[str]) -> Com
             agent_says=agent_intent.web_search,
         )
     return ComposerFollow(tools=_tools_follow(session), web_search=web)
+
+
+def _web_search_offered(
+    intent: ToolIntent, patch: dict[str, Any], inputs: dict[str, Any]
+) -> tuple[bool, str]:
+    """Whether a turn with the chat's ``intent`` changed by ``patch`` would offer
+    web_search, and if not, why."""
+    try:
+        resolved = resolve(intent=intent.merge(patch), **inputs)
+    except UnknownToolsetError as exc:
+        return False, exc.args[0]
+    if WEB_SEARCH in resolved.names:
+        return True, ""
+    hidden = resolved.reason_for(WEB_SEARCH)
+    if hidden is None:
+        return False, "web search is not installed"
+    # An operator's disable in the words a person reads elsewhere (who, and why).
+    return False, hidden_words(
+        hidden.layer, hidden.reason
+    ) if hidden.layer == "L5" else hidden.reason

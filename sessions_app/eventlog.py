@@ -24,6 +24,7 @@ import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from django.db import connection, models, transaction
@@ -70,7 +71,43 @@ def events_append(
     """
     if not items and not changes and not rows:
         return []
-    changes = changes or {}
+    reserve = _reserve_statement(
+        session_id=session_id, count=len(items), holder=holder, changes=changes or {}
+    )
+    events = _new_events(session_id=session_id, turn=turn, first_seq=0, items=items)
+    if connection.vendor == "postgresql":
+        last = _append_in_one_statement(
+            update=reserve.sql, params=reserve.params, events=events, rows=rows
+        )
+        if last is not None:
+            _number(events, last)
+    else:
+        last = _append_in_one_transaction(
+            update=reserve.sql, params=reserve.params, events=events, rows=rows
+        )
+    if last is None:
+        if holder is not None:
+            return None
+        raise NotFound("no such session")
+    if items:
+        first = last - len(items) + 1
+        transaction.on_commit(lambda: _history_extend(session_id, first, items))
+    return events
+
+
+@dataclass(frozen=True, slots=True)
+class _Reserve:
+    """An UPDATE of the session that reserves seqs, ``RETURNING last_seq``."""
+
+    sql: str
+    params: list[Any]
+
+
+def _reserve_statement(
+    *, session_id: Any, count: int, holder: str | None, changes: dict[str, Any]
+) -> _Reserve:
+    """The UPDATE that reserves ``count`` seqs and writes ``changes``; with ``holder``, it
+    matches only while that turn holds the session."""
     fields = [cast("Field[Any, Any]", ChatSession._meta.get_field(name)) for name in changes]
     sets = "".join(f", {connection.ops.quote_name(str(field.column))} = %s" for field in fields)
     where = "" if holder is None else " AND turn_id = %s"
@@ -81,34 +118,34 @@ def events_append(
         "RETURNING last_seq"
     )
     params = [
-        len(items),
+        count,
         *(field.get_db_prep_save(changes[field.name], connection) for field in fields),
         ChatSession._meta.pk.get_db_prep_value(session_id, connection),
         *([holder] if holder is not None else []),
     ]
-    events = _new_events(session_id=session_id, turn=turn, first_seq=0, items=items)
-    if connection.vendor == "postgresql":
-        last = _append_in_one_statement(update=update, params=params, events=events, rows=rows)
+    return _Reserve(update, params)
+
+
+def _append_in_one_transaction(
+    *,
+    update: str,
+    params: list[Any],
+    events: list[SessionEvent],
+    rows: Sequence[models.Model],
+) -> int | None:
+    """``update``, then, if it matched, the INSERTs of ``events`` (numbered under the seqs
+    it reserved) and ``rows``, in one transaction: what a database without data-modifying
+    ``WITH`` does. Returns the last reserved seq, or ``None`` (nothing written)."""
+    # No savepoint: inside a caller's transaction a failure here fails it all anyway.
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute(update, params)
+        row = cursor.fetchone()
+        last: int | None = None if row is None else row[0]
         if last is not None:
             _number(events, last)
-    else:
-        # No savepoint: inside a caller's transaction a failure here fails it all anyway.
-        with transaction.atomic(savepoint=False), connection.cursor() as cursor:
-            cursor.execute(update, params)
-            row = cursor.fetchone()
-            last = None if row is None else row[0]
-            if last is not None:
-                _number(events, last)
-                rows_insert(events)
-                rows_insert(rows)
-    if last is None:
-        if holder is not None:
-            return None
-        raise NotFound("no such session")
-    if items:
-        first = last - len(items) + 1
-        transaction.on_commit(lambda: _history_extend(session_id, first, items))
-    return events
+            rows_insert(events)
+            rows_insert(rows)
+    return last
 
 
 def _append_in_one_statement(

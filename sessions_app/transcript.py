@@ -21,10 +21,7 @@ Invariants:
 
 from __future__ import annotations
 
-import contextlib
-import json
 import threading
-import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,232 +32,25 @@ from django.conf import settings
 from django.template.loader import render_to_string
 
 from sessions_app.models import SessionEvent
-from toolhub.lib.prices import cost_usd
-from toolhub.lib.storable import json_loads_bounded
-from toolhub.tools.files import MAX_FILES, clean_name, size_in_words
-from toolhub.tools.images import ToolImage, stored_images
+from sessions_app.transcript_items import (
+    QUESTION_TOOL,
+    Card,
+    Data,
+    Item,
+    Message,
+    TurnEnd,
+    json_int,
+    stored_files,
+)
+from toolhub.tools.images import stored_images
 
-Data = dict[str, Any]
 When = datetime | None
-
-QUESTION_TOOL = "ask_user_question"
-# A result longer than this is shown cut in its card, with "Show all".
-RESULT_SHOWN_CHARS = 4_000
-
-
-@dataclass(slots=True)
-class Message:
-    id: str
-    role: str
-    text: str
-    created: datetime | None
-    turn: str
-    html: str = ""
-    streaming: bool = False
-    kind: str = "message"
-
-
-@dataclass(frozen=True, slots=True)
-class CardFile:
-    """A file a tool offered, as its card lists it: a download (``id``), or why the chat
-    did not keep it (``refused``)."""
-
-    name: str
-    size: int
-    id: str = ""
-    refused: str = ""
-
-    @property
-    def size_words(self) -> str:
-        return size_in_words(self.size)
-
-
-@dataclass(slots=True)
-class Card:
-    id: str
-    call_id: str
-    name: str
-    arguments: dict[str, Any]
-    created: datetime | None
-    turn: str
-    via: str = ""
-    status: str = "running"
-    content: str = ""
-    reason: str = ""
-    elapsed_ms: int | None = None
-    cached: bool = False
-    full_ref: str = ""
-    # "", then "waiting" until the person answers: "allowed", "denied", "timeout",
-    # "cancelled".
-    approval: str = ""
-    # "chat" when the person allowed the tool for the rest of the chat.
-    approval_scope: str = ""
-    # Whether the waiting approval may be lifted for the chat (not an operator's ask).
-    chat_allowable: bool = False
-    # The approval policy that decided the call: who (author, operator, profile, chat)
-    # and why, in a person's words (toolhub.tools.approval).
-    policy_by: str = ""
-    policy_why: str = ""
-    # For ask_user_question: "waiting", "answered", "timeout", "cancelled".
-    asking: str = ""
-    answer: str = ""
-    kind: str = "card"
-    # Images the tool returned, checked again as they are read (toolhub/tools/images.py).
-    images: tuple[ToolImage, ...] = ()
-    # The JSON the tool returned beside its text (an MCP tool's structuredContent).
-    structured: Any = None
-    # Files the tool offered the person (sessions_app.result_files), read defensively.
-    files: tuple[CardFile, ...] = ()
-    # A form an MCP server put to the person during the call (its latest, as stored):
-    # "waiting", then "accept", "decline", "cancel", "timeout" or "cancelled".
-    eliciting: str = ""
-    form: Data = field(default_factory=dict)
-    form_sent: Data = field(default_factory=dict)
-    # An MCP server's request for the chat's model during the call: "waiting", then
-    # "allowed", "denied", "timeout" or "cancelled"; what it asked and what came back.
-    sampling: str = ""
-    sampling_ask: Data = field(default_factory=dict)
-    sampled: str = ""
-
-    @property
-    def form_fields(self) -> list[Data]:
-        """The form's fields as the card draws them: each with its input's type."""
-        fields = self.form.get("fields")
-        return [
-            {**item, "input": _INPUTS.get(str(item.get("format") or ""), "text")}
-            for item in (fields if isinstance(fields, list) else [])
-            if isinstance(item, dict)
-        ]
-
-    @property
-    def form_answers(self) -> list[tuple[str, str]]:
-        """What the person sent, by field title, as text."""
-        titles = {str(item.get("name")): str(item.get("title")) for item in self.form_fields}
-        return [(titles.get(name, name), _shown(value)) for name, value in self.form_sent.items()]
-
-    @property
-    def question(self) -> str:
-        return str(self.arguments.get("question", "")) if self.name == QUESTION_TOOL else ""
-
-    @property
-    def options(self) -> list[str]:
-        options = self.arguments.get("options") if self.name == QUESTION_TOOL else None
-        return [str(option) for option in options] if isinstance(options, list) else []
-
-    @property
-    def seq(self) -> int:
-        """The seq of the card's ``tool_call`` (its id without the letter)."""
-        return int(self.id[1:])
-
-    @property
-    def arguments_json(self) -> str:
-        return json.dumps(self.arguments, indent=2, ensure_ascii=False)
-
-    @property
-    def finished(self) -> bool:
-        return self.status != "running"
-
-    @property
-    def shown_result(self) -> str:
-        """The result as the card shows it: JSON pretty-printed, long text cut."""
-        text = self.content
-        stripped = text.strip()
-        if stripped[:1] in ("{", "[") and len(stripped) <= RESULT_SHOWN_CHARS * 4:
-            # Bounded: a tool's output nested thousands deep is shown as it came.
-            with contextlib.suppress(ValueError):
-                text = json.dumps(json_loads_bounded(stripped), indent=2, ensure_ascii=False)
-        return text if len(text) <= RESULT_SHOWN_CHARS else text[:RESULT_SHOWN_CHARS]
-
-    @property
-    def structured_json(self) -> str:
-        if self.structured is None:
-            return ""
-        return json.dumps(self.structured, indent=2, ensure_ascii=False)
-
-    @property
-    def result_cut(self) -> bool:
-        return len(self.content) > RESULT_SHOWN_CHARS
-
-    @property
-    def policy_note(self) -> str:
-        """Which policy decided, when it is worth a line: not the author's plain default."""
-        if not self.policy_why or (self.policy_by == "author" and not self.approval):
-            return ""
-        return f"Policy: {self.policy_why}."
-
-    @property
-    def policy_tag(self) -> str:
-        """The card's summary says it when a call ran or stopped by a person's or an
-        operator's policy rather than its author's default."""
-        return {
-            "chat": "allowed for this chat",
-            "profile": "profile's policy",
-            "operator": "operator's policy",
-        }.get(self.policy_by, "")
-
-    @property
-    def open(self) -> bool:
-        """Errors and anything waiting for the person are shown expanded."""
-        return self.status in ("error", "lost") or "waiting" in (
-            self.approval,
-            self.asking,
-            self.eliciting,
-            self.sampling,
-        )
-
-
-@dataclass(slots=True)
-class TurnEnd:
-    id: str
-    turn: str
-    created: datetime | None
-    reason: str = ""
-    code: str = ""
-    message: str = ""
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    # The last provider call's whole input: how full the context window was.
-    context_tokens: int = 0
-    context_window: int = 0
-    # Where the window came from: "server", "setting" or "assumed" (nobody said).
-    context_source: str = ""
-    model: str = ""
-    kind: str = "turn_end"
-
-    @property
-    def failed(self) -> bool:
-        return bool(self.code)
-
-    @property
-    def cost(self) -> str:
-        """The turn's estimated cost, or "" for a model without a known price."""
-        usd = cost_usd(
-            model=self.model,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            cache_read=self.cache_read,
-            cache_write=self.cache_write,
-        )
-        if not usd or not self.model:
-            # Unknown, or free (the offline demo): nothing to say.
-            return ""
-        return f"${usd:.4f}" if usd < 1 else f"${usd:,.2f}"
-
-    @property
-    def context_share(self) -> int:
-        if not self.context_window:
-            return 0
-        return min(100, round(self.context_tokens * 100 / self.context_window))
-
-
-Item = Message | Card | TurnEnd
 
 
 @dataclass
 class Transcript:
-    """The fold. ``items`` keeps the page order (insertion order)."""
+    """The fold. ``items`` keeps the page order (insertion order); the items are
+    ``sessions_app.transcript_items``'s."""
 
     items: dict[str, Item] = field(default_factory=dict)
     # The turn that has started and not ended, if any.
@@ -303,7 +93,7 @@ class Transcript:
         self._usage[turn] = []
         self._models[turn] = (
             str(data.get("model", "")),
-            _int(data.get("context_window")),
+            json_int(data.get("context_window")),
             str(data.get("context_source", ""))[:16],
         )
         return []
@@ -445,7 +235,7 @@ class Transcript:
         card.cached = bool(data.get("cached"))
         card.full_ref = str(data.get("full_ref", ""))
         card.images = stored_images(data.get("images")) if card.status == "ok" else ()
-        card.files = _stored_files(data.get("files")) if card.status == "ok" else ()
+        card.files = stored_files(data.get("files")) if card.status == "ok" else ()
         card.structured = data.get("structured")
         self._policy(card, data)
         if card.approval == "waiting":
@@ -473,16 +263,16 @@ class Transcript:
         item.model, item.context_window, item.context_source = self._models.pop(turn, ("", 0, ""))
         calls = self._usage.pop(turn, [])
         for call in calls:
-            item.input_tokens += _int(call.get("input_tokens"))
-            item.output_tokens += _int(call.get("output_tokens"))
-            item.cache_read += _int(call.get("cache_read_input_tokens"))
-            item.cache_write += _int(call.get("cache_creation_input_tokens"))
+            item.input_tokens += json_int(call.get("input_tokens"))
+            item.output_tokens += json_int(call.get("output_tokens"))
+            item.cache_read += json_int(call.get("cache_read_input_tokens"))
+            item.cache_write += json_int(call.get("cache_creation_input_tokens"))
         if calls:
             last = calls[-1]
             item.context_tokens = (
-                _int(last.get("input_tokens"))
-                + _int(last.get("cache_read_input_tokens"))
-                + _int(last.get("cache_creation_input_tokens"))
+                json_int(last.get("input_tokens"))
+                + json_int(last.get("cache_read_input_tokens"))
+                + json_int(last.get("cache_creation_input_tokens"))
             )
         self.items[item.id] = item
         if self.running == turn:
@@ -509,49 +299,6 @@ class Transcript:
                 self._cards.pop(item.call_id, None)
         self._streaming = ""
         return gone
-
-
-# An MCP form's text formats, as the browser's inputs take them.
-_INPUTS = {"email": "email", "uri": "url", "date": "date", "date-time": "datetime-local"}
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, list):
-        return ", ".join(str(item) for item in value)
-    return str(value)
-
-
-def _stored_files(value: Any) -> tuple[CardFile, ...]:
-    """The files a ``tool_result`` event names, as stored by ``result_files_store``; an
-    entry of any other shape is left out (a row written by hand never breaks the page, and
-    a link is only ever made of a real file id)."""
-    if not isinstance(value, list):
-        return ()
-    files = []
-    for entry in value[:MAX_FILES]:
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            continue
-        size, refused = max(0, _int(entry.get("size"))), entry.get("refused")
-        if isinstance(refused, str) and refused:
-            files.append(CardFile(clean_name(entry["name"]), size, refused=refused[:300]))
-        elif _is_uuid(entry.get("id")):
-            files.append(CardFile(clean_name(entry["name"]), size, id=str(entry["id"])))
-    return tuple(files)
-
-
-def _is_uuid(value: Any) -> bool:
-    if not isinstance(value, str):
-        return False
-    try:
-        return str(uuid.UUID(value)) == value
-    except ValueError:
-        return False
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 _HANDLERS = {
@@ -651,9 +398,10 @@ def _template_stamp() -> int:
     # While developing, an edited template shows at the next page load.
     if not settings.DEBUG:
         return 0
+    folders = settings.TEMPLATES[0]["DIRS"]
     return max(
         (Path(folder) / ITEM_TEMPLATE).stat().st_mtime_ns
-        for folder in settings.TEMPLATES[0]["DIRS"]
+        for folder in (folders if isinstance(folders, list) else [])
         if (Path(folder) / ITEM_TEMPLATE).exists()
     )
 

@@ -8,6 +8,7 @@ known price has no cost (``None``), never a guess.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,7 +93,7 @@ _SUMS = {
 }
 
 
-def _tokens(row: dict[str, Any]) -> Tokens:
+def _tokens(row: Mapping[str, Any]) -> Tokens:
     counts = {key: row[key] or 0 for key in ("input", "output", "cache_read", "cache_write")}
     cost = cost_usd(
         model=row["model"],

@@ -111,19 +111,28 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         agent = request.POST.get("new_chat_agent", "")
         # "": default; anything but an id is refused by the service.
-        sent = {
-            "new_chat_agent": int(agent) if agent.isascii() and agent.isdigit() else agent or None,
-            "new_chat_toolset": request.POST.get("new_chat_toolset", ""),
-            "theme": request.POST.get("theme", ""),
-            "compact_cards": request.POST.get("compact_cards") == "on",
-        }
+        new_chat_agent = int(agent) if agent.isascii() and agent.isdigit() else agent or None
+        toolset = request.POST.get("new_chat_toolset", "")
+        theme = request.POST.get("theme", "")
+        compact_cards = request.POST.get("compact_cards") == "on"
         try:
-            personal_settings_update(user=request.user, **sent)
+            personal_settings_update(
+                user=request.user,
+                new_chat_agent=new_chat_agent,
+                new_chat_toolset=toolset,
+                theme=theme,
+                compact_cards=compact_cards,
+            )
         except ServiceError as exc:
             failed, status = exc.message, exc.status
             # Drawn again as sent: a refusal loses none of the other choices.
-            agent_id = sent["new_chat_agent"] if isinstance(sent["new_chat_agent"], int) else None
-            chosen = PersonalSettings(**{**sent, "new_chat_agent": agent_id})
+            agent_id = new_chat_agent if isinstance(new_chat_agent, int) else None
+            chosen = PersonalSettings(
+                new_chat_agent=agent_id,
+                new_chat_toolset=toolset,
+                theme=theme,
+                compact_cards=compact_cards,
+            )
         else:
             messages.success(request, "Settings saved.")
             return redirect("settings")

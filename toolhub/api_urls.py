@@ -6,7 +6,8 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from agent_app import api as turns
-from profiles_app import api as profiles
+from agent_app import api_mcp
+from profiles_app.api import agents, operators, preferences, profiles
 from sessions_app import api as sessions
 from toolhub.lib.api import not_found
 
@@ -18,12 +19,12 @@ urlpatterns = [
     path("profiles/import/", profiles.ProfileImportView.as_view()),
     path("profiles/export/", profiles.ProfileExportView.as_view()),
     path("profiles/<int:profile_id>/", profiles.ProfileDetailView.as_view()),
-    path("global-disables/", profiles.GlobalDisableListView.as_view()),
-    path("global-disables/<str:tool>/", profiles.GlobalDisableDetailView.as_view()),
-    path("tool-policies/", profiles.ToolPolicyListView.as_view()),
-    path("tool-policies/<str:tool>/", profiles.ToolPolicyDetailView.as_view()),
-    path("audit/", profiles.AuditView.as_view()),
-    path("settings/", profiles.SettingsView.as_view()),
+    path("global-disables/", operators.GlobalDisableListView.as_view()),
+    path("global-disables/<str:tool>/", operators.GlobalDisableDetailView.as_view()),
+    path("tool-policies/", operators.ToolPolicyListView.as_view()),
+    path("tool-policies/<str:tool>/", operators.ToolPolicyDetailView.as_view()),
+    path("audit/", operators.AuditView.as_view()),
+    path("settings/", preferences.SettingsView.as_view()),
     path("usage/", sessions.UsageView.as_view()),
     path("sessions/", sessions.SessionListView.as_view()),
     path("sessions/<uuid:session_id>/", sessions.SessionDetailView.as_view()),
@@ -42,13 +43,13 @@ urlpatterns = [
         "sessions/<uuid:session_id>/files/<uuid:file_id>/",
         sessions.SessionFileView.as_view(),
     ),
-    path("agents/", profiles.AgentListView.as_view()),
-    path("agents/<int:agent_id>/", profiles.AgentDetailView.as_view()),
-    path("agents/<int:agent_id>/duplicate/", profiles.AgentDuplicateView.as_view()),
-    path("mcp-credentials/", turns.McpCredentialListView.as_view()),
-    path("mcp-credentials/<int:server_id>/", turns.McpCredentialDetailView.as_view()),
-    path("mcp-servers/", turns.McpServerListView.as_view()),
-    path("mcp-servers/<int:server_id>/", turns.McpServerDetailView.as_view()),
+    path("agents/", agents.AgentListView.as_view()),
+    path("agents/<int:agent_id>/", agents.AgentDetailView.as_view()),
+    path("agents/<int:agent_id>/duplicate/", agents.AgentDuplicateView.as_view()),
+    path("mcp-credentials/", api_mcp.McpCredentialListView.as_view()),
+    path("mcp-credentials/<int:server_id>/", api_mcp.McpCredentialDetailView.as_view()),
+    path("mcp-servers/", api_mcp.McpServerListView.as_view()),
+    path("mcp-servers/<int:server_id>/", api_mcp.McpServerDetailView.as_view()),
     # Anything else under /api/ is a JSON 404, never Django's HTML page.
     re_path(r"^[\s\S]*$", not_found),
 ]

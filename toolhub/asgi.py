@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 
 import django
+from asgiref.typing import ASGIReceiveCallable, ASGISendCallable, Scope
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
 
@@ -48,6 +49,6 @@ router = ProtocolTypeRouter(
 )
 
 
-async def application(scope, receive, send):
+async def application(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
     serve_turns_here()
-    return await router(scope, receive, send)
+    await router(scope, receive, send)

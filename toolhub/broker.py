@@ -30,7 +30,9 @@ class Channel(kombu_redis.Channel):
         transport = self.connection
         if transport is None or transport.client is None:
             raise RedisConnectionError(GONE)
-        return super()._connparams(asynchronous=asynchronous)
+        # kombu ships py.typed but leaves this method unannotated.
+        params: dict[str, Any] = super()._connparams(asynchronous=asynchronous)  # type: ignore[no-untyped-call]
+        return params
 
 
 class Transport(kombu_redis.Transport):
@@ -41,4 +43,5 @@ class Transport(kombu_redis.Transport):
         # Read on a transport whose connection was closed, too: no batches then.
         if self.client is None:
             return False
-        return super().supports_batch_publish
+        supported: bool = super().supports_batch_publish
+        return supported

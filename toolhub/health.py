@@ -60,7 +60,7 @@ async def _check_cache() -> str:
     await cache.adelete(key)
     if value != "1":
         raise RuntimeError("cache did not return the value just written")
-    return settings.CACHES["default"]["BACKEND"].rsplit(".", 1)[-1]
+    return str(settings.CACHES["default"]["BACKEND"]).rsplit(".", 1)[-1]
 
 
 async def _check_channel_layer() -> str:
@@ -80,7 +80,8 @@ def _check_broker() -> str:
         return "in-process (REDIS_URL unset)"
     with celery_app.connection_for_write() as conn:
         conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=2)
-        return conn.transport.driver_name
+        name: str = conn.transport.driver_name
+        return name
 
 
 async def _run(name: str, check: Callable[[], Awaitable[str]]) -> PartStatus:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import sys
 
+# daphne ships no type information (pyproject's untyped libraries); its two classes are
+# subclassed here as they are.
 from daphne.cli import CommandLineInterface
 from daphne.server import Server
 from twisted.internet import reactor

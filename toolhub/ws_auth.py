@@ -19,13 +19,13 @@ from django.contrib.auth.models import AnonymousUser
 def _token(scope: dict[str, Any]) -> str | None:
     for name, value in scope.get("headers", []):
         if name == b"authorization":
-            scheme, _, key = value.decode("latin1").partition(" ")
+            header: str = value.decode("latin1")
+            scheme, _, key = header.partition(" ")
             if scheme.lower() == "token" and key.strip():
                 return key.strip()
     return None
 
 
-@database_sync_to_async
 def _user_for_token(key: str) -> Any:
     from toolhub.lib.token_auth import user_for_token
 
@@ -46,4 +46,7 @@ class TokenOrSessionAuth:
         key = _token(scope)
         if key is None:
             return await self._browser(scope, receive, send)
-        return await self._inner({**scope, "user": await _user_for_token(key)}, receive, send)
+        # Wrapped here, not as a decorator: channels carries no types, and the function
+        # keeps its own.
+        user = await database_sync_to_async(_user_for_token)(key)
+        return await self._inner({**scope, "user": user}, receive, send)

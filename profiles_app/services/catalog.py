@@ -68,12 +68,18 @@ def tool_catalog(*, ctx: ToolContext) -> list[dict[str, Any]]:
         for tool in registry.all_tools()
         if tool.expose
     ]
+    return catalog + _never_loaded()
+
+
+def _never_loaded() -> list[dict[str, Any]]:
+    """Catalog entries for the tools that never registered and the plugin modules that
+    failed to load: unavailable at layer 1, with why."""
     missing = [(skip.name, f"not registered: {skip.reason}") for skip in registry.skipped]
     missing += [
         (module, f"plugin failed to load: {error}")
         for module, error in registry.load_errors.items()
     ]
-    catalog += [
+    return [
         {
             "name": name,
             "label": name,
@@ -91,7 +97,6 @@ def tool_catalog(*, ctx: ToolContext) -> list[dict[str, Any]]:
         }
         for name, reason in missing
     ]
-    return catalog
 
 
 def _effect(tool: Tool) -> str | None:

@@ -27,7 +27,7 @@ from toolhub.tools.files import clean_name, media_type
 SANDBOX = "sandbox; default-src 'none'"
 
 
-def attachment(*, data: bytes, name: str, declared_type: str) -> HttpResponse:
+def attachment(*, data: bytes | memoryview, name: str, declared_type: str) -> HttpResponse:
     """``data`` as a download named ``name``, of ``declared_type`` if it is well formed."""
     response = HttpResponse(bytes(data), content_type=media_type(declared_type))
     # Cleaned again: a stored name reaches a header, where a line break would be an error.

@@ -79,6 +79,11 @@ class SealedJSONField(models.TextField):  # type: ignore[type-arg]
     """A JSON value stored sealed (as the text of its canonical JSON); read back as the
     value. ``None`` is stored as NULL, unsealed: it holds no secret."""
 
+    # What django-stubs' plugin types the field's values as: any JSON value, written and
+    # read (a TextField's would be text, which this field never hands out).
+    _pyi_private_set_type: Any
+    _pyi_private_get_type: Any
+
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
         return None if value is None else json.loads(unseal(value))
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 DEMO_USERNAME = "demo"
 
@@ -21,7 +21,7 @@ DEMO_USERNAME = "demo"
 class Command(BaseCommand):
     help = "Create the demo staff user if missing, and print how to sign in."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--url", default="http://127.0.0.1:8000/", help="where the product is")
 
     def handle(self, *args: object, url: str, **options: object) -> None:

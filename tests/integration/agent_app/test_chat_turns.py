@@ -1469,7 +1469,8 @@ def _message_texts(messages) -> list[str]:
 
 @database_sync_to_async
 def _page_texts(session) -> list[str]:
-    from sessions_app.transcript import Message, session_transcript
+    from sessions_app.transcript import session_transcript
+    from sessions_app.transcript_items import Message
 
     items = session_transcript(session_id=session.pk).items.values()
     return [item.text for item in items if isinstance(item, Message)]

@@ -14,13 +14,13 @@ from agent_app.delivery import LiveTranscript
 from sessions_app.eventlog import events_append
 from sessions_app.services import session_create
 from sessions_app.transcript import (
-    RESULT_SHOWN_CHARS,
     fold,
     item_html,
     session_transcript,
     transcript_html,
     transcript_seed,
 )
+from sessions_app.transcript_items import RESULT_SHOWN_CHARS
 
 pytestmark = pytest.mark.django_db
 

@@ -1,20 +1,25 @@
-"""JSON API for the tool catalog, profiles, global disables and the audit log."""
+"""JSON API for the tool catalog and a person's tool profiles: list, read, change (with a
+preview), delete, export and import.
+
+Every write to a profile names the version it read (``If-Match``, or ``version`` in a
+form's body) and answers with the new one as its ETag; a preview (``?preview=true``) is
+checked exactly as the real change and writes nothing.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+from dataclasses import fields
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import exceptions, serializers
-from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from profiles_app import services
-from profiles_app.models import Agent, GlobalDisable, ToolProfile
+from profiles_app.models import ToolProfile
 from toolhub.lib.api import (
     IF_MATCH,
     error_responses,
@@ -24,14 +29,10 @@ from toolhub.lib.api import (
     validated_body,
 )
 from toolhub.lib.api_schema import (
-    TOOL_PATH,
     ApprovalsField,
-    IntentField,
     ProfilesImportField,
-    RemovableToolNameField,
     ToolNameListField,
     name_field,
-    text_field,
 )
 
 
@@ -104,13 +105,6 @@ class ProfileWriteSerializer(serializers.Serializer):
     shared = serializers.BooleanField(required=False)
 
 
-class GlobalDisableSerializer(serializers.Serializer):
-    tool = RemovableToolNameField()
-    reason = text_field(max_length=500)
-    created_by = serializers.CharField(read_only=True)
-    created_at = serializers.DateTimeField(read_only=True)
-
-
 ToolListSerializer = inline_serializer(
     "Tool",
     many=True,
@@ -144,7 +138,7 @@ ToolListSerializer = inline_serializer(
 _PROFILE_FIELDS = tuple(field.name for field in fields(services.ProfileView))
 
 
-def _profile_json(view: services.ProfileView) -> dict[str, Any]:
+def profile_json(view: services.ProfileView) -> dict[str, Any]:
     # Field by field, not dataclasses.asdict: that deep-copies every tuple, a third of the
     # profiles list's time.
     data = {name: getattr(view, name) for name in _PROFILE_FIELDS}
@@ -155,11 +149,11 @@ def _profile_json(view: services.ProfileView) -> dict[str, Any]:
 
 def _stored_json(profile: ToolProfile, user: Any) -> dict[str, Any]:
     view = next(view for view in services.profiles_for_user(user=user) if view.id == profile.pk)
-    return _profile_json(view)
+    return profile_json(view)
 
 
 def _change_json(change: services.ProfileChange) -> dict[str, Any]:
-    data, switch = _profile_json(change.view), change.switch
+    data, switch = profile_json(change.view), change.switch
     if switch is None:
         return {**data, "switch": None}
     data["switch"] = {
@@ -174,7 +168,7 @@ def _change_json(change: services.ProfileChange) -> dict[str, Any]:
 
 
 def _preview(request: Request) -> bool:
-    value = request.query_params.get("preview", "false")
+    value: str = request.query_params.get("preview", "false")
     if value not in {"true", "false"}:
         raise exceptions.ValidationError({"preview": ["must be true or false"]})
     return value == "true"
@@ -197,7 +191,7 @@ class ProfileListView(APIView):
     @extend_schema(responses=ProfileSerializer(many=True))
     def get(self, request: Request) -> Response:
         return Response(
-            [_profile_json(view) for view in services.profiles_for_user(user=request.user)]
+            [profile_json(view) for view in services.profiles_for_user(user=request.user)]
         )
 
     @extend_schema(
@@ -208,7 +202,7 @@ class ProfileListView(APIView):
         data = validated_body(request, ProfileWriteSerializer)
         profile = services.profile_create(
             user=request.user,
-            name=data.get("name"),
+            name=data["name"],
             mode=data.get("mode", "all_except"),
             tools=data.get("tools", []),
             approvals=data.get("approvals", {}),
@@ -312,268 +306,3 @@ class ProfileImportView(APIView):
             },
             status=201,
         )
-
-
-def _disable_json(row: GlobalDisable) -> dict[str, Any]:
-    who = row.created_by.get_username() if row.created_by else None
-    return {
-        "tool": row.tool,
-        "reason": row.reason,
-        "created_by": who,
-        "created_at": row.created_at.isoformat(),
-    }
-
-
-class GlobalDisableListView(APIView):
-    permission_classes = [IsAdminUser]
-
-    @extend_schema(responses=GlobalDisableSerializer(many=True))
-    def get(self, request: Request) -> Response:
-        return Response([_disable_json(row) for row in services.global_disable_rows()])
-
-    @extend_schema(
-        request=GlobalDisableSerializer,
-        responses={201: GlobalDisableSerializer, **error_responses(409)},
-    )
-    def post(self, request: Request) -> Response:
-        data = validated_body(request, GlobalDisableSerializer)
-        row = services.tool_disable_globally(
-            user=request.user, tool=data.get("tool"), reason=data.get("reason")
-        )
-        return Response(_disable_json(row), status=201)
-
-
-class GlobalDisableDetailView(APIView):
-    permission_classes = [IsAdminUser]
-
-    @extend_schema(responses={204: None})
-    def delete(self, request: Request, tool: str) -> Response:
-        services.tool_enable_globally(user=request.user, tool=tool)
-        return Response(status=204)
-
-
-class ToolPolicySerializer(serializers.Serializer):
-    tool = serializers.CharField(read_only=True)
-    policy = serializers.ChoiceField(
-        ["auto", "ask"],
-        help_text="For everybody: auto runs without asking, ask asks every time (no person "
-        "can lift it). An operator's deny is a global disable (/api/global-disables/).",
-    )
-    reason = text_field(max_length=500)
-    created_by = serializers.CharField(read_only=True, allow_null=True)
-    updated = serializers.DateTimeField(read_only=True)
-
-
-def _policy_json(row: Any) -> dict[str, Any]:
-    return {
-        "tool": row.tool,
-        "policy": row.policy,
-        "reason": row.reason,
-        "created_by": row.created_by.get_username() if row.created_by else None,
-        "updated": row.updated.isoformat(),
-    }
-
-
-class ToolPolicyListView(APIView):
-    permission_classes = [IsAdminUser]
-
-    @extend_schema(responses=ToolPolicySerializer(many=True))
-    def get(self, request: Request) -> Response:
-        return Response([_policy_json(row) for row in services.tool_policy_rows()])
-
-
-class ToolPolicyDetailView(APIView):
-    permission_classes = [IsAdminUser]
-
-    @extend_schema(
-        request=ToolPolicySerializer,
-        parameters=[TOOL_PATH],
-        responses={200: ToolPolicySerializer, **error_responses(400, 409)},
-        description="Set the tool's approval policy for everybody, in the admin log.",
-    )
-    def put(self, request: Request, tool: str) -> Response:
-        data = validated_body(request, ToolPolicySerializer)
-        row = services.tool_policy_set(
-            user=request.user, tool=tool, policy=data["policy"], reason=data["reason"]
-        )
-        return Response(_policy_json(row))
-
-    @extend_schema(
-        parameters=[TOOL_PATH],
-        responses={204: None},
-        description="Back to what the tool's author set, for everybody.",
-    )
-    def delete(self, request: Request, tool: str) -> Response:
-        services.tool_policy_clear(user=request.user, tool=tool)
-        return Response(status=204)
-
-
-class AuditView(APIView):
-    permission_classes = [IsAdminUser]
-
-    @extend_schema(
-        responses=inline_serializer(
-            "AuditEntry",
-            {
-                "time": serializers.DateTimeField(),
-                "user": serializers.CharField(),
-                "object": serializers.CharField(),
-                "type": serializers.CharField(),
-                "action": serializers.CharField(),
-                "message": serializers.CharField(),
-            },
-            many=True,
-        )
-    )
-    def get(self, request: Request) -> Response:
-        return Response([asdict(entry) for entry in services.audit_entries()])
-
-
-# --- agent profiles ------------------------------------------------------------------------
-
-
-class AgentSerializer(serializers.Serializer):
-    id = serializers.IntegerField(read_only=True)
-    name = name_field()
-    shared = serializers.BooleanField(required=False)
-    description = text_field(required=False, blank=True, max_length=500)
-    system_prompt = text_field(required=False, blank=True, max_length=20_000)
-    provider = serializers.ChoiceField(["", "demo", "anthropic", "openai"], required=False)
-    model = text_field(required=False, blank=True, max_length=100)
-    context_window = serializers.IntegerField(
-        required=False,
-        allow_null=True,
-        min_value=1_000,
-        max_value=10**7,
-        help_text="Tokens; null: as the model's server reports (a smaller figure is kept, "
-        "a larger one is not used)",
-    )
-    tool_intent = IntentField(required=False)
-    strategy = serializers.ChoiceField(["call_tool", "promote", "native"], required=False)
-    tier_budget = serializers.IntegerField(
-        required=False, allow_null=True, min_value=1_000, max_value=10**7
-    )
-    plan_mode = serializers.BooleanField(
-        required=False, help_text="New chats with this agent start in plan mode"
-    )
-    readonly = serializers.BooleanField(read_only=True)
-    version = serializers.IntegerField(read_only=True)
-
-
-def _agent_json(agent: Agent, user: Any) -> dict[str, Any]:
-    return {
-        "id": agent.pk,
-        "name": agent.name,
-        "shared": agent.is_shared,
-        "description": agent.description,
-        "system_prompt": agent.system_prompt,
-        "provider": agent.provider,
-        "model": agent.model,
-        "context_window": agent.context_window,
-        "tool_intent": agent.tool_intent,
-        "strategy": agent.strategy,
-        "tier_budget": agent.tier_budget,
-        "plan_mode": agent.plan_mode,
-        "readonly": agent.is_shared and not user.is_staff,
-        "version": agent.version,
-    }
-
-
-def _agent_respond(agent: Agent, user: Any, status_code: int = 200) -> Response:
-    response = Response(_agent_json(agent, user), status=status_code)
-    response["ETag"] = etag(agent.version)
-    return response
-
-
-class AgentListView(APIView):
-    @extend_schema(responses=AgentSerializer(many=True))
-    def get(self, request: Request) -> Response:
-        agents = services.agents_visible_to(request.user)
-        return Response([_agent_json(agent, request.user) for agent in agents])
-
-    @extend_schema(
-        request=AgentSerializer, responses={201: AgentSerializer, **error_responses(409)}
-    )
-    def post(self, request: Request) -> Response:
-        data = validated_body(request, AgentSerializer)
-        shared = data.pop("shared", False) is True
-        data = {key: value for key, value in data.items() if key in services.AGENT_FIELDS}
-        agent = services.agent_create(user=request.user, shared=shared, **data)
-        return _agent_respond(agent, request.user, 201)
-
-
-class AgentDetailView(APIView):
-    @extend_schema(responses=AgentSerializer)
-    def get(self, request: Request, agent_id: int) -> Response:
-        agent = services.agent_get_for_user(user=request.user, agent_id=agent_id)
-        return _agent_respond(agent, request.user)
-
-    @extend_schema(
-        request=AgentSerializer,
-        parameters=[IF_MATCH],
-        responses={200: AgentSerializer, **error_responses(409, 412, 428)},
-    )
-    def patch(self, request: Request, agent_id: int) -> Response:
-        agent = services.agent_get_for_user(user=request.user, agent_id=agent_id)
-        data = validated_body(request, AgentSerializer, partial=True)
-        fields = {key: value for key, value in data.items() if key in services.AGENT_FIELDS}
-        agent = services.agent_update(
-            user=request.user, agent=agent, version=read_version(request), **fields
-        )
-        return _agent_respond(agent, request.user)
-
-    @extend_schema(
-        parameters=[IF_MATCH],
-        responses={204: None, **error_responses(409, 412, 428)},
-        description="Delete the agent; its chats go on with the default agent.",
-    )
-    def delete(self, request: Request, agent_id: int) -> Response:
-        agent = services.agent_get_for_user(user=request.user, agent_id=agent_id)
-        services.agent_delete(user=request.user, agent=agent, version=read_version(request))
-        return Response(status=204)
-
-
-class AgentDuplicateView(APIView):
-    @extend_schema(
-        request=None,
-        responses={201: AgentSerializer},
-        description="A copy of the agent (yours or a shared one) as your own.",
-    )
-    def post(self, request: Request, agent_id: int) -> Response:
-        agent = services.agent_get_for_user(user=request.user, agent_id=agent_id)
-        copy = services.agent_duplicate(user=request.user, agent=agent)
-        return _agent_respond(copy, request.user, 201)
-
-
-class SettingsSerializer(serializers.Serializer):
-    new_chat_agent = serializers.IntegerField(
-        required=False,
-        allow_null=True,
-        help_text="The agent new chats start with (yours or a shared one); null: default",
-    )
-    new_chat_toolset = serializers.CharField(
-        required=False,
-        allow_blank=True,
-        max_length=64,
-        help_text="The profile or preset new chats start with; '' or default: default",
-    )
-    theme = serializers.ChoiceField(["system", "light", "dark"], required=False)
-    compact_cards = serializers.BooleanField(required=False)
-
-
-class SettingsView(APIView):
-    @extend_schema(responses=SettingsSerializer)
-    def get(self, request: Request) -> Response:
-        return Response(services.personal_settings(user=request.user).to_json())
-
-    @extend_schema(
-        request=SettingsSerializer,
-        responses={200: SettingsSerializer},
-        description="Change the settings given, as the settings page does.",
-    )
-    def patch(self, request: Request) -> Response:
-        data = validated_body(request, SettingsSerializer, partial=True)
-        # Keys the schema does not name are ignored, as every PATCH here ignores them.
-        fields = {key: value for key, value in data.items() if key in SettingsSerializer().fields}
-        chosen = services.personal_settings_update(user=request.user, **fields)
-        return Response(chosen.to_json())
