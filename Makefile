@@ -1,5 +1,5 @@
 # The two commands: `make run` (the product) and `make test` (ruff, the import contracts of
-# docs/architecture.md, mypy strict on the runtime and the services, then pytest). mypy reads
+# docs/architecture.md, mypy strict on all of the project's code, then pytest). mypy reads
 # the settings in development shape (DEBUG=1), as the tests do.
 # Both build .venv from uv.lock first; nothing else needs installing by hand.
 

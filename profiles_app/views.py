@@ -25,32 +25,13 @@ from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
+from profiles_app import services
 from profiles_app.models import ToolProfile
-from profiles_app.services import (
-    ModeSwitch,
-    mode_name,
-    new_chat_default_set,
-    new_chat_toolset,
-    profile_catalog,
-    profile_create,
-    profile_delete,
-    profile_export,
-    profile_get_for_user,
-    profile_import,
-    profile_mode_switch,
-    profile_mode_switch_preview,
-    profile_mode_switch_undo,
-    profile_rename,
-    profile_tool_add,
-    profile_tool_policy,
-    profile_tool_remove,
-    profiles_for_user,
-)
 from toolhub.lib.errors import Invalid, ServiceError, Stale, found_or_404
 from toolhub.lib.htmx import HtmxHttpRequest
 from toolhub.lib.storable import json_loads_bounded
 from toolhub.lib.versioned import posted_version
-from toolhub.tools.presets import DEFAULT_TOOLSET
+from toolhub.tools.presets import DEFAULT_PRESET
 
 IMPORT_MAX_BYTES = 256 * 1024
 # The last mode switch of this browser session, kept so that its notice and Undo button
@@ -67,24 +48,24 @@ def _programs(
     request: HtmxHttpRequest,
     *,
     profile_id: int | None = None,
-    preset: str = DEFAULT_TOOLSET,
+    preset: str = DEFAULT_PRESET,
     failed: str = "",
     status: int = 200,
-    confirm: ModeSwitch | None = None,
+    confirm: services.ModeSwitch | None = None,
 ) -> HttpResponse:
     user = request.user
-    profiles = profiles_for_user(user=user)
+    profiles = services.profiles_for_user(user=user)
     if profile_id is not None:
         chosen = next((view for view in profiles if view.id == profile_id), None)
     else:
         chosen = next((view for view in profiles if view.id is None and view.name == preset), None)
     if chosen is None:
         raise Http404("no such profile")
-    catalog = profile_catalog(user=user, view=chosen)
+    catalog = services.profile_catalog(user=user, view=chosen)
     context = {
         "profiles": profiles,
         "chosen": chosen,
-        "new_chats": new_chat_toolset(user=user) or DEFAULT_TOOLSET,
+        "new_chats": services.new_chat_toolset(user=user) or DEFAULT_PRESET,
         "editable": chosen.id is not None and not chosen.readonly,
         "offered": catalog.offered,
         "left_out": catalog.left_out,
@@ -118,18 +99,18 @@ def _edited(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
     redirect, so that a reload never repeats the edit."""
     if request.htmx:
         return _programs(request, profile_id=profile_id)
-    return redirect("program", profile_id=profile_id)
+    return redirect("profile", profile_id=profile_id)
 
 
 @require_safe
 @login_required
-def programs(request: HtmxHttpRequest, preset: str = DEFAULT_TOOLSET) -> HttpResponse:
+def programs(request: HtmxHttpRequest, preset: str = DEFAULT_PRESET) -> HttpResponse:
     return _programs(request, preset=preset)
 
 
 @require_safe
 @login_required
-def program(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
+def profile(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
     return _programs(request, profile_id=profile_id)
 
 
@@ -143,13 +124,13 @@ def programs_new_chats(request: HtmxHttpRequest) -> HttpResponse:
     except ValueError:
         profile_id = None
     try:
-        new_chat_default_set(user=request.user, toolset=toolset)
+        services.new_chat_default_set(user=request.user, toolset=toolset)
     except ServiceError as exc:
         return _programs(request, failed=exc.message, status=exc.status)
-    messages.success(request, f"New chats start with {toolset.strip() or DEFAULT_TOOLSET}.")
+    messages.success(request, f"New chats start with {toolset.strip() or DEFAULT_PRESET}.")
     if profile_id is not None:
-        return redirect("program", profile_id=profile_id)
-    return redirect("programs_preset", preset=toolset.strip() or DEFAULT_TOOLSET)
+        return redirect("profile", profile_id=profile_id)
+    return redirect("programs_preset", preset=toolset.strip() or DEFAULT_PRESET)
 
 
 def _change(
@@ -157,35 +138,35 @@ def _change(
 ) -> HttpResponse:
     """Apply one edit to the person's profile through its service; a refused one
     re-renders the page with the reason."""
-    profile = found_or_404(profile_get_for_user, user=request.user, profile_id=profile_id)
+    profile = found_or_404(services.profile_get_for_user, user=request.user, profile_id=profile_id)
     try:
         action(profile)
     except ServiceError as exc:
         return _programs(request, profile_id=profile_id, failed=exc.message, status=exc.status)
     messages.success(request, done)
-    return redirect("program", profile_id=profile_id)
+    return redirect("profile", profile_id=profile_id)
 
 
 @require_POST
 @login_required
-def program_new(request: HtmxHttpRequest) -> HttpResponse:
+def profile_new(request: HtmxHttpRequest) -> HttpResponse:
     name = request.POST.get("name", "")
     try:
-        profile = profile_create(user=request.user, name=name)
+        profile = services.profile_create(user=request.user, name=name)
     except ServiceError as exc:
         return _programs(request, failed=exc.message, status=exc.status)
     messages.success(request, f"Profile {profile.name} created: every tool, nothing removed yet.")
-    return redirect("program", profile_id=profile.pk)
+    return redirect("profile", profile_id=profile.pk)
 
 
 @require_POST
 @login_required
-def program_rename(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
+def profile_rename(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
     name = request.POST.get("name", "")
     return _change(
         request,
         profile_id,
-        lambda profile: profile_rename(
+        lambda profile: services.profile_rename(
             user=request.user, profile=profile, version=posted_version(request), name=name
         ),
         f"Renamed to {name.strip()}.",
@@ -194,20 +175,20 @@ def program_rename(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
 
 @require_POST
 @login_required
-def program_mode(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
+def profile_mode(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
     """Switch between "all except" and "only": without ``confirm`` this only says what the
     switch will pin or list as removed and asks; with it, it switches and offers Undo."""
-    profile = found_or_404(profile_get_for_user, user=request.user, profile_id=profile_id)
+    profile = found_or_404(services.profile_get_for_user, user=request.user, profile_id=profile_id)
     mode, version = request.POST.get("mode", ""), posted_version(request)
     confirmed = request.POST.get("confirm") == "1"
     try:
         if confirmed:
-            switched = profile_mode_switch(
+            switched = services.profile_mode_switch(
                 user=request.user, profile=profile, version=version, mode=mode
             )
             switch = switched.switch
         else:
-            switch = profile_mode_switch_preview(
+            switch = services.profile_mode_switch_preview(
                 user=request.user, profile=profile, version=version, mode=mode
             )
     except ServiceError as exc:
@@ -230,12 +211,12 @@ def program_mode(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
 
 @require_POST
 @login_required
-def program_mode_undo(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
+def profile_mode_undo(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
     """Undo a switch: put back the mode and list it replaced, if nothing changed since."""
-    profile = found_or_404(profile_get_for_user, user=request.user, profile_id=profile_id)
+    profile = found_or_404(services.profile_get_for_user, user=request.user, profile_id=profile_id)
     mode = request.POST.get("mode", "")
     try:
-        profile_mode_switch_undo(
+        services.profile_mode_switch_undo(
             user=request.user,
             profile=profile,
             version=posted_version(request),
@@ -251,15 +232,15 @@ def program_mode_undo(request: HtmxHttpRequest, profile_id: int) -> HttpResponse
     except ServiceError as exc:
         return _programs(request, profile_id=profile_id, failed=exc.message, status=exc.status)
     request.session.pop(SWITCH_UNDO_KEY, None)
-    messages.success(request, f"Undone: back to {mode_name(mode)}, as it was.")
+    messages.success(request, f"Undone: back to {services.mode_name(mode)}, as it was.")
     return _edited(request, profile_id)
 
 
 @require_POST
 @login_required
-def program_tool(request: HtmxHttpRequest, profile_id: int, action: str) -> HttpResponse:
+def profile_tool(request: HtmxHttpRequest, profile_id: int, action: str) -> HttpResponse:
     tool = request.POST.get("tool", "")
-    edit = {"remove": profile_tool_remove, "add": profile_tool_add}.get(action)
+    edit = {"remove": services.profile_tool_remove, "add": services.profile_tool_add}.get(action)
     if edit is None:
         raise Http404("no such action")
     return _change(
@@ -282,13 +263,13 @@ POLICY_WORDS = {
 
 @require_POST
 @login_required
-def program_tool_policy(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
+def profile_tool_policy(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
     """A tool's approval policy in this profile: auto, ask, deny, or the default."""
     tool, policy = request.POST.get("tool", ""), request.POST.get("policy", "")
     return _change(
         request,
         profile_id,
-        lambda profile: profile_tool_policy(
+        lambda profile: services.profile_tool_policy(
             user=request.user,
             profile=profile,
             version=posted_version(request),
@@ -301,12 +282,12 @@ def program_tool_policy(request: HtmxHttpRequest, profile_id: int) -> HttpRespon
 
 @require_http_methods(["GET", "HEAD", "POST"])
 @login_required
-def program_delete(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
-    profile = found_or_404(profile_get_for_user, user=request.user, profile_id=profile_id)
+def profile_delete(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
+    profile = found_or_404(services.profile_get_for_user, user=request.user, profile_id=profile_id)
     if request.method != "POST":
-        return render(request, "profiles_app/program_delete.html", {"profile": profile})
+        return render(request, "profiles_app/profile_delete.html", {"profile": profile})
     try:
-        profile_delete(user=request.user, profile=profile, version=posted_version(request))
+        services.profile_delete(user=request.user, profile=profile, version=posted_version(request))
     except ServiceError as exc:
         return _programs(request, profile_id=profile_id, failed=exc.message, status=exc.status)
     messages.success(request, f"Profile {profile.name} deleted.")
@@ -315,15 +296,17 @@ def program_delete(request: HtmxHttpRequest, profile_id: int) -> HttpResponse:
 
 @require_safe
 @login_required
-def programs_export(request: HttpRequest) -> HttpResponse:
-    response = JsonResponse(profile_export(user=request.user), json_dumps_params={"indent": 2})
+def profiles_export(request: HttpRequest) -> HttpResponse:
+    response = JsonResponse(
+        services.profile_export(user=request.user), json_dumps_params={"indent": 2}
+    )
     response["Content-Disposition"] = 'attachment; filename="toolhub-profiles.json"'
     return response
 
 
 @require_POST
 @login_required
-def programs_import(request: HtmxHttpRequest) -> HttpResponse:
+def profiles_import(request: HtmxHttpRequest) -> HttpResponse:
     upload = request.FILES.get("file")
     try:
         if upload is None:
@@ -335,7 +318,7 @@ def programs_import(request: HtmxHttpRequest) -> HttpResponse:
             data = json_loads_bounded(upload.read())
         except (ValueError, UnicodeDecodeError):
             raise Invalid("the file is not JSON") from None
-        report = profile_import(user=request.user, data=data)
+        report = services.profile_import(user=request.user, data=data)
     except ServiceError as exc:
         return _programs(request, failed=exc.message, status=exc.status)
     summary = f"Imported {len(report.created)} profile{'s' if len(report.created) != 1 else ''}"

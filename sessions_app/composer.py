@@ -27,7 +27,7 @@ from sessions_app.models import ChatSession
 from sessions_app.services import session_context
 from toolhub.tools import ToolIntent, UnknownToolsetError, resolve
 from toolhub.tools.layers import hidden_words
-from toolhub.tools.presets import DEFAULT_TOOLSET
+from toolhub.tools.presets import DEFAULT_PRESET
 
 WEB_SEARCH = "web_search"
 STATES = ("follow", "on", "off")
@@ -182,7 +182,7 @@ def session_composer_follow(*, session: ChatSession, toolsets: list[str]) -> Com
     }
     web: dict[str, Follow] = {}
     for name in toolsets:
-        toolset = None if name == DEFAULT_TOOLSET else name
+        toolset = None if name == DEFAULT_PRESET else name
         on = {"toolset": toolset, "enabled": True}
         follow_on, why = _web_search_offered(intent, {**on, "web_search": None}, inputs)
         on_works, blocked = _web_search_offered(intent, {**on, "web_search": True}, inputs)
@@ -192,7 +192,7 @@ def session_composer_follow(*, session: ChatSession, toolsets: list[str]) -> Com
             elif intent.picked is not None or agent_intent.picked is not None:
                 why = "it is among the picked tools"
             else:
-                why = f"the {toolset or agent_intent.toolset or DEFAULT_TOOLSET} profile has it"
+                why = f"the {toolset or agent_intent.toolset or DEFAULT_PRESET} profile has it"
         elif agent_intent.web_search is False and on_works:
             why = f"the agent “{agent.name}” has it off"
         web[name] = Follow(

@@ -44,7 +44,7 @@ from sessions_app.transcript import session_transcript, transcript_html
 from sessions_app.usage import usage_of
 from toolhub.lib.downloads import attachment
 from toolhub.lib.errors import ServiceError, found_or_404
-from toolhub.tools import DEFAULT_TOOLSET, ToolIntent
+from toolhub.tools import DEFAULT_PRESET, ToolIntent
 
 SESSIONS_SHOWN = 100
 # With more agents than this the composer's picker gets a box that narrows its list.
@@ -67,7 +67,7 @@ def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
     session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
     intent = ToolIntent.parse(session.tool_intent)
     toolsets = [view.name for view in profiles_for_user(user=request.user)]
-    toolset = intent.toolset or DEFAULT_TOOLSET
+    toolset = intent.toolset or DEFAULT_PRESET
     follow = session_composer_follow(session=session, toolsets=toolsets)
     tools_state, web_state = composer_state(intent.enabled), composer_state(intent.web_search)
     # The words under the controls as first shown; chat.js looks up the same table.

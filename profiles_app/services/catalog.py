@@ -18,7 +18,7 @@ from profiles_app.services.disables import (
 from profiles_app.services.profiles import ProfileView, profile_offers, profile_token_cost
 from toolhub.lib.chat_services import chat_services
 from toolhub.tools import (
-    TOOLSETS,
+    PRESETS,
     TokenCost,
     Tool,
     ToolContext,
@@ -46,7 +46,7 @@ def tool_catalog(*, ctx: ToolContext) -> list[dict[str, Any]]:
     hidden.pop(TOOL_SEARCH, None)
     members = {
         name: toolset_members(name, registry)
-        for name, preset in TOOLSETS.items()
+        for name, preset in PRESETS.items()
         if not preset.everything
     }
     catalog = [

@@ -40,7 +40,7 @@ from toolhub.lib.errors import Conflict, Forbidden, Invalid, NotFound
 from toolhub.lib.model_windows import DEFAULT_WINDOW
 from toolhub.lib.versioned import versioned_delete, versioned_update
 from toolhub.tools import (
-    TOOLSETS,
+    PRESETS,
     ProfileSpec,
     TokenCost,
     ToolContext,
@@ -48,7 +48,7 @@ from toolhub.tools import (
     resolve,
     token_cost,
 )
-from toolhub.tools.presets import DEFAULT_TOOLSET, toolset_members
+from toolhub.tools.presets import DEFAULT_PRESET, toolset_members
 
 # --- validation -----------------------------------------------------------------------------
 
@@ -226,7 +226,7 @@ class ProfileView:
 
 def profile_offers(view: ProfileView) -> Callable[[str], bool]:
     """Whether the profile offers a tool, by its own rule (layers and disables apart)."""
-    if view.name == DEFAULT_TOOLSET:
+    if view.name == DEFAULT_PRESET:
         return lambda name: True
     listed = frozenset(view.tools)
     if view.mode == ToolProfile.Mode.ONLY:
@@ -258,8 +258,8 @@ def profiles_for_user(*, user: Any) -> list[ProfileView]:
     The stored ones are read as rows, not model instances: the list is the API's busiest
     read, and a model per profile (init signals, field descriptors) cost more than the
     query (docs/architecture.md, "Request path")."""
-    views = [ProfileView(None, DEFAULT_TOOLSET, "builtin", "all_except", (), (), True, None)]
-    for name, preset in TOOLSETS.items():
+    views = [ProfileView(None, DEFAULT_PRESET, "builtin", "all_except", (), (), True, None)]
+    for name, preset in PRESETS.items():
         if preset.everything:
             continue
         members = toolset_members(name, registry)
@@ -337,7 +337,7 @@ def toolset_check_exists(
 ) -> None:
     """A toolset named in an intent must be the user's profile, a shared one, or a preset;
     for something shared (an agent everyone uses), only a shared profile or a preset."""
-    if name is None or name in TOOLSETS:
+    if name is None or name in PRESETS:
         return
     if shared and ToolProfile.objects.filter(name=name, owner__isnull=True).exists():
         return

@@ -24,13 +24,13 @@ from profiles_app.models import (
 )
 from toolhub.lib.errors import Conflict, Forbidden, Invalid, MetaToolRefused, NotFound, Stale
 from toolhub.tools import (
-    TOOLSETS,
+    PRESETS,
     registry,
 )
 from toolhub.tools.approval import POLICIES
 from toolhub.tools.intent import MAX_NAMES
 from toolhub.tools.layers import META_TOOLS
-from toolhub.tools.presets import DEFAULT_TOOLSET
+from toolhub.tools.presets import DEFAULT_PRESET
 from toolhub.tools.tool import NAME_PATTERN
 
 
@@ -43,7 +43,7 @@ def clean_name(name: Any) -> str:
     if not isinstance(name, str):
         raise Invalid("name must be a string", fields={"name": ["must be a string"]})
     cleaned = name.strip()
-    if cleaned == DEFAULT_TOOLSET or cleaned in TOOLSETS:
+    if cleaned == DEFAULT_PRESET or cleaned in PRESETS:
         raise Conflict(f"'{cleaned}' is a built-in preset name", fields={"name": ["reserved"]})
     try:
         profile_name_validator(cleaned)

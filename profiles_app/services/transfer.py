@@ -28,12 +28,12 @@ from profiles_app.services.rules import (
 )
 from toolhub.lib.errors import Conflict, Invalid
 from toolhub.tools import (
-    TOOLSETS,
+    PRESETS,
     registry,
 )
 from toolhub.tools.intent import MAX_NAMES
 from toolhub.tools.layers import META_TOOLS
-from toolhub.tools.presets import DEFAULT_TOOLSET, default_tools
+from toolhub.tools.presets import DEFAULT_PRESET, default_tools
 
 EXPORT_FORMAT = "toolhub.profiles/1"
 
@@ -86,14 +86,14 @@ def _functions_meta_entries(
     later reach it), not a frozen pick; a name a preset has is imported as a copy, under
     the first name free among ``taken`` (the person's profiles) and the file's."""
     everything = {name for name in default_tools(registry) if name not in META_TOOLS}
-    taken = taken | {DEFAULT_TOOLSET, *TOOLSETS, *(str(name) for name in profiles)}
+    taken = taken | {DEFAULT_PRESET, *PRESETS, *(str(name) for name in profiles)}
     entries, mapped = [], {}
     for name, tools in profiles.items():
-        if name == DEFAULT_TOOLSET:
+        if name == DEFAULT_PRESET:
             mapped[name] = "is toolhub's built-in default (every exposed tool); not copied"
             continue
         entry = {"name": name, "source": name, "mode": ToolProfile.Mode.ONLY, "tools": tools}
-        if name in TOOLSETS:
+        if name in PRESETS:
             entry["name"] = _free_name(f"{name} copy", taken)
             taken.add(entry["name"])
             mapped[name] = f"imported as '{entry['name']}': a built-in preset has that name"
@@ -163,7 +163,7 @@ def profile_import(*, user: Any, data: Any) -> ImportReport:
 def _import_active(user: Any, active: str, imported: dict[Any, str]) -> str:
     """The file's ``active`` profile (functions_meta.json has one) becomes what new chats
     start with."""
-    if active == DEFAULT_TOOLSET:
+    if active == DEFAULT_PRESET:
         new_chat_default_set(user=user, toolset="")
         return "'default' is now what your new chats start with"
     if active not in imported:
@@ -189,7 +189,7 @@ def new_chat_default_set(*, user: Any, toolset: Any) -> str:
         raise Invalid("toolset must be a profile's name", fields={"toolset": ["not a name"]})
     name = toolset.strip()
     profile, preset = None, ""
-    if name and name != DEFAULT_TOOLSET:
+    if name and name != DEFAULT_PRESET:
         # Own before shared, as a chat resolves a name (profile_lookup_for).
         profile = (
             profiles_visible_to(user)
@@ -197,7 +197,7 @@ def new_chat_default_set(*, user: Any, toolset: Any) -> str:
             .order_by(F("owner").asc(nulls_last=True))
             .first()
         )
-        if profile is None and name not in TOOLSETS:
+        if profile is None and name not in PRESETS:
             raise Invalid(
                 f"no profile or preset named '{name}'", fields={"toolset": ["unknown toolset"]}
             )

@@ -16,7 +16,7 @@ from toolhub.tools import (
     function,
 )
 from toolhub.tools import presets as presets_module
-from toolhub.tools.presets import TOOLSETS, Toolset, define_toolsets, expand_toolset
+from toolhub.tools.presets import PRESETS, Toolset, define_toolsets, expand_toolset
 
 
 def _add(reg: ToolRegistry, name: str, **kwargs):
@@ -28,10 +28,10 @@ def _add(reg: ToolRegistry, name: str, **kwargs):
 
 @pytest.fixture
 def scratch_toolsets():
-    saved = dict(TOOLSETS)
+    saved = dict(PRESETS)
     yield
-    TOOLSETS.clear()
-    TOOLSETS.update(saved)
+    PRESETS.clear()
+    PRESETS.update(saved)
 
 
 def test_registration_order_is_kept(reg):
@@ -176,7 +176,7 @@ def test_preset_includes_resolve_recursively(scratch_toolsets):
 
 
 def test_a_preset_cycle_is_an_error_naming_the_cycle_and_changes_nothing(scratch_toolsets):
-    before = dict(TOOLSETS)
+    before = dict(PRESETS)
 
     with pytest.raises(ToolsetCycleError, match="one -> two -> three -> one"):
         define_toolsets(
@@ -184,7 +184,7 @@ def test_a_preset_cycle_is_an_error_naming_the_cycle_and_changes_nothing(scratch
             Toolset("two", "x", includes=("three",)),
             Toolset("three", "x", includes=("one",)),
         )
-    assert before == TOOLSETS
+    assert before == PRESETS
 
 
 def test_unknown_presets_are_errors_never_empty_sets(reg, scratch_toolsets):
@@ -202,7 +202,7 @@ def test_the_builtin_presets_include_safe_and_research_over_the_real_pack():
     ctx = ToolContext(env={"BRAVE_API_KEY": "k"})
     research = agent_tools(registry, toolset="research", ctx=ctx)
 
-    assert {"safe", "research"} <= set(TOOLSETS)
+    assert {"safe", "research"} <= set(PRESETS)
     assert "web_fetch" in research.names
     assert "web_search" in research.names
     assert "bash" not in research.names
@@ -243,7 +243,7 @@ def test_filtering_is_order_stable_and_duplicate_free(names, allow, deny, picked
 
 @given(order=st.permutations(["p_one", "p_two", "p_three"]))
 def test_the_array_order_does_not_depend_on_the_order_presets_were_defined(order):
-    saved = dict(TOOLSETS)
+    saved = dict(PRESETS)
     try:
         definitions = {
             "p_one": Toolset("p_one", "x", tools=("t3", "t1")),
@@ -257,8 +257,8 @@ def test_the_array_order_does_not_depend_on_the_order_presets_were_defined(order
 
         assert agent_tools(reg, toolset="p_three").names == ("t1", "t2", "t3")
     finally:
-        TOOLSETS.clear()
-        TOOLSETS.update(saved)
+        PRESETS.clear()
+        PRESETS.update(saved)
 
 
 def test_function_refuses_an_option_it_does_not_know_and_passes_the_rest_to_the_tool(reg):

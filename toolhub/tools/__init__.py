@@ -2,7 +2,7 @@
 
 ``@function`` builds and registers a ``Tool``; the ``registry`` keeps them in registration
 order; ``agent_tools`` filters them through layers 1 to 5 with a reason for every tool it
-leaves out; presets (``TOOLSETS``) name subsets; ``ToolIntent`` is what people store;
+leaves out; presets (``PRESETS``) name subsets; ``ToolIntent`` is what people store;
 ``resolve`` expands intent into the exact, fingerprinted tools array with its deferred
 catalog, ``token_cost`` counts it in tokens, and ``TurnTools`` freezes it for a turn. The
 built-in tool pack registers on import. The Django apps adapt this package through the
@@ -24,8 +24,8 @@ from toolhub.tools.intent_selection import ProfileSpec
 from toolhub.tools.layers import Hidden, Selection, agent_tools, availability
 from toolhub.tools.plugins import load_plugins
 from toolhub.tools.presets import (
-    DEFAULT_TOOLSET,
-    TOOLSETS,
+    DEFAULT_PRESET,
+    PRESETS,
     Toolset,
     ToolsetCycleError,
     UnknownToolsetError,
@@ -40,8 +40,8 @@ from toolhub.tools.tool import Tool, ToolResult
 from toolhub.tools.turn import CallTarget, TurnTools
 
 __all__ = [
-    "DEFAULT_TOOLSET",
-    "TOOLSETS",
+    "DEFAULT_PRESET",
+    "PRESETS",
     "CallTarget",
     "CancelToken",
     "DuplicateToolError",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from toolhub.tools.approval import DENY
 from toolhub.tools.intent import ToolIntent
-from toolhub.tools.presets import TOOLSETS, UnknownToolsetError, toolset_members
+from toolhub.tools.presets import PRESETS, UnknownToolsetError, toolset_members
 from toolhub.tools.registry import ToolRegistry
 
 WEB_SEARCH = "web_search"
@@ -122,7 +122,7 @@ def _scope(
     if profile is not None:
         removed = f"removed from the profile '{profile.name}'"
         return _Scope(exclude=dict.fromkeys(profile.tools, removed))
-    if toolset_name in TOOLSETS:
+    if toolset_name in PRESETS:
         members = toolset_members(toolset_name, registry)
         return _Scope(members, f"not in the '{toolset_name}' toolset")
     raise UnknownToolsetError(f"no profile or preset named '{toolset_name}'")

@@ -1,4 +1,4 @@
-"""Presets: named subsets of tools (``TOOLSETS``), which may include other presets.
+"""Presets: named subsets of tools (``PRESETS``), which may include other presets.
 
 A preset's members are the tools it names, the tools that declare membership with
 ``@function(toolset=[...])``, and the members of every preset it includes, recursively.
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from toolhub.tools.registry import ToolRegistry
 
-DEFAULT_TOOLSET = "default"
+DEFAULT_PRESET = "default"
 
 
 class UnknownToolsetError(LookupError):
@@ -37,7 +37,7 @@ class Toolset:
     everything: bool = False
 
 
-TOOLSETS: dict[str, Toolset] = {}
+PRESETS: dict[str, Toolset] = {}
 
 
 def _validate(toolsets: dict[str, Toolset]) -> None:
@@ -65,26 +65,26 @@ def _validate(toolsets: dict[str, Toolset]) -> None:
 
 def define_toolsets(*toolsets: Toolset) -> None:
     """Add presets together (they may include each other); all or nothing."""
-    candidate = dict(TOOLSETS)
+    candidate = dict(PRESETS)
     for toolset in toolsets:
         if toolset.name in candidate:
             raise ValueError(f"toolset '{toolset.name}' is already defined")
         candidate[toolset.name] = toolset
     _validate(candidate)
-    TOOLSETS.update((toolset.name, toolset) for toolset in toolsets)
+    PRESETS.update((toolset.name, toolset) for toolset in toolsets)
 
 
 def check_memberships(tool_name: str, toolsets: Iterable[str]) -> None:
     for name in toolsets:
-        if name not in TOOLSETS:
+        if name not in PRESETS:
             raise UnknownToolsetError(f"tool '{tool_name}' declares unknown toolset '{name}'")
-        if TOOLSETS[name].everything:
+        if PRESETS[name].everything:
             raise ValueError(f"tool '{tool_name}': every exposed tool is in '{name}' already")
 
 
 def expand_toolset(name: str) -> tuple[str, ...]:
     """``name`` and every preset it includes, each once, in depth-first order."""
-    if name not in TOOLSETS:
+    if name not in PRESETS:
         raise UnknownToolsetError(f"unknown toolset '{name}'")
     order: list[str] = []
 
@@ -92,7 +92,7 @@ def expand_toolset(name: str) -> tuple[str, ...]:
         if current in order:
             return
         order.append(current)
-        for included in TOOLSETS[current].includes:
+        for included in PRESETS[current].includes:
             visit(included)
 
     visit(name)
@@ -102,9 +102,9 @@ def expand_toolset(name: str) -> tuple[str, ...]:
 def toolset_members(name: str, registry: ToolRegistry) -> frozenset[str]:
     """Names in preset ``name``. Used for membership tests; order comes from the registry."""
     presets = expand_toolset(name)
-    if any(TOOLSETS[preset].everything for preset in presets):
+    if any(PRESETS[preset].everything for preset in presets):
         return frozenset(tool.name for tool in registry.all_tools() if tool.expose)
-    named = {tool for preset in presets for tool in TOOLSETS[preset].tools}
+    named = {tool for preset in presets for tool in PRESETS[preset].tools}
     declared = {
         tool.name
         for tool in registry.all_tools()
@@ -119,7 +119,7 @@ def default_tools(registry: ToolRegistry) -> tuple[str, ...]:
 
 
 define_toolsets(
-    Toolset(DEFAULT_TOOLSET, "Every exposed tool.", everything=True),
+    Toolset(DEFAULT_PRESET, "Every exposed tool.", everything=True),
     Toolset(
         "safe",
         "Tools that read and compute but change nothing.",

@@ -46,13 +46,13 @@ def test_the_page_lists_default_presets_and_own_profiles_with_the_catalog(client
 def test_a_new_profile_is_a_copy_of_default_and_opens(client, owner):
     client.force_login(owner)
 
-    response = client.post(reverse("program_new"), {"name": "deepwork"})
+    response = client.post(reverse("profile_new"), {"name": "deepwork"})
 
     from profiles_app.models import ToolProfile
 
     profile = ToolProfile.objects.get(owner=owner, name="deepwork")
     assert (profile.mode, profile.tools) == ("all_except", [])
-    assert response["Location"] == reverse("program", args=[profile.pk])
+    assert response["Location"] == reverse("profile", args=[profile.pk])
     assert "Profile deepwork created" in client.get(response["Location"]).content.decode()
 
 
@@ -60,7 +60,7 @@ def test_a_duplicate_name_is_refused_with_the_reason(client, owner):
     _profile(owner, "deepwork")
     client.force_login(owner)
 
-    response = client.post(reverse("program_new"), {"name": "deepwork"})
+    response = client.post(reverse("profile_new"), {"name": "deepwork"})
 
     assert response.status_code == 409
     assert "a profile named &#x27;deepwork&#x27; exists" in response.content.decode()
@@ -69,15 +69,15 @@ def test_a_duplicate_name_is_refused_with_the_reason(client, owner):
 def test_removing_a_tool_moves_it_out_and_adding_it_back_returns_it(client, owner):
     profile = _profile(owner)
     client.force_login(owner)
-    url = reverse("program_tool", args=[profile.pk, "remove"])
+    url = reverse("profile_tool", args=[profile.pk, "remove"])
 
     client.post(url, {"tool": "web_fetch", "version": profile.version})
-    page = client.get(reverse("program", args=[profile.pk])).content.decode()
+    page = client.get(reverse("profile", args=[profile.pk])).content.decode()
     assert _reload(profile).tools == ["web_fetch"]
     assert 'id="add-web_fetch"' in page
     assert 'id="remove-web_fetch"' not in page
 
-    add = reverse("program_tool", args=[profile.pk, "add"])
+    add = reverse("profile_tool", args=[profile.pk, "add"])
     client.post(add, {"tool": "web_fetch", "version": profile.version})
     assert _reload(profile).tools == []
 
@@ -86,7 +86,7 @@ def test_an_edit_made_on_an_old_version_is_refused_not_applied(client, owner):
     profile = _profile(owner)
     client.force_login(owner)
     stale = profile.version
-    url = reverse("program_tool", args=[profile.pk, "remove"])
+    url = reverse("profile_tool", args=[profile.pk, "remove"])
     client.post(url, {"tool": "web_fetch", "version": stale})
 
     response = client.post(url, {"tool": "current_time", "version": stale})
@@ -102,7 +102,7 @@ def test_switching_semantics_keeps_what_the_profile_offers(client, owner):
     client.force_login(owner)
 
     client.post(
-        reverse("program_mode", args=[profile.pk]),
+        reverse("profile_mode", args=[profile.pk]),
         {"mode": "only", "version": profile.version, "confirm": "1"},
     )
 
@@ -130,7 +130,7 @@ def test_choosing_only_first_says_how_many_tools_will_be_pinned_and_writes_nothi
     pinned = len(_pinnable("web_fetch", "bash"))
 
     response = client.post(
-        reverse("program_mode", args=[profile.pk]), {"mode": "only", "version": profile.version}
+        reverse("profile_mode", args=[profile.pk]), {"mode": "only", "version": profile.version}
     )
 
     page = response.content.decode()
@@ -141,7 +141,7 @@ def test_choosing_only_first_says_how_many_tools_will_be_pinned_and_writes_nothi
         '<button type="submit" aria-describedby="switch-sentence" autofocus>Switch</button>' in page
     )
     assert ">Cancel</a>" in page
-    assert f'href="{reverse("program", args=[profile.pk])}"' in page
+    assert f'href="{reverse("profile", args=[profile.pk])}"' in page
     stored = _reload(profile)
     assert (stored.mode, stored.tools, stored.version) == ("all_except", ["web_fetch", "bash"], 1)
 
@@ -152,7 +152,7 @@ def test_choosing_all_except_first_says_how_many_tools_will_be_listed_as_removed
     client.force_login(owner)
 
     page = client.post(
-        reverse("program_mode", args=[profile.pk]),
+        reverse("profile_mode", args=[profile.pk]),
         {"mode": "all_except", "version": profile.version},
     ).content.decode()
 
@@ -166,13 +166,13 @@ def test_confirming_switches_and_the_page_says_so_with_an_undo_button(client, ow
     pinned = len(_pinnable("web_fetch", "bash"))
 
     response = client.post(
-        reverse("program_mode", args=[profile.pk]),
+        reverse("profile_mode", args=[profile.pk]),
         {"mode": "only", "version": profile.version, "confirm": "1"},
         follow=True,
     )
 
     page = response.content.decode()
-    assert response.redirect_chain == [(reverse("program", args=[profile.pk]), 302)]
+    assert response.redirect_chain == [(reverse("profile", args=[profile.pk]), 302)]
     assert f'<p role="status" id="switch-done">Switched to only: {pinned} tools pinned.</p>' in page
     assert ">Undo</button>" in page
     assert _reload(profile).mode == "only"
@@ -182,13 +182,13 @@ def test_undo_restores_the_mode_and_the_list_exactly(client, owner):
     profile = _profile(owner, tools=["web_fetch", "gone_tool", "bash"])
     client.force_login(owner)
     client.post(
-        reverse("program_mode", args=[profile.pk]),
+        reverse("profile_mode", args=[profile.pk]),
         {"mode": "only", "version": profile.version, "confirm": "1"},
     )
     switched_mode = _reload(profile).mode
 
     response = client.post(
-        reverse("program_mode_undo", args=[profile.pk]),
+        reverse("profile_mode_undo", args=[profile.pk]),
         {"mode": "all_except", "tools": ["web_fetch", "gone_tool", "bash"], "version": 2},
         follow=True,
     )
@@ -209,12 +209,12 @@ def test_the_undo_button_carries_the_list_the_switch_replaced(client, owner):
     profile = _profile(owner, tools=["web_fetch", "bash"])
     client.force_login(owner)
     client.post(
-        reverse("program_mode", args=[profile.pk]),
+        reverse("profile_mode", args=[profile.pk]),
         {"mode": "only", "version": profile.version, "confirm": "1"},
     )
 
-    page = client.get(reverse("program", args=[profile.pk])).content.decode()
-    form = page[page.index(reverse("program_mode_undo", args=[profile.pk])) :]
+    page = client.get(reverse("profile", args=[profile.pk])).content.decode()
+    form = page[page.index(reverse("profile_mode_undo", args=[profile.pk])) :]
     form = form[: form.index("</form>")]
 
     assert '<input type="hidden" name="version" value="2">' in form
@@ -227,16 +227,16 @@ def test_an_undo_after_another_edit_is_refused_with_a_clear_message(client, owne
     profile = _profile(owner, tools=["bash"])
     client.force_login(owner)
     client.post(
-        reverse("program_mode", args=[profile.pk]),
+        reverse("profile_mode", args=[profile.pk]),
         {"mode": "only", "version": profile.version, "confirm": "1"},
     )
     # Another tab removes a tool from the switched profile meanwhile.
     client.post(
-        reverse("program_tool", args=[profile.pk, "remove"]), {"tool": "grep", "version": 2}
+        reverse("profile_tool", args=[profile.pk, "remove"]), {"tool": "grep", "version": 2}
     )
 
     response = client.post(
-        reverse("program_mode_undo", args=[profile.pk]),
+        reverse("profile_mode_undo", args=[profile.pk]),
         {"mode": "all_except", "tools": ["bash"], "version": 2},
     )
 
@@ -251,14 +251,14 @@ def test_the_undo_notice_is_gone_once_the_profile_changed_again(client, owner):
     profile = _profile(owner)
     client.force_login(owner)
     client.post(
-        reverse("program_mode", args=[profile.pk]),
+        reverse("profile_mode", args=[profile.pk]),
         {"mode": "only", "version": profile.version, "confirm": "1"},
     )
     client.post(
-        reverse("program_tool", args=[profile.pk, "remove"]), {"tool": "grep", "version": 2}
+        reverse("profile_tool", args=[profile.pk, "remove"]), {"tool": "grep", "version": 2}
     )
 
-    page = client.get(reverse("program", args=[profile.pk])).content.decode()
+    page = client.get(reverse("profile", args=[profile.pk])).content.decode()
 
     assert "Switched to only" not in page
     assert ">Undo</button>" not in page
@@ -268,11 +268,11 @@ def test_a_stale_confirmation_is_refused_and_switches_nothing(client, owner):
     profile = _profile(owner)
     client.force_login(owner)
     client.post(
-        reverse("program_tool", args=[profile.pk, "remove"]), {"tool": "grep", "version": 1}
+        reverse("profile_tool", args=[profile.pk, "remove"]), {"tool": "grep", "version": 1}
     )
 
     response = client.post(
-        reverse("program_mode", args=[profile.pk]),
+        reverse("profile_mode", args=[profile.pk]),
         {"mode": "only", "version": 1, "confirm": "1"},
     )
 
@@ -286,7 +286,7 @@ def test_choosing_the_mode_it_already_has_says_nothing_changed(client, owner):
     client.force_login(owner)
 
     response = client.post(
-        reverse("program_mode", args=[profile.pk]),
+        reverse("profile_mode", args=[profile.pk]),
         {"mode": "all_except", "version": profile.version},
         follow=True,
     )
@@ -300,14 +300,14 @@ def test_choosing_the_mode_it_already_has_says_nothing_changed(client, owner):
 def test_with_htmx_each_step_answers_with_the_profile_section_alone(client, owner):
     profile = _profile(owner, tools=["bash"])
     client.force_login(owner)
-    url = reverse("program_mode", args=[profile.pk])
+    url = reverse("profile_mode", args=[profile.pk])
     htmx = {"HTTP_HX_REQUEST": "true"}
     pinned = len(_pinnable("bash"))
 
     asked = client.post(url, {"mode": "only", "version": 1}, **htmx)
     switched = client.post(url, {"mode": "only", "version": 1, "confirm": "1"}, **htmx)
     undone = client.post(
-        reverse("program_mode_undo", args=[profile.pk]),
+        reverse("profile_mode_undo", args=[profile.pk]),
         {"mode": "all_except", "tools": ["bash"], "version": 2},
         **htmx,
     )
@@ -329,12 +329,12 @@ def test_another_persons_profile_is_a_404_for_the_switch_and_its_undo(client, ow
     profile = _profile(owner, tools=["bash"])
     client.force_login(other_user)
 
-    asked = client.post(reverse("program_mode", args=[profile.pk]), {"mode": "only", "version": 1})
+    asked = client.post(reverse("profile_mode", args=[profile.pk]), {"mode": "only", "version": 1})
     confirmed = client.post(
-        reverse("program_mode", args=[profile.pk]), {"mode": "only", "version": 1, "confirm": "1"}
+        reverse("profile_mode", args=[profile.pk]), {"mode": "only", "version": 1, "confirm": "1"}
     )
     undone = client.post(
-        reverse("program_mode_undo", args=[profile.pk]),
+        reverse("profile_mode_undo", args=[profile.pk]),
         {"mode": "only", "tools": [], "version": 1},
     )
 
@@ -349,16 +349,16 @@ def test_rename_and_delete_after_confirmation(client, owner):
     profile = _profile(owner)
     client.force_login(owner)
     client.post(
-        reverse("program_rename", args=[profile.pk]), {"name": "deep", "version": profile.version}
+        reverse("profile_rename", args=[profile.pk]), {"name": "deep", "version": profile.version}
     )
     profile = _reload(profile)
     assert profile.name == "deep"
 
-    confirm = client.get(reverse("program_delete", args=[profile.pk]))
+    confirm = client.get(reverse("profile_delete", args=[profile.pk]))
     assert "Delete deep?" in confirm.content.decode()
     assert ToolProfile.objects.filter(pk=profile.pk).exists()
     response = client.post(
-        reverse("program_delete", args=[profile.pk]), {"version": profile.version}
+        reverse("profile_delete", args=[profile.pk]), {"version": profile.version}
     )
 
     assert response["Location"] == reverse("programs")
@@ -369,10 +369,10 @@ def test_another_persons_profile_is_a_404_for_every_page_and_action(client, owne
     profile = _profile(owner)
     client.force_login(other_user)
 
-    assert client.get(reverse("program", args=[profile.pk])).status_code == 404
-    remove = reverse("program_tool", args=[profile.pk, "remove"])
+    assert client.get(reverse("profile", args=[profile.pk])).status_code == 404
+    remove = reverse("profile_tool", args=[profile.pk, "remove"])
     assert client.post(remove, {"tool": "bash", "version": 1}).status_code == 404
-    assert client.post(reverse("program_delete", args=[profile.pk])).status_code == 404
+    assert client.post(reverse("profile_delete", args=[profile.pk])).status_code == 404
     assert _reload(profile).tools == []
 
 
@@ -400,12 +400,12 @@ def test_a_tool_unavailable_to_the_person_says_why(client, owner, staff):
 def test_export_then_import_brings_the_profiles_back(client, owner, other_user):
     _profile(owner, "deepwork", tools=["bash"])
     client.force_login(owner)
-    exported = client.get(reverse("programs_export"))
+    exported = client.get(reverse("profiles_export"))
     assert exported["Content-Disposition"].startswith("attachment")
 
     client.force_login(other_user)
     upload = SimpleUploadedFile("p.json", exported.content, content_type="application/json")
-    response = client.post(reverse("programs_import"), {"file": upload})
+    response = client.post(reverse("profiles_import"), {"file": upload})
 
     from profiles_app.models import ToolProfile
 
@@ -419,7 +419,7 @@ def test_importing_the_seeds_functions_meta_says_what_was_mapped_and_how(client,
     data = {"profiles": {"default": ["read"], "safe": ["read"]}, "active": "safe"}
     upload = SimpleUploadedFile("functions_meta.json", json.dumps(data).encode())
 
-    page = client.post(reverse("programs_import"), {"file": upload}, follow=True)
+    page = client.post(reverse("profiles_import"), {"file": upload}, follow=True)
 
     text = page.content.decode()
     assert "Imported 1 profile." in text
@@ -431,12 +431,12 @@ def test_importing_the_seeds_functions_meta_says_what_was_mapped_and_how(client,
 def test_a_profile_is_made_what_new_chats_start_with_from_its_page(client, owner):
     profile = _profile(owner, "focus")
     client.force_login(owner)
-    before = client.get(reverse("program", args=[profile.pk])).content.decode()
+    before = client.get(reverse("profile", args=[profile.pk])).content.decode()
 
     response = client.post(
         reverse("programs_new_chats"), {"toolset": "focus", "profile": profile.pk}
     )
-    after = client.get(reverse("program", args=[profile.pk])).content.decode()
+    after = client.get(reverse("profile", args=[profile.pk])).content.decode()
     refused = client.post(reverse("programs_new_chats"), {"toolset": "nobody's"})
 
     assert "Start new chats with this profile" in before
@@ -456,12 +456,12 @@ def test_an_import_that_is_not_json_is_refused_and_creates_nothing(client, owner
     client.force_login(owner)
     upload = SimpleUploadedFile("p.json", b"{not json", content_type="application/json")
 
-    response = client.post(reverse("programs_import"), {"file": upload})
+    response = client.post(reverse("profiles_import"), {"file": upload})
 
     assert response.status_code == 400
     assert "the file is not JSON" in response.content.decode()
     assert not ToolProfile.objects.filter(owner=owner).exists()
-    assert json.loads(client.get(reverse("programs_export")).content)["profiles"] == []
+    assert json.loads(client.get(reverse("profiles_export")).content)["profiles"] == []
 
 
 def test_the_page_costs_the_same_queries_with_one_profile_or_fifty(client, owner):
@@ -489,7 +489,7 @@ def test_a_shared_profile_cannot_be_switched_by_someone_who_is_not_staff(client,
     client.force_login(owner)
 
     response = client.post(
-        reverse("program_mode", args=[shared.pk]),
+        reverse("profile_mode", args=[shared.pk]),
         {"mode": "all_except", "version": shared.version},
     )
 
@@ -501,9 +501,9 @@ def test_tool_search_has_no_remove_button_and_a_crafted_removal_changes_nothing(
     profile = _profile(owner)
     client.force_login(owner)
 
-    page = client.get(reverse("program", args=[profile.pk])).content.decode()
+    page = client.get(reverse("profile", args=[profile.pk])).content.decode()
     crafted = client.post(
-        reverse("program_tool", args=[profile.pk, "remove"]),
+        reverse("profile_tool", args=[profile.pk, "remove"]),
         {"tool": "tool_search", "version": profile.version},
     )
 
@@ -517,13 +517,13 @@ def test_tool_search_has_no_remove_button_and_a_crafted_removal_changes_nothing(
 def test_tool_search_stays_in_a_profile_switched_to_only_without_an_add_button(client, owner):
     profile = _profile(owner, tools=["bash"])
     client.force_login(owner)
-    before = client.get(reverse("program", args=[profile.pk])).content.decode()
+    before = client.get(reverse("profile", args=[profile.pk])).content.decode()
     client.post(
-        reverse("program_mode", args=[profile.pk]),
+        reverse("profile_mode", args=[profile.pk]),
         {"mode": "only", "version": profile.version, "confirm": "1"},
     )
 
-    after = client.get(reverse("program", args=[profile.pk])).content.decode()
+    after = client.get(reverse("profile", args=[profile.pk])).content.decode()
 
     assert "tool_search" not in _reload(profile).tools
     assert 'id="remove-tool_search"' in after
@@ -539,7 +539,7 @@ def test_a_tools_approval_is_set_in_a_profile_and_an_operators_ask_cannot_be_lif
 
     profile = _profile(owner)
     client.force_login(owner)
-    url = reverse("program_tool_policy", args=[profile.pk])
+    url = reverse("profile_tool_policy", args=[profile.pk])
 
     response = client.post(url, {"tool": "bash", "policy": "auto", "version": profile.version})
     assert response.status_code == 302
@@ -559,7 +559,7 @@ def test_a_tools_approval_is_set_in_a_profile_and_an_operators_ask_cannot_be_lif
     assert _reload(profile).approvals == {}
 
     tool_policy_set(user=staff, tool="web_fetch", policy="ask", reason="costly")
-    page = client.get(reverse("program", args=[profile.pk])).content.decode()
+    page = client.get(reverse("profile", args=[profile.pk])).content.decode()
     row = page[page.index('id="policy-web_fetch"') :][:900]
     assert "Default: ask first (operator)" in row
     assert '<option value="auto" disabled>' in row

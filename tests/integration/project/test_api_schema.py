@@ -21,7 +21,7 @@ from rest_framework.authtoken.models import Token
 from schemathesis.config import SchemathesisConfig
 
 from profiles_app.services import default_agent
-from toolhub.tools.presets import DEFAULT_TOOLSET
+from toolhub.tools.presets import DEFAULT_PRESET
 
 # The same document /api/schema/ serves (a test checks that endpoint separately).
 _document = json.loads(
@@ -136,11 +136,11 @@ def _as_documented(case: schemathesis.Case, *, agent_id: int) -> None:
     if isinstance(body.get("new_chat_agent"), int):
         body["new_chat_agent"] = agent_id
     if isinstance(body.get("new_chat_toolset"), str):
-        body["new_chat_toolset"] = DEFAULT_TOOLSET
+        body["new_chat_toolset"] = DEFAULT_PRESET
     for key in ("intent", "tool_intent"):
         intent = body.get(key)
         if isinstance(intent, dict) and isinstance(intent.get("toolset"), str):
-            intent["toolset"] = DEFAULT_TOOLSET
+            intent["toolset"] = DEFAULT_PRESET
 
 
 def test_the_served_schema_is_valid_openapi_3_0():
