@@ -48,7 +48,11 @@ def _responder(body: dict):
     last = body["messages"][-1]["content"]
     if any(block.get("type") == "tool_result" for block in last):
         return Reply(text="done")
-    lines = int(last[-1]["text"].split()[-1])
+    said = str(last[-1].get("text", "")).split()
+    if not said or not said[-1].isdigit():
+        # Anything else the product asks the model (a new chat's title): plain text.
+        return Reply(text="Chatter")
+    lines = int(said[-1])
     return Reply(tool_calls=[(f"toolu_{uuid.uuid4().hex[:12]}", "chatter", {"lines": lines})])
 
 

@@ -53,7 +53,7 @@ class _Owned(ServiceAdmin):
 
 @admin.register(ToolProfile)
 class ToolProfileAdmin(_LinksToPage, _Owned):
-    page = "program"
+    page = "profile"
     list_display = ["name", "owner", "mode", "version", "updated"]
     list_filter = ["mode", ("owner", admin.EmptyFieldListFilter)]
     search_fields = ["name", "owner__username"]

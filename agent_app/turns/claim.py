@@ -299,7 +299,7 @@ class RunningTurn:
     channel: str
     waiting: Waiting | None
 
-    def waits_for(self, kind: str, call_id: Any) -> bool:
+    def waits_for(self, kind: str, call_id: str) -> bool:
         """Whether this turn waits for the person's answer of ``kind`` to ``call_id``: the
         one check every answer passes (a late tab, a retried request, an answer meant for
         another kind of wait changes nothing)."""

@@ -16,8 +16,7 @@ The answer is either a ``CallOutcome`` (the call does not run; what its result s
 ``Cleared`` (the tool, and the policy that let it run). What the decision reads from
 outside comes in ``CallChecks``: the rules as stored (``CallRules``) and the person's
 answer, so it is decided the same way with or without a socket (the runner passes the
-database's and the chat card's; tests/integration/agent_app/test_call_decision.py its
-own).
+database's and the chat card's; tests/unit/test_call_decision.py its own).
 """
 
 from __future__ import annotations

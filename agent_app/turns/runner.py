@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 from uuid import UUID
@@ -341,7 +342,7 @@ class TurnRunner:
         finally:
             self._runs_done.pop(call["call_id"], None)
 
-    async def _ask_approval(self, call: Any, decision: Decision) -> bool | str:
+    async def _ask_approval(self, call: Mapping[str, Any], decision: Decision) -> bool | str:
         call_id = call["call_id"]
         self.events.emit(
             "approval_request",
@@ -374,8 +375,11 @@ class TurnRunner:
         if kind == "turn.cancel":
             self.cancel.cancel()
         elif kind in _ANSWERS:
+            call_id = message.get("call_id")
+            if not isinstance(call_id, str):
+                return  # no wait is for a call without an id
             meant = _ANSWERS[kind] or str(message.get("kind") or "approval")
-            waiting = Waiting(kind=meant, call_id=str(message.get("call_id") or ""))
+            waiting = Waiting(kind=meant, call_id=call_id)
             self.waits.take(waiting, _answer_value(kind, message))
         elif kind == "run.done":
             done = self._runs_done.get(message.get("call_id", ""))

@@ -27,9 +27,6 @@ from agent_app.turns.loop import on_db_thread
 from sessions_app.services import session_allow_for_chat
 from toolhub.tools import CancelToken
 
-# An approval's answer: (allowed, scope), scope "once" or "chat".
-Approval = tuple[bool, str]
-
 
 class PersonWaits:
     """The turn's open waits (call id → the future its answer sets) and the one stored."""
@@ -59,14 +56,19 @@ class PersonWaits:
     def take(self, waiting: Waiting, value: Any) -> None:
         """An answer from a control message, for the wait ``waiting`` names; dropped unless
         it is the wait stored now (one meant for a wait that is over)."""
-        if self._stored is None or (self._stored.kind, self._stored.call_id) != (
-            waiting.kind,
-            waiting.call_id,
-        ):
+        if not self._is_stored(waiting):
             return
         future = self._answers.get(waiting.call_id)
         if future is not None and not future.done():
             future.set_result(value)
+
+    def _is_stored(self, waiting: Waiting) -> bool:
+        """Whether ``waiting`` names the wait stored now (its kind and call)."""
+        stored = self._stored
+        return stored is not None and (stored.kind, stored.call_id) == (
+            waiting.kind,
+            waiting.call_id,
+        )
 
     async def wait(self, waiting: Waiting, *, withdrawn: CancelToken | None = None) -> Any:
         """Store ``waiting`` and wait for its answer; ``None`` on timeout, cancel or (an MCP
@@ -108,7 +110,7 @@ class PersonWaits:
         )
         self._events.emit(f"{waiting.kind}_answered", self._answered(waiting, answer, gone))
         # A withdrawn wait may end after the next one began: that one's stays stored.
-        if self._stored == waiting:
+        if self._is_stored(waiting):
             self._stored = None
             await self._events.flush(waiting=None)
         else:

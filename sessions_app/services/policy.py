@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 from django.db import transaction
 from django.db.models import F
@@ -75,12 +76,14 @@ class CallRules:
 
 
 def session_call_rules(
-    *, session_id: Any, tool: Tool, arguments: Mapping[str, Any], ctx: ToolContext
+    *, session_id: UUID, tool: Tool, arguments: Mapping[str, Any], ctx: ToolContext
 ) -> CallRules:
     """The global disables and whether this call of ``tool`` runs, asks or is refused, all
     as stored *now*: the operator's policies, the chat's profile's and the chat's own
-    allowances (hard line 5). Read together, so a call's check is one read; the caller
-    applies the disables first (a disabled tool is vetoed whatever its policy)."""
+    allowances (hard line 5). Read in one call, so a turn's check is one trip to its
+    database thread (the chat's row, and the operators' rules, which each process keeps
+    until their generation token changes); the caller applies the disables first (a
+    disabled tool is vetoed whatever its policy)."""
     row = (
         ChatSession.objects.select_related("agent")
         .only("owner_id", "tool_intent", "allowed_tools", "agent__tool_intent")

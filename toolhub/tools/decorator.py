@@ -120,6 +120,8 @@ def function(
         register_globally=options.pop("register_globally", True),
         registry=options.pop("registry", None),
         fields={
+            # mypy sees each value as the union of every option's type; the name lists are
+            # the iterables among them.
             key: tuple(value) if key in _NAME_LISTS else value  # type: ignore[arg-type]
             for key, value in options.items()
         },

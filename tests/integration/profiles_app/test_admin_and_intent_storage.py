@@ -169,3 +169,20 @@ def test_services_store_only_the_names_a_person_gave_never_an_expansion(owner, o
     ToolProfile.objects.all().delete()
     ChatSession.objects.all().delete()
     Agent.objects.filter(owner=owner).delete()
+
+
+def test_the_admin_lists_a_staff_members_own_profile_and_agent_with_a_link_into_the_product(
+    client, django_user_model
+):
+    root = django_user_model.objects.create_superuser("root", "root@example.com", "pw-123-xyz")
+    profile = profile_services.profile_create(user=root, name="deep")
+    agent = profile_services.agent_create(user=root, name="helper")
+    client.force_login(root)
+
+    profiles = client.get("/admin/profiles_app/toolprofile/")
+    agents = client.get("/admin/profiles_app/agent/")
+
+    assert profiles.status_code == 200
+    assert f'href="/programs/profile/{profile.pk}/"' in profiles.content.decode()
+    assert agents.status_code == 200
+    assert f"/agents/{agent.pk}/" in agents.content.decode()

@@ -43,6 +43,18 @@ def test_the_page_lists_default_presets_and_own_profiles_with_the_catalog(client
     assert "tokens of resident tools" in page
 
 
+@pytest.mark.parametrize("page", ["programs", "profile", "profile_delete"])
+def test_the_programs_tab_is_marked_current_on_the_page_and_a_profiles_pages(client, owner, page):
+    profile = _profile(owner)
+    client.force_login(owner)
+    args = [] if page == "programs" else [profile.pk]
+
+    html = client.get(reverse(page, args=args)).content.decode()
+
+    current = re.findall(r'<a href="([^"]+)" aria-current="page">([^<]+)</a>', html)
+    assert current == [(reverse("programs"), "Programs")]
+
+
 def test_a_new_profile_is_a_copy_of_default_and_opens(client, owner):
     client.force_login(owner)
 
