@@ -11,7 +11,8 @@ A refused frame gets an ``error`` frame and the socket stays open. An anonymous 
 is closed with 4401; a missing session and another user's session both with 4404; one
 over the person's or the chat's number of open sockets with 4429, after an ``error``
 frame that says which (``agent_app.socket_slots``); a socket that cannot join its group
-because Redis is out of reach with 1013 (try again later). A socket whose channel-layer
+because Redis is out of reach with 4503 (try again later: WebSocket servers may only send
+1000 or a code from 3000-4999, so not the protocol's 1013). A socket whose channel-layer
 read breaks (Redis went away) is closed by Channels; the page reconnects and resumes. One
 that lived through it joins its group again every ``REJOIN_SECONDS`` (a Redis restart
 forgets groups), renews its socket slots, and fills what it missed from the log
@@ -62,7 +63,7 @@ from toolhub.lib.redis_codecs import DISCARDED
 CLOSE_NOT_AUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 CLOSE_TOO_MANY = 4429
-CLOSE_TRY_AGAIN = 1013
+CLOSE_TRY_AGAIN = 4503
 # How often an open socket joins its group again: a Redis restart (or a socket older than
 # the layer's group expiry) leaves it out of the group, and live events with it.
 REJOIN_SECONDS = 30.0

@@ -7,8 +7,10 @@ cannot open a socket with a visitor's cookie), or with a DRF token header
 (toolhub.ws_auth). The application records the server's event
 loop on its first call (``toolhub.serve`` calls it as the server starts): chat turns
 started from sync views run there, and the turn reaper too (agent_app.turns).
-Loading this module connects the configured MCP servers (agent_app.mcp) and kills bash
-sandboxes whose owner process is gone (toolhub.tools.sandbox).
+Loading this module connects the configured MCP servers (agent_app.mcp), kills bash
+sandboxes whose owner process is gone (toolhub.tools.sandbox), and starts building the
+default model provider on a thread: nothing a turn needs is imported on the event loop,
+where a seconds-long import stalls every socket of the process (agent_app.providers).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ django_asgi_app = OneHopASGIHandler()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from agent_app.mcp import mcp_start  # noqa: E402
+from agent_app.providers import provider_preload  # noqa: E402
 from agent_app.routing import websocket_urlpatterns  # noqa: E402
 from agent_app.turns import serve_turns_here  # noqa: E402
 from toolhub.tools.sandbox import reap_orphan_sandboxes  # noqa: E402
@@ -40,6 +43,7 @@ from toolhub.ws_auth import TokenOrSessionAuth  # noqa: E402
 mcp_start(serves_pages=True)
 # Without a broker, bash runs in this process: a previous one may have left boxes behind.
 reap_orphan_sandboxes()
+provider_preload()
 
 router = ProtocolTypeRouter(
     {

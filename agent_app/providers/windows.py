@@ -18,7 +18,7 @@ from typing import Any
 
 from django.conf import settings
 
-from agent_app.providers import ProviderError, provider_for
+from agent_app.providers import ProviderError, provider_for, provider_on_loop
 from agent_app.providers.base import Provider
 from profiles_app.models import Agent
 from toolhub.lib.model_windows import (
@@ -59,7 +59,7 @@ def agent_window(agent: Agent) -> ContextWindow:
 async def window_discover(*, agent: Agent) -> None:
     """Ask the model's server for its window unless it was asked lately. Never raises."""
     try:
-        provider = provider_for(agent.provider)
+        provider = await provider_on_loop(agent.provider)
     except ProviderError:
         return
     model = turn_model(agent=agent, provider=provider)

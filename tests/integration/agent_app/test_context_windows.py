@@ -453,3 +453,31 @@ async def test_a_chat_switched_to_another_agent_after_its_socket_opened_uses_tha
 
     (started,) = [f["data"] for f in frames if f.get("kind") == "turn_started"]
     assert (started["context_window"], started["context_source"]) == (8192, "server")
+
+
+async def test_a_provider_first_built_for_a_turn_on_the_servers_loop_is_built_off_it(
+    monkeypatch, owner
+):
+    """Building a provider imports its SDK (seconds for anthropic's): on the loop, that
+    stalled every socket of the server, and a handshake's Redis connect timed out."""
+    import threading
+
+    from agent_app import providers
+    from agent_app.providers.demo import DemoProvider
+    from agent_app.providers.windows import window_discover
+
+    built_on: list[threading.Thread] = []
+
+    def factory() -> DemoProvider:
+        built_on.append(threading.current_thread())
+        return DemoProvider()
+
+    monkeypatch.setitem(providers.PROVIDERS, "imported-late", factory)
+    monkeypatch.setattr(providers, "_built", {})
+    agent = Agent(owner=owner, name="late", provider="imported-late")
+
+    await window_discover(agent=agent)
+    await window_discover(agent=agent)
+
+    assert len(built_on) == 1
+    assert built_on[0] is not threading.current_thread()

@@ -422,6 +422,26 @@ async def test_the_first_socket_handshake_after_a_redis_restart_succeeds(stack, 
     assert closed or _said(heard) == ["heard after the restart"]
 
 
+async def test_a_socket_opened_while_redis_is_down_is_told_to_try_again_and_works_once_it_is_back(
+    stack, token
+):
+    session = await _new_session(stack, token)
+    await asyncio.to_thread(stack.redis.kill)
+    try:
+        async with _socket(stack, session, token) as during:
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(during.recv(), 10)
+    finally:
+        await asyncio.to_thread(stack.redis.start)
+    async with _socket(stack, session, token) as after:
+        answer = await _ask(after)
+
+    # A code the server may send (daphne refuses the protocol's own 1013 and would
+    # answer 1011, an error, instead), which the page reads as "reconnect".
+    assert during.close_code == 4503
+    assert answer["code"] == "no_turn"
+
+
 def _said(frames: list[dict[str, Any]]) -> list[str]:
     return [f["data"]["text"] for f in frames if f.get("kind") == "assistant_message"]
 

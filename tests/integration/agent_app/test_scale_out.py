@@ -67,7 +67,7 @@ def cluster(tmp_path_factory, postgres_url, redis_url):
 
 
 def _said(var: Path) -> str:
-    return "\n".join(path.read_text()[-2000:] for path in sorted(var.glob("*.log")))
+    return "\n".join(path.read_text()[-6000:] for path in sorted(var.glob("*.log")))
 
 
 def _ws(base: str, session_id: str, token: str):
