@@ -24,9 +24,10 @@ from agent_app.turns.claim import claim, release
 from agent_app.turns.preview import RequestTools, request_tools, turn_strategy
 from sessions_app.eventlog import events_insert
 from sessions_app.models import ChatSession, SessionEvent
-from sessions_app.services import title_from, turn_context, turn_frame_apply
+from sessions_app.services import turn_context, turn_frame_apply
 from toolhub.lib.errors import NotFound
 from toolhub.lib.model_windows import ContextWindow
+from toolhub.lib.titles import title_from
 from toolhub.tools import ResolvedToolset, ToolContext, UnknownToolsetError
 from toolhub.tools.turn import TurnTools
 

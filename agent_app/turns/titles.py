@@ -1,6 +1,6 @@
 """A chat's title written by its model, once, after its first answer.
 
-A new chat is titled from its first message (``sessions_app.services.title_from``). With a
+A new chat is titled from its first message (``toolhub.lib.titles.title_from``). With a
 real provider (never the offline demo) and ``TOOLHUB_AUTO_TITLES`` on, the turn that gave
 the first answer then asks the same model for a short title, after the session is
 released, so nothing waits for it. The title is kept only if the chat still has the

@@ -13,7 +13,6 @@ The event log is ``sessions_app.eventlog``; a tool's files are ``sessions_app.re
 from __future__ import annotations
 
 from sessions_app.services.chats import (
-    AUTO_TITLE_CHARS,
     SEARCH_MAX_CHARS,
     SEARCH_RESULTS,
     TITLE_CHARS,
@@ -31,7 +30,6 @@ from sessions_app.services.chats import (
     sessions_of,
     sessions_purge_binned,
     sessions_search,
-    title_from,
 )
 from sessions_app.services.context import (
     MessengerAdapter,
@@ -61,7 +59,6 @@ from sessions_app.services.results import (
 )
 
 __all__ = [
-    "AUTO_TITLE_CHARS",
     "INSPECTOR_CALLS",
     "SEARCH_MAX_CHARS",
     "SEARCH_RESULTS",
@@ -97,7 +94,6 @@ __all__ = [
     "sessions_of",
     "sessions_purge_binned",
     "sessions_search",
-    "title_from",
     "turn_context",
     "turn_frame_apply",
 ]

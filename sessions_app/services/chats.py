@@ -37,6 +37,7 @@ from sessions_app.eventlog import events_append
 from sessions_app.models import ChatSession, SessionEvent
 from toolhub.lib.errors import Conflict, Invalid, NotFound
 from toolhub.lib.storable import storable_text
+from toolhub.lib.titles import AUTO_TITLE_CHARS, title_from
 from toolhub.lib.versioned import versioned_delete, versioned_update
 from toolhub.tools import (
     IntentError,
@@ -318,21 +319,6 @@ def session_intent_merge(*, session: ChatSession, patch: Any) -> ChatSession:
         raise Conflict("the session keeps changing; try again")
     session.refresh_from_db()
     return session
-
-
-AUTO_TITLE_CHARS = 60
-
-
-def title_from(text: str) -> str:
-    """A new chat's title from its first message: one line, cut at a word with an
-    ellipsis when longer than ``AUTO_TITLE_CHARS``."""
-    line = " ".join(text.split())
-    if len(line) <= AUTO_TITLE_CHARS:
-        return line
-    cut = line[: AUTO_TITLE_CHARS - 1]
-    if " " in cut[AUTO_TITLE_CHARS // 2 :]:
-        cut = cut[: cut.rindex(" ")]
-    return cut.rstrip(" ,.;:-") + "…"
 
 
 def session_title_from_model(

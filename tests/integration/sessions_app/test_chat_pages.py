@@ -377,14 +377,15 @@ def test_the_inspector_previews_the_composers_settings_before_any_turn(client, o
     ],
 )
 def test_a_chats_title_comes_from_its_first_message_cut_at_a_word(text, title):
-    from sessions_app.services import title_from
+    from toolhub.lib.titles import title_from
 
     assert title_from(text) == title
 
 
 def test_a_model_written_title_never_replaces_one_the_person_chose(owner):
     from sessions_app.models import ChatSession
-    from sessions_app.services import session_title_from_model, session_update, title_from
+    from sessions_app.services import session_title_from_model, session_update
+    from toolhub.lib.titles import title_from
 
     auto = _session(owner, title=title_from("what about otters"))
     renamed = _session(owner, title="My otters")
