@@ -44,6 +44,8 @@ logger = logging.getLogger(__name__)
 manager = McpManager(
     health_interval=settings.TOOLHUB_MCP_HEALTH_INTERVAL,
     backoff_max=settings.TOOLHUB_MCP_BACKOFF_MAX,
+    max_chats=settings.TOOLHUB_MCP_CHAT_CONNECTIONS,
+    chat_idle=settings.TOOLHUB_MCP_CHAT_IDLE,
     errlog=sys.stderr,
     oauth_store=DatabaseOAuthStore(),
 )

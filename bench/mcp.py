@@ -17,12 +17,20 @@ The server is tests/mcp/server.py (the SDK's MCPServer) with ``--tools 200``. Pr
 - with workspace roots over streamable HTTP, a new chat's first call (which opens the
   chat's own connection) and its next one, p50 over 20 chats;
 - a call whose server asks the person for a form mid-call, answered at once by a scripted
-  person, p50 over 100 calls (the form's round trip on 2026-07-28 and ours).
+  person, p50 over 100 calls (the form's round trip on 2026-07-28 and ours);
+- npm's server-everything over stdio (a handshake-era server, whose questions name no
+  call): 10 chats of 5 people at once, half asked a form, half a sampling request, each
+  answered by its own person (``answered`` counts calls whose result carries their own
+  person's answer), with the processes and memory the chats' own connections cost and how
+  long after their last call they close (``chat_idle`` set to 2 s here, 300 s by default);
+- the same server stopped (SIGSTOP): how soon it is found out and a new process serves it,
+  and a 20 s operation sending progress, which must never be declared hung.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import statistics
 import sys
 import time
@@ -33,7 +41,15 @@ ROOT = HERE.parent
 # Run as a script, this file's folder heads sys.path and this file would shadow the SDK.
 sys.path[:] = [str(ROOT), *(entry for entry in sys.path if Path(entry or ".").resolve() != HERE)]
 
-from tests.mcp import SERVER, free_port, http_config, http_server, stdio_config  # noqa: E402
+from tests.mcp import (  # noqa: E402
+    SERVER,
+    alive,
+    children,
+    free_port,
+    http_config,
+    http_server,
+    stdio_config,
+)
 from toolhub.tools import ToolContext, ToolRegistry, registry, resolve, token_cost  # noqa: E402
 from toolhub.tools.mcp import McpManager  # noqa: E402
 
@@ -225,6 +241,167 @@ def ask_times() -> list[float]:
         manager.stop()
 
 
+EVERYTHING = ROOT / "tests/mcp/npm/node_modules/@modelcontextprotocol/server-everything"
+EVERYTHING_JS = EVERYTHING / "dist/index.js"
+
+
+def everything(**knobs: float):
+    from toolhub.tools.mcp import McpServerConfig
+
+    config = McpServerConfig(
+        name="everything",
+        transport="stdio",
+        command="node",
+        args=(str(EVERYTHING_JS), "stdio"),
+        sampling=True,
+    )
+    return connect(config, **knobs)
+
+
+class _Named:
+    """A person who fills server-everything's form with their own name and answers its
+    sampling requests in their own name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    async def elicit(self, form, *, withdrawn):
+        from toolhub.tools.mcp.asks import ElicitAnswer
+        from toolhub.tools.mcp.forms import form_answer
+
+        await asyncio.sleep(0.2)  # a person reads before answering
+        posted = {"name": self.name, "email": "someone@example.org", "integer": "42"}
+        return ElicitAnswer("accept", form_answer(form.fields, posted))
+
+    async def sample(self, ask, *, withdrawn):
+        from toolhub.tools.mcp.asks import Sampled
+
+        await asyncio.sleep(0.2)
+        return Sampled(text=f"written for {self.name}", model="bench")
+
+
+def rss_mib(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1])
+    return total / 1024
+
+
+def asks_stdio(chats: int = 10, people: int = 5) -> None:
+    from toolhub.tools.context import ToolServices
+
+    manager, reg, _ = everything(chat_idle=2.0)
+    form = reg.get("everything__trigger-elicitation-request")
+    sample = reg.get("everything__trigger-sampling-request")
+    named = [_Named(f"person {n % people} in chat {n}") for n in range(chats)]
+
+    async def all_at_once():
+        calls = []
+        for n, person in enumerate(named):
+            ctx = ToolContext(
+                env={},
+                user_id=f"p{n % people}",
+                session_id=f"chat-{n}",
+                services=ToolServices(elicitor=person, sampler=person),
+            )
+            if n % 2:
+                calls.append(sample.execute({"prompt": "hi", "maxTokens": 20}, ctx))
+            else:
+                calls.append(form.execute({}, ctx))
+        return await asyncio.gather(*calls)
+
+    script = str(EVERYTHING_JS)
+    try:
+        started = time.perf_counter()
+        results = asyncio.run(all_at_once())
+        took = time.perf_counter() - started
+        ended = time.perf_counter()
+        shared, *own = children(script)
+        processes, memory, alone = len(own), rss_mib(own), rss_mib([shared])
+        while children(script) != [shared]:
+            if time.perf_counter() - ended > 60:
+                raise RuntimeError("the chats' connections never closed")
+            time.sleep(0.01)
+        closed = time.perf_counter() - ended
+    finally:
+        manager.stop()
+    answered = sum(
+        1
+        for person, result in zip(named, results, strict=True)
+        if not result.is_error
+        and (
+            f"- Name: {person.name}" in result.content
+            or f"written for {person.name}" in result.content
+        )
+    )
+    refused = sum(1 for result in results if "refused" in result.content)
+    print(
+        f"mcp asks stdio chats={chats} people={people} answered={answered} refused={refused} "
+        f"all_answered_in={took * 1000:.0f}ms"
+    )
+    print(
+        f"mcp asks stdio own_processes={processes} their_rss={memory:.0f}MiB "
+        f"per_process={memory / max(processes, 1):.0f}MiB shared_process_rss={alone:.0f}MiB"
+    )
+    print(f"mcp asks stdio chat_idle=2s closed_after_last_call={closed * 1000:.0f}ms")
+
+
+def hang_stdio() -> None:
+    import os
+    import signal
+
+    manager, reg, _ = everything()
+    script = str(EVERYTHING_JS)
+    try:
+        [stopped] = children(script)
+        os.kill(stopped, signal.SIGSTOP)
+        started = time.perf_counter()
+        state = lambda: manager.statuses()["everything"].state  # noqa: E731
+        while state() == "connected":
+            time.sleep(0.005)
+        detected = time.perf_counter() - started
+        while state() != "connected":
+            if time.perf_counter() - started > 60:
+                raise RuntimeError("never replaced")
+            time.sleep(0.005)
+        replaced = time.perf_counter() - started
+        while alive(stopped):
+            time.sleep(0.01)
+        killed = time.perf_counter() - started
+        print(
+            f"mcp hang detected_ms={detected * 1000:.0f} replaced_ms={replaced * 1000:.0f} "
+            f"stopped_process_killed_ms={killed * 1000:.0f}"
+        )
+        states: list[str] = []
+        done = False
+
+        def watch() -> None:
+            while not done:
+                states.append(state())
+                time.sleep(0.02)
+
+        import threading
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        long = reg.get("everything__trigger-long-running-operation")
+        result = asyncio.run(long.execute({"duration": 20, "steps": 20}, ToolContext(env={})))
+        done = True
+        watcher.join()
+        hung = sum(
+            1
+            for before, after in itertools.pairwise(states)
+            if before == "connected" and after != "connected"
+        )
+        print(
+            f"mcp slow stdio duration=20s completed={int(not result.is_error)} declared_hung={hung}"
+        )
+    finally:
+        manager.stop()
+
+
 def main() -> None:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -273,6 +450,11 @@ def main() -> None:
         f"mcp elicit stdio n={len(asked)} p50={statistics.median(asked):.2f}ms "
         f"p99={percentile(asked, 0.99):.2f}ms"
     )
+    if not EVERYTHING_JS.exists():
+        print("mcp asks stdio skipped: run npm ci --prefix tests/mcp/npm")
+        return
+    asks_stdio()
+    hang_stdio()
 
 
 if __name__ == "__main__":

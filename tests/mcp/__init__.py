@@ -4,6 +4,7 @@ child the client starts) or over streamable HTTP (a process on a local port)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -62,11 +63,20 @@ def oauth_http_server(
 
 
 @contextmanager
+def node_http_server(script: Path, port: int, *args: str) -> Iterator[subprocess.Popen]:
+    """A published Node server (``script``) over streamable HTTP on ``port``, as
+    server-everything starts: ``node script streamableHttp`` with ``PORT`` set."""
+    command = [shutil.which("node") or "node", str(script), *args]
+    with _serving(command, [port], log=None, env={**os.environ, "PORT": str(port)}) as process:
+        yield process
+
+
+@contextmanager
 def _serving(
-    command: list[str], ports: list[int], *, log: Path | None
+    command: list[str], ports: list[int], *, log: Path | None, env: dict[str, str] | None = None
 ) -> Iterator[subprocess.Popen]:
     out = open(log, "a") if log is not None else subprocess.DEVNULL  # noqa: SIM115
-    process = subprocess.Popen(command, stdout=out, stderr=out, start_new_session=True)
+    process = subprocess.Popen(command, stdout=out, stderr=out, start_new_session=True, env=env)
     try:
         deadline = time.monotonic() + 30
         for port in ports:
@@ -89,6 +99,33 @@ def kill(process: subprocess.Popen) -> None:
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(10)
+
+
+def children(pattern: str) -> list[int]:
+    """This process's children whose command line holds ``pattern`` (stdio servers the
+    client started), read from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        if parent == os.getpid() and pattern in command:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):

@@ -11,14 +11,20 @@ tool ``grow`` whose every call adds a tool ``grown_<n>`` and sends
 ``--bad-listings`` says it has prompts and resources and answers both listings with
 what no client can parse. ``--asks`` adds ``hold``, whose call waits, and ``ask``, whose
 call sends ``elicitation/create`` on its own, as handshake-era servers do (nothing in it
-names the call), then answers every waiting call with what the client replied.
+names the call), then answers every waiting call of the process with what the client
+replied (the action and the name given): the careless server a client must survive, on
+which one chat's answer would end another's call. ``pid`` answers with its process id.
+``busy`` works ``seconds`` without reading its input (no ping is answered meanwhile),
+sending a progress notification every fifth of a second: a slow server, not a hung one.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 SCHEMA = {"type": "object", "properties": {}}
@@ -37,7 +43,7 @@ TOOLS: list[tuple[str, object]] = [
 UNPARSEABLE = ("maybe_reader", {"readOnlyHint": "maybe"})
 
 
-ASKING = [("hold", None), ("ask", None)]
+ASKING = [("hold", None), ("ask", None), ("pid", None), ("busy", None)]
 FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 # Calls waiting for the client's reply to the server's own request (``--asks``).
 WAITING: list[object] = []
@@ -71,8 +77,10 @@ def answer(
         return []  # a notification
     if method is None and ident == "form-1":
         # The client's reply to the server's own request: every waiting call is told it.
-        said = request.get("result", {}).get("action") or request.get("error", {}).get("message")
-        text = f"the client said: {said}"
+        result = request.get("result") or {}
+        said = result.get("action") or request.get("error", {}).get("message")
+        name = (result.get("content") or {}).get("name")
+        text = f"the client said: {said}" + (f" ({name})" if name else "")
         replies = [
             {"jsonrpc": "2.0", "id": call, "result": {"content": [{"type": "text", "text": text}]}}
             for call in WAITING
@@ -91,6 +99,21 @@ def answer(
         }
     elif method == "tools/list":
         result = {"tools": listing(unparseable, grows, asks)}
+    elif method == "tools/call" and asks and request["params"]["name"] == "pid":
+        result = {"content": [{"type": "text", "text": str(os.getpid())}]}
+    elif method == "tools/call" and asks and request["params"]["name"] == "busy":
+        token = (request["params"].get("_meta") or {}).get("progressToken")
+        seconds = float((request["params"].get("arguments") or {}).get("seconds", 3))
+        started = time.monotonic()
+        while time.monotonic() - started < seconds:
+            time.sleep(0.2)
+            if token is not None:
+                done = round(time.monotonic() - started, 1)
+                progress = {"progressToken": token, "progress": done, "total": seconds}
+                notice = {"jsonrpc": "2.0", "method": "notifications/progress", "params": progress}
+                sys.stdout.write(json.dumps(notice) + "\n")
+                sys.stdout.flush()
+        result = {"content": [{"type": "text", "text": f"worked {seconds:g} s"}]}
     elif method == "tools/call" and asks and request["params"]["name"] in ("hold", "ask"):
         WAITING.append(ident)
         if request["params"]["name"] == "hold":

@@ -16,6 +16,7 @@ from sessions_app.models import ProviderCall
 from tests.fakes import Reply
 from tests.integration.agent_app.test_mcp_servers import chat, load_then_call, server_row
 from tests.integration.chat import events, open_socket, send, until
+from tests.integration.tools.test_mcp_client import RAW_SERVER
 from tests.mcp import SERVER
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -243,3 +244,65 @@ async def test_a_workspace_server_is_told_the_chats_own_workspace(
     assert listed[0]["workspace_roots"] is True
     assert listed[0]["chats"] == 1
     assert "1 chat or personal connection open here" in ops
+
+
+def _load_call_then_answer(name: str):
+    """The fake model's answer in any chat, from what the chat holds: load ``name``, call
+    it, then end. Several chats at once each get their own script."""
+
+    def answer(body: dict) -> Reply:
+        done = sum(
+            1
+            for message in body["messages"]
+            if isinstance(message["content"], list)
+            for block in message["content"]
+            if isinstance(block, dict) and block.get("type") == "tool_result"
+        )
+        if done == 0:
+            return Reply(tool_calls=[("t1", "tool_search", {"query": f"select:{name}"})])
+        if done == 1:
+            return Reply(tool_calls=[("t2", "call_tool", {"name": name, "arguments": {}})])
+        return Reply(text="Done.")
+
+    return answer
+
+
+@pytest.mark.processes
+async def test_two_people_asked_at_once_by_a_handshake_era_stdio_server_each_answer_their_own(
+    owner, other_user, model, staff, registry_state, settings, tmp_path
+):
+    """The raw server's questions name no call, and it answers every call waiting in its
+    process with whatever one client replied: over one shared connection both people's
+    calls would end with the first answer. Each chat's call has a connection of its own,
+    so both forms are open at once, each on its own person's card, and each call ends with
+    its own person's answer."""
+    settings.TOOLHUB_WORKSPACE_ROOT = tmp_path / "workspaces"
+    await database_sync_to_async(server_row)(
+        name="raw", args=[str(RAW_SERVER), "--asks"], staff=staff
+    )
+    model.responder = _load_call_then_answer("raw__ask")
+    try:
+        mine, asked_me = await asked_in_a_new_chat(owner, "ask me", "elicitation_request")
+        theirs, asked_them = await asked_in_a_new_chat(other_user, "ask me", "elicitation_request")
+        # Both forms are open now; each person answers their own.
+        for socket, asked, name in ((theirs, asked_them, "Bea"), (mine, asked_me, "Ada")):
+            answer = {"action": "accept", "content": {"name": name}}
+            await send(socket, {"type": "elicit", "call_id": asked["data"]["call_id"], **answer})
+        my_frames = await until(mine, timeout=30)
+        their_frames = await until(theirs, timeout=30)
+        await mine.disconnect()
+        await theirs.disconnect()
+    finally:
+        await database_sync_to_async(McpServer.objects.all().delete)()
+        await database_sync_to_async(mcp.mcp_sync)(wait=10)
+
+    mine_result = next(
+        e for e in events(my_frames, "tool_result") if e["data"]["name"] == "raw__ask"
+    )
+    their_result = next(
+        e for e in events(their_frames, "tool_result") if e["data"]["name"] == "raw__ask"
+    )
+    assert mine_result["data"]["content"] == "the client said: accept (Ada)"
+    assert their_result["data"]["content"] == "the client said: accept (Bea)"
+    assert not events(my_frames, "elicitation_request")  # no second form, nobody else's
+    assert not events(their_frames, "elicitation_request")

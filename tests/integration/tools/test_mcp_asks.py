@@ -237,27 +237,35 @@ def test_a_chats_connection_is_its_own_and_closes_when_idle(reg, tmp_path):
         manager.stop()
 
 
-def test_a_server_at_its_chat_limit_makes_room_from_idle_chats_and_refuses_when_all_are_busy(
+def test_a_server_at_its_chat_limit_makes_room_from_idle_chats_and_waits_while_all_are_busy(
     reg, tmp_path
 ):
     manager = make_manager(reg, tmp_path, max_chats=1)
+    said: list[str] = []
     try:
         connect(manager, stdio_config("ask", "--asking", workspace_roots=True))
         sleep, roots = reg.get("ask__sleep"), reg.get("ask__show_roots")
 
-        async def busy_then_another():
+        async def busy_then_others():
             slow = asyncio.ensure_future(sleep.execute({"seconds": 2}, in_chat("a", tmp_path)))
             await asyncio.sleep(1.0)
-            refused = await roots.execute({}, in_chat("b", tmp_path))
+            waited = await roots.execute(
+                {}, in_chat("b", tmp_path, on_update=lambda update: said.append(update.chunk))
+            )
             await slow
-            taken = await roots.execute({}, in_chat("b", tmp_path))
-            return refused, taken
+            # a's connection is idle now: closed to make room for c's, without a wait.
+            room = await roots.execute({}, in_chat("c", tmp_path))
+            return waited, room
 
-        refused, taken = asyncio.run(busy_then_another())
+        waited, room = asyncio.run(busy_then_others())
 
-        assert refused.is_error
-        assert "is busy with 1 other chats" in refused.content
-        assert taken.content == (tmp_path / "b").as_uri()
+        assert waited.content == (tmp_path / "b").as_uri()
+        assert said == [
+            "Waiting for a free connection to MCP server ask: it has as many open as it may "
+            "(1), each busy with another call.\n"
+        ]
+        assert room.content == (tmp_path / "c").as_uri()
+        assert manager.chats("ask") == 1
     finally:
         manager.stop()
 
@@ -268,7 +276,7 @@ def test_a_handshake_era_form_goes_to_the_one_call_waiting_on_the_server(manager
 
     result = call(reg, "raw__ask", {}, elicitor=person)
 
-    assert result.content == "the client said: accept"
+    assert result.content == "the client said: accept (Ada)"
     assert [form.message for form in person.forms] == ["Your name?"]
 
 
@@ -383,18 +391,18 @@ def test_a_personal_servers_resources_and_prompts_are_read_with_the_persons_own_
     assert manager.resources() == []
 
 
-def test_a_late_question_after_another_chats_call_was_given_up_on_is_refused(manager, reg):
-    """A handshake-era server may go on working for a call toolhub gave up on (a timeout)
-    and ask for it later, while another chat's call is the one waiting: nothing says
-    whose the question is, so nobody is asked."""
+def test_a_late_question_after_another_persons_call_was_given_up_on_is_refused(manager, reg):
+    """Calls of no chat share the server's own connection (a chat's go through its own:
+    tests/integration/tools/test_mcp_attribution.py). A handshake-era server may go on
+    working for a call toolhub gave up on (a timeout) and ask for it later, while another
+    person's call is the one waiting: nothing says whose the question is, so nobody is
+    asked."""
     connect(manager, raw_config("--asks", timeout=0.5))
     first = Person(ElicitAnswer("accept", {"name": "B"}))
     second = Person(ElicitAnswer("accept", {"name": "A"}))
 
     def in_chat_of(user: str, person: Person) -> ToolContext:
-        return ToolContext(
-            env={}, user_id=user, session_id=f"chat-{user}", services=ToolServices(elicitor=person)
-        )
+        return ToolContext(env={}, user_id=user, services=ToolServices(elicitor=person))
 
     async def given_up_then_asked():
         given_up = await reg.get("raw__hold").execute({}, in_chat_of("bob", first))

@@ -497,7 +497,7 @@ def test_a_hung_server_is_found_by_a_ping_and_the_call_waiting_on_it_ends_with_t
             os.kill(pid, signal.SIGCONT)
 
     assert result.is_error
-    assert "did not answer a ping within 3 s" in result.content
+    assert "it stopped answering: no reply to a ping within 3 s" in result.content
     assert "timed out" not in result.content
     assert status.state == "reconnecting"
     wait_for(lambda: manager.statuses()[config.name].state == "connected", what="the restart")

@@ -3,7 +3,8 @@ server's tools, call them, and live through the server going away. ``config`` ho
 names and limits; ``tools`` turns a listing into ``Tool`` objects, ``resources`` and
 ``prompts`` do the same for a server's resources and prompts, and ``results`` turns what
 a call returns into a ``ToolResult``; ``connection`` is one server's connection, over
-``transport``, keeping its ``listing`` fresh; ``scoped`` is a chat's or person's own;
+``transport``, keeping its ``listing`` fresh; ``scoped`` is a chat's or person's own,
+and ``pool`` says which connection a call goes through;
 ``callers`` says whose call a server's question belongs to, ``answering`` puts it to that
 person, ``asks`` and ``forms`` say what it may ask; ``oauth`` (with ``oauth_sign_in`` and
 ``oauth_bearer``) is the sign-in and the grant a connection sends; and ``manager`` keeps
@@ -20,14 +21,17 @@ Invariants:
   are: a reconnect, or a server listing its tools in another order, leaves the array and
   its fingerprint byte-identical. A changed listing reaches turns at their next
   resolution; a running turn keeps the array it froze.
-- **Going away.** A connected server is probed every few seconds (``ping``, or
-  ``server/discover`` where the protocol has no ping), so silence is found within
-  seconds. A server that was connected and is lost is ``reconnecting`` for ``hold``
-  seconds: its tools stay available at layer 4, so the array and its fingerprint do not
-  change for a blip, and every call, the ones already waiting included, fails at once
-  with the reason. After the hold they are unavailable ("MCP server X disconnected")
-  until it returns. The connection retries with exponential backoff throughout. Only
-  removing or disabling the server unregisters its tools.
+- **Going away.** A connected server is probed every second over stdio, every 3 s over
+  HTTP (``ping``, or ``server/discover`` where the protocol has no ping), so silence is
+  found within seconds; a probe unanswered while the server was saying other things is
+  a busy server, not a hung one. A lost connection's process is stopped in the
+  background: the next connection does not wait for it. A server that was connected
+  and is lost is ``reconnecting`` for ``hold`` seconds: its tools stay available at
+  layer 4, so the array and its fingerprint do not change for a blip, and every call,
+  the ones already waiting included, fails at once with the reason. After the hold they
+  are unavailable ("MCP server X disconnected") until it returns. The connection retries
+  with exponential backoff throughout. Only removing or disabling the server unregisters
+  its tools.
 - **Timeouts.** A tool's ``timeout`` is an idle limit that each progress notification
   restarts; ``timeout_ceiling`` bounds the whole call (``execution._until_done``).
 - **Annotations.** A tool's MCP annotations decide plan mode and approval, read as the
@@ -52,14 +56,19 @@ Invariants:
   is ``needs_sign_in``: not retried, its tools unavailable with that reason, until a
   sign-in changes ``oauth_generation`` and a reconcile reconnects it.
 - **Asked mid-call.** A server's form (elicitation) or request for the model (sampling,
-  only where its operator allows it) goes to the person whose call caused it, or is
-  refused with the reason: on 2026-07-28 it rides the call's own answer; a handshake-era
-  server's names no call, so it goes to the one call waiting on that server and is
-  refused when several are, or when another chat's call was lately given up on before
-  its answer (``asks.py``, ``answering.py``, ``WaitingCalls.owner``). It ends with its call.
+  only where its operator allows it) goes to the person whose call caused it, known by
+  construction, never guessed: on 2026-07-28 it rides the call's own answer; over
+  streamable HTTP it rides the call's own response stream, in its context (``CALLER``);
+  a handshake-era stdio server's names no call, so a chat's calls to it go through
+  connections that carry one call at a time (``one_call_each``), and a call given up on
+  closes its connection. On the server's own connection (calls of no chat) a request
+  naming no call goes to the one call waiting and is refused when several are, or when
+  another's call was lately given up on (``WaitingCalls.owner``). It ends with its call.
 - **Own connections.** A server with workspace roots gets a connection per chat whose only
   root is the chat's workspace; one that takes each person's own credential gets one per
-  person carrying theirs (and never the server's own in its place). The server-wide
+  person carrying theirs (and never the server's own in its place); a handshake-era
+  stdio server gets one per chat's call, kept for the chat's next. At most ``max_chats``
+  per server: past that an idle one closes, and with every one busy a call waits. The server-wide
   connection lists, and what it offers decides what may be called on any of them.
 - **One loop.** Every connection lives on one event loop in one daemon thread: the SDK's
   clients are anyio task groups that must be entered and left by the same task. Callers

@@ -11,7 +11,10 @@ go to the server, never an exception's text.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 from toolhub.tools.mcp.asks import AskRefused, sampling_ask
@@ -29,6 +32,26 @@ class Answering:
     def __init__(self, config: McpServerConfig, waiting: WaitingCalls) -> None:
         self.config = config
         self.waiting = waiting
+        # Requests of the server being answered now: a connection that closes lets their
+        # replies (a withdrawn form's "cancel") go out first (``settled``).
+        self._open = 0
+        self._settled = asyncio.Event()
+        self._settled.set()
+
+    @contextlib.asynccontextmanager
+    async def _answering(self) -> AsyncIterator[None]:
+        self._open += 1
+        self._settled.clear()
+        try:
+            yield
+        finally:
+            self._open -= 1
+            if not self._open:
+                self._settled.set()
+
+    async def settled(self) -> None:
+        """Until no request of the server is being answered."""
+        await self._settled.wait()
 
     def _answerer(self, service: str, what: str) -> tuple[Caller, Any]:
         """The call a server's request belongs to, and who answers it there (its chat's
@@ -40,6 +63,10 @@ class Answering:
         return caller, answerer
 
     async def elicit(self, context: Any, params: Any) -> Any:
+        async with self._answering():
+            return await self._elicit(params)
+
+    async def _elicit(self, params: Any) -> Any:
         from mcp_types import INVALID_REQUEST, ElicitResult, ErrorData
 
         try:
@@ -56,6 +83,10 @@ class Answering:
         return ElicitResult(action=answer.action, content=content)
 
     async def sample(self, context: Any, params: Any) -> Any:
+        async with self._answering():
+            return await self._sample(params)
+
+    async def _sample(self, params: Any) -> Any:
         from mcp_types import INVALID_REQUEST, CreateMessageResult, ErrorData, TextContent
 
         try:

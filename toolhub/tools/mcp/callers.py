@@ -2,7 +2,8 @@
 what is being asked of its person now), ``CALLER``, the call a task is running, which
 2026-07-28's questions read (they are asked inside the call's own task), and
 ``WaitingCalls``, the calls waiting on one connection, which a handshake-era server's
-question (naming no call) is matched against.
+question (naming no call) is matched against: on a connection that carries one call at a
+time (``ScopedConnection.one_call``) that is its one call by construction.
 
 Invariants: a question asked for a call ends with it (``Caller.end``), through a token,
 never by cancelling the person's side mid-way; a question for a call that has ended is
@@ -13,6 +14,7 @@ never guessed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import time
@@ -70,6 +72,12 @@ class Caller:
         if withdrawn.cancelled:
             raise CallEnded("the call it belongs to has ended")
         return answer
+
+    def tell(self, line: str) -> None:
+        """A line on the call's card (its live output), from the manager's loop."""
+        # A caller whose loop closed meanwhile has nobody to tell.
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(self.ctx.update, line)
 
     def end(self) -> None:
         """The call is over: whatever is still asked for it is withdrawn."""

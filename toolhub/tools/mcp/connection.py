@@ -1,7 +1,9 @@
 """One MCP server's connection in this process (``Connection``): a supervising task on the
 manager's loop that connects, keeps the listing fresh (``listing``), probes the server,
 notices it going away, reconnects with backoff, and sends the calls and requests made on
-it. What the server asks mid-call is answered for the call that caused it
+it. A lost connection's own ending (for a stdio server: stdin closed, SIGTERM, SIGKILL,
+seconds for a hung process) runs apart from the supervisor, so the next connection never
+waits for the last one to die. What the server asks mid-call is answered for the call that caused it
 (``answering``, ``callers``); what runs under the client is in ``transport``. The
 invariants are in this package's docstring (``toolhub/tools/mcp/__init__.py``).
 """
@@ -30,6 +32,7 @@ from toolhub.tools.mcp.config import (
 from toolhub.tools.mcp.listing import ServerListing
 from toolhub.tools.mcp.oauth import sign_in_needed, sign_in_reason
 from toolhub.tools.mcp.transport import (
+    Heard,
     StderrTail,
     client_info,
     describe,
@@ -66,6 +69,11 @@ class Connection:
         self.client: Any = None
         self.status = McpStatus(config.name, "connecting")
         self.lost = asyncio.Event()
+        # When the server last said anything: a probe it did not answer while it spoke is
+        # a busy server, not a hung one.
+        self.heard = Heard()
+        # Lost connections still stopping their server (``_session_or_lost``).
+        self.ending: set[asyncio.Task[Any]] = set()
         self.delay = manager.backoff_initial
         # The remote names registered now: a call for any other (dropped from the
         # listing or the allowlist since a turn froze its tools) is refused.
@@ -100,10 +108,13 @@ class Connection:
 
     async def _supervise(self) -> None:
         while not self.closing:
+            self.lost = lost = asyncio.Event()
+            session = asyncio.get_running_loop().create_task(self._connected_session(lost))
             try:
-                await self._connected_session()
+                await self._session_or_lost(session, lost)
                 error = "the connection closed"
             except asyncio.CancelledError:
+                session.cancel()
                 raise
             except BaseException as exc:  # the SDK raises exception groups too
                 if sign_in_needed(exc) is not None:
@@ -127,13 +138,34 @@ class Connection:
                 await asyncio.wait_for(self.stopping.wait(), self.delay)
             self.delay = min(self.delay * 2, self.manager.backoff_max)
 
+    async def _session_or_lost(self, session: asyncio.Task[None], lost: asyncio.Event) -> None:
+        """Until ``session`` ends, or is lost. A lost one's ending (the SDK stopping a stdio
+        server: stdin closed, 2 s, SIGTERM, 2 s, SIGKILL) goes on apart, in ``ending``: a
+        hung server is replaced as soon as it is found out, not seconds later."""
+        watch = asyncio.ensure_future(lost.wait())
+        try:
+            await asyncio.wait({session, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+        if session.done():
+            session.result()
+            return
+        self.ending.add(session)
+        session.add_done_callback(self._ended)
+
+    def _ended(self, session: asyncio.Task[None]) -> None:
+        self.ending.discard(session)
+        # Its failure was already told (the connection was lost): read, never re-raised.
+        if not session.cancelled():
+            session.exception()
+
     async def _open(self, stack: contextlib.AsyncExitStack) -> Any:
         """A client on a new connection, entered on ``stack``; within the listing's time
         limit, so a command that never speaks MCP does not stay "connecting" forever."""
         from mcp import Client
 
         async with asyncio.timeout(self.manager.list_timeout):
-            transport = watched(self._transport(), self.listing.wire)
+            transport = watched(self._transport(), self.listing.wire, self.heard)
             if self.stderr is not None:
                 # Registered first, so it runs last: after the process it was given to.
                 stack.callback(self.stderr.close)
@@ -161,8 +193,9 @@ class Connection:
 
         return ListRootsResult(roots=[])
 
-    async def _connected_session(self) -> None:
-        self.lost = asyncio.Event()
+    async def _connected_session(self, lost: asyncio.Event) -> None:
+        """One connection, from opening to ``lost``: ``lost`` is this connection's own
+        event, so one still ending never reads the next one's."""
         async with contextlib.AsyncExitStack() as stack:
             client = await self._open(stack)
             self.listing.changed.clear()
@@ -173,16 +206,16 @@ class Connection:
             self.client = client
             self.delay = self.manager.backoff_initial
             loop = asyncio.get_running_loop()
-            helpers = [loop.create_task(self._probe_forever(client))]
+            helpers = [loop.create_task(self._probe_forever(client, lost))]
             if client.protocol_version in modern_versions():
                 helpers.append(loop.create_task(self.listing.listen(client)))
             try:
                 while not self.closing:
-                    await self.listing.until_due(self.lost, self.manager.health_interval)
-                    if self.lost.is_set():
+                    await self.listing.until_due(lost, self.manager.health_interval)
+                    if lost.is_set():
                         return
                     self.listing.changed.clear()
-                    if not await self._unless_lost(self._relist(client)):
+                    if not await self._unless_lost(self._relist(client), lost):
                         return
             finally:
                 for helper in helpers:
@@ -191,11 +224,11 @@ class Connection:
     async def _logged(self, params: Any) -> None:
         self.logs.append(log_line(self.config, params))
 
-    async def _unless_lost(self, work: Any) -> bool:
-        """Run ``work`` unless the connection is lost first (a probe failing while a
-        relisting waits on a hung server); False when it was."""
+    async def _unless_lost(self, work: Any, event: asyncio.Event) -> bool:
+        """Run ``work`` unless the connection is lost first (``event``: a probe failing
+        while a relisting waits on a hung server); False when it was."""
         job = asyncio.ensure_future(work)
-        lost = asyncio.ensure_future(self.lost.wait())
+        lost = asyncio.ensure_future(event.wait())
         try:
             await asyncio.wait({job, lost}, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:
@@ -214,20 +247,30 @@ class Connection:
         job.result()
         return True
 
-    async def _probe_forever(self, client: Any) -> None:
-        """Ask the server for a cheap answer every ``probe_interval`` seconds: a hung
-        server (alive, silent) is lost within seconds, not at some call's timeout."""
-        manager = self.manager
-        while not self.lost.is_set():
-            await asyncio.sleep(manager.probe_interval)
+    async def _probe_forever(self, client: Any, lost: asyncio.Event) -> None:
+        """Ask the server for a cheap answer every few seconds (``McpManager.probe_timing``:
+        a second over stdio): a hung server (alive, silent) is lost within seconds, not at
+        some call's timeout. A probe it did not answer in time while it was saying other
+        things (a long tool's progress, logs) is a busy server, not a hung one: probed
+        again at once, so a server that stops for good is still found within one probe
+        interval and two timeouts."""
+        interval, limit = self.manager.probe_timing(self.config)
+        wait = interval
+        while not lost.is_set():
+            await asyncio.sleep(wait)
+            wait = interval
+            sent = time.monotonic()
             try:
-                async with asyncio.timeout(manager.probe_timeout):
+                async with asyncio.timeout(limit):
                     await probe_once(client)
             except asyncio.CancelledError:
                 raise
             except TimeoutError:
+                if self.heard.at > sent:
+                    wait = 0
+                    continue
                 self._went_away(
-                    client, f"it did not answer a ping within {manager.probe_timeout:g} s"
+                    client, f"it stopped answering: no reply to a ping within {limit:g} s"
                 )
             except Exception as exc:
                 self._went_away(client, self.config.redact(describe(exc)))
@@ -399,3 +442,9 @@ class Connection:
                 await self.task
         except Exception:
             logger.debug("MCP server %s ended with an error while closing", self.config.name)
+        # Every server process this connection started is stopped before it is closed.
+        ending = set(self.ending)
+        if ending:
+            _, late = await asyncio.wait(ending, timeout=CLOSE_SECONDS)
+            for session in late:
+                session.cancel()

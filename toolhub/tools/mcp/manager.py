@@ -2,6 +2,8 @@
 and ``McpManager``, which reconciles the configured servers, routes each call to the
 connection it goes through (the server's own, or a chat's or person's), and closes what
 is no longer wanted. The invariants are in this package's docstring.
+
+Which of a server's own connections a call goes through is ``pool``'s.
 """
 
 from __future__ import annotations
@@ -30,16 +32,22 @@ from toolhub.tools.mcp.connection import SHOWN, Connection
 from toolhub.tools.mcp.oauth import (
     McpOAuthStore,
 )
+from toolhub.tools.mcp.pool import OwnConnections
 from toolhub.tools.mcp.prompts import prompt_problem, prompt_text
 from toolhub.tools.mcp.resources import LIST_RESOURCES, READ_RESOURCE, resource_listing
 from toolhub.tools.mcp.results import resource_text, result_text
-from toolhub.tools.mcp.scoped import ScopedConnection, with_personal_credential
 from toolhub.tools.mcp.transport import describe
 from toolhub.tools.registry import ToolRegistry
 from toolhub.tools.registry import registry as default_registry
 from toolhub.tools.tool import ToolResult, ToolUnavailable
 
 logger = logging.getLogger(__name__)
+
+# How often a connected server is probed, and how long a probe may take, by transport
+# (``McpManager.probe_timing``): a stdio server is a process on this machine, which answers
+# a ping within milliseconds unless it is hung; an HTTP server is across a network.
+STDIO_PROBE = (1.0, 1.5)
+HTTP_PROBE = (3.0, 5.0)
 
 
 def progress_line(progress: float, total: float | None, message: str | None) -> str:
@@ -57,8 +65,8 @@ class McpManager:
         registry: ToolRegistry | None = None,
         *,
         health_interval: float = 10.0,
-        probe_interval: float = 3.0,
-        probe_timeout: float = 5.0,
+        probe_interval: float | None = None,
+        probe_timeout: float | None = None,
         hold: float = 30.0,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
@@ -80,13 +88,11 @@ class McpManager:
         self.backoff_max = backoff_max
         self.list_timeout = list_timeout
         self.max_pages = max_pages
-        # Servers with workspace roots: a chat's connection closes after this long without
-        # a call, and a server has at most this many open at once.
-        self.chat_idle = chat_idle
-        self.max_chats = max_chats
         self.errlog = errlog
         self._connections: dict[str, Connection] = {}
-        self._chats: dict[tuple[str, str], ScopedConnection] = {}
+        # Chats' and people's own connections: at most ``max_chats`` per server, each
+        # closed after ``chat_idle`` seconds without a call.
+        self.own = OwnConnections(self, max_chats=max_chats, chat_idle=chat_idle)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -130,7 +136,7 @@ class McpManager:
                 if wanted.get(name) != connection.config
             ]
             closing: list[Connection] = [self._connections.pop(name) for name in gone]
-            closing += [self._chats.pop(key) for key in sorted(self._chats) if key[0] in gone]
+            closing += self.own.pop_servers(gone)
             await asyncio.gather(*(connection.close() for connection in closing))
             for name in gone:
                 if name not in wanted:
@@ -140,6 +146,19 @@ class McpManager:
                 if name not in self._connections:
                     self._connections[name] = Connection(self, wanted[name])
 
+    def connection(self, server: str) -> Connection | None:
+        """``server``'s own connection as configured now (on the loop)."""
+        return self._connections.get(server)
+
+    def probe_timing(self, config: McpServerConfig) -> tuple[float, float]:
+        """How often ``config``'s server is probed and how long a probe may take: the
+        manager's own where it was given them, else by transport."""
+        interval, timeout = STDIO_PROBE if config.transport == "stdio" else HTTP_PROBE
+        return (
+            interval if self.probe_interval is None else self.probe_interval,
+            timeout if self.probe_timeout is None else self.probe_timeout,
+        )
+
     def statuses(self) -> dict[str, McpStatus]:
         # dict() copies in one step: the manager's loop may change the dict meanwhile.
         connections = dict(self._connections)
@@ -147,7 +166,7 @@ class McpManager:
 
     def chats(self, server: str) -> int:
         """How many chats have a connection of their own to ``server`` now (any thread)."""
-        return sum(1 for name, _ in list(self._chats) if name == server)
+        return self.own.count(server)
 
     def logs(self, server: str) -> list[McpLogLine]:
         """The log messages ``server`` sent this process, oldest first (any thread)."""
@@ -182,94 +201,13 @@ class McpManager:
         caller = Caller(ctx=ctx, loop=loop)
 
         async def send(connection: Connection) -> Any:
-            target = await self._connection_for(connection, ctx)
+            target = await self.own.connection_for(connection, caller)
             return await target.call(remote, arguments, progress, caller)
 
         answer = await self._on_loop(server, label, send)
         if isinstance(answer, ToolResult):
             return answer
         return result_text(answer, reader=tool_name(server, READ_RESOURCE))
-
-    async def _connection_for(self, primary: Connection, ctx: ToolContext) -> Connection:
-        """The connection a call of ``ctx`` goes through: the server's own, or a connection
-        of the call's own scope (opened now if need be): the person's, with their own
-        credential, for a server that takes one; the chat's, whose only root is its
-        workspace, for a server with workspace roots; both for a server with both."""
-        config = primary.config
-        if not config.workspace_roots and not config.user_credential:
-            return primary
-        if primary.status.state != "connected":
-            raise McpUnavailableError(primary.reason)
-        scope, workspace = [], None
-        if config.user_credential:
-            config = await with_personal_credential(config, ctx)
-            scope.append(f"person {ctx.user_id}")
-            self._still_current(primary)
-        if config.workspace_roots:
-            if ctx.session_id is None or ctx.workspace is None:
-                raise McpUnavailableError(
-                    f"MCP server {config.name} works in a chat's workspace, and this call has none"
-                )
-            workspace = ctx.workspace
-            scope.append(f"chat {ctx.session_id}")
-        key = (config.name, " ".join(scope))
-        own = self._chats.get(key)
-        if own is not None and (own.config != config or own.primary is not primary):
-            # A changed credential, or a server reconnected since: the old connection
-            # carries what no call may go with any more.
-            self.forget_scoped(own)
-            asyncio.get_running_loop().create_task(own.close())
-            own = None
-        if own is None or own.closing or own.lost.is_set():
-            self._make_room(config.name)
-            if workspace is not None:
-                # The folder a root names must be there for the server to accept it.
-                workspace.mkdir(parents=True, exist_ok=True)
-            own = ScopedConnection(self, primary, scope=key[1], config=config, workspace=workspace)
-            self._chats[key] = own
-        # Shielded: one caller giving up must not end the opening the others wait for.
-        await asyncio.shield(own.ready)
-        if self._connections.get(config.name) is not primary or primary.closing:
-            # Reconciled while it opened (the server changed or went): not for this call.
-            self.forget_scoped(own)
-            await own.close()
-            self._still_current(primary)
-        return own
-
-    def _still_current(self, primary: Connection) -> None:
-        """After a wait: the server must still be configured as it was when the call
-        began, or the call goes nowhere (a disabled or re-pointed server gets nothing)."""
-        if self._connections.get(primary.config.name) is not primary or primary.closing:
-            raise McpUnavailableError(
-                f"MCP server {primary.config.name} was changed or removed as this call "
-                "began; try again"
-            )
-
-    def _make_room(self, server: str) -> None:
-        """Close the longest-idle chat connection of ``server`` when it has its maximum;
-        with every one busy the call is refused, never queued behind another chat."""
-        mine = [
-            chat
-            for key, chat in self._chats.items()
-            if key[0] == server and not chat.closing and not chat.lost.is_set()
-        ]
-        if len(mine) < self.max_chats:
-            return
-        # One still opening has a caller waiting on it: busy too.
-        idle = [chat for chat in mine if not chat.calls and chat.ready.done()]
-        if not idle:
-            raise McpUnavailableError(
-                f"MCP server {server} is busy with {len(mine)} other chats; try again shortly"
-            )
-        oldest = min(idle, key=lambda chat: chat.used)
-        self.forget_scoped(oldest)
-        asyncio.get_running_loop().create_task(oldest.close())
-
-    def forget_scoped(self, chat: ScopedConnection) -> None:
-        """``chat`` serves no new request (it is closing, or replaced); on the loop."""
-        key = (chat.config.name, chat.scope)
-        if self._chats.get(key) is chat:
-            del self._chats[key]
 
     async def list_resources(
         self, server: str, cursor: str | None, *, ctx: ToolContext
@@ -303,7 +241,7 @@ class McpManager:
         caller = Caller(ctx=ctx, loop=asyncio.get_running_loop())
 
         async def on_loop(connection: Connection) -> Any:
-            target = await self._connection_for(connection, ctx)
+            target = await self.own.connection_for(connection, caller)
             return await target.request(send, caller)
 
         return await self._on_loop(server, label, on_loop)
@@ -377,13 +315,17 @@ class McpManager:
         except TimeoutError:
             return ToolResult.error(f"{label}: the MCP server did not answer in time")
 
+    async def _stop(self) -> None:
+        await self._reconcile({})
+        await self.own.closed()
+
     def stop(self, timeout: float = 5.0) -> None:
         """Close every connection (stdio servers are stopped) and end the thread."""
         with self._lock:
             loop, thread = self._loop, self._thread
             if loop is None or thread is None:
                 return
-            future = asyncio.run_coroutine_threadsafe(self._reconcile({}), loop)
+            future = asyncio.run_coroutine_threadsafe(self._stop(), loop)
             with contextlib.suppress(Exception):
                 future.result(timeout + CLOSE_SECONDS)
             loop.call_soon_threadsafe(loop.stop)

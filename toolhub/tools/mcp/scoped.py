@@ -1,6 +1,13 @@
 """Connections of a scope's own (``ScopedConnection``): a chat's, whose only root is its
-workspace, and a person's, carrying their own credential (``with_personal_credential``).
-The server-wide ``Connection`` lists; these only serve their scope's requests.
+workspace, a person's, carrying their own credential (``with_personal_credential``), and a
+chat's connection that carries one call at a time, so that whatever a handshake-era stdio
+server asks on it belongs to that call by construction. The server-wide ``Connection``
+lists; these only serve their scope's requests.
+
+Invariants: a one-call connection is held (``holder``) by one call from the moment the
+manager gives it out to the moment that call has its answer; a call given up on before its
+answer (a Stop, a timeout, the server lost) retires the connection, which is closed and
+never given to another call, since the server may still be working, and asking, for it.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ if TYPE_CHECKING:
 # connection), and then for it to take them in.
 ROOTS_GRACE_SECONDS = 1.0
 ROOTS_SETTLE_SECONDS = 0.2
+# How long a closing connection waits for the replies to what its server asked.
+SETTLE_SECONDS = 1.0
 
 
 class ScopedConnection(Connection):
@@ -37,10 +46,13 @@ class ScopedConnection(Connection):
     only root is the chat's workspace, so a server that keeps what it is told, as
     filesystem keeps its allowed folders, never works in one chat's folder for another),
     a person's, to a server that takes each person's own credential (so nobody's call goes
-    with another's), or both. The scope's first call opens it, ``chat_idle`` seconds
-    without a call close it. It registers nothing (the server-wide connection keeps the
-    listing, and what that offers decides what may be called) and is not reconnected: a
-    lost one ends, and the scope's next call opens another."""
+    with another's), or both; and a chat's to a handshake-era stdio server, which carries
+    one call at a time (``one_call``: what that server asks on it is its one call's, and
+    a chat's state on the server, a browser say, stays the chat's). The scope's first call
+    opens it, ``chat_idle`` seconds without a call close it. It registers nothing (the
+    server-wide connection keeps the listing, and what that offers decides what may be
+    called) and is not reconnected: a lost one ends, and the scope's next call opens
+    another."""
 
     def __init__(
         self,
@@ -50,10 +62,17 @@ class ScopedConnection(Connection):
         scope: str,
         config: McpServerConfig,
         workspace: Path | None,
+        holder: Caller | None = None,
+        slot: int = 0,
     ) -> None:
         self.primary = primary
         self.scope = scope
+        self.slot = slot
         self.workspace = workspace
+        # One call at a time (``holder``: the call it serves now) where the server's
+        # questions name no call; shared by the scope's calls otherwise.
+        self.one_call = holder is not None
+        self.holder = holder
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.idle: asyncio.TimerHandle | None = None
         self.used = time.monotonic()
@@ -76,7 +95,9 @@ class ScopedConnection(Connection):
                 self.ready.set_result(None)
                 # From now on it closes once nothing uses it (never while it opens).
                 self._idle_later()
-                probe = asyncio.get_running_loop().create_task(self._probe_forever(client))
+                probe = asyncio.get_running_loop().create_task(
+                    self._probe_forever(client, self.lost)
+                )
                 try:
                     await self.lost.wait()
                 finally:
@@ -96,7 +117,7 @@ class ScopedConnection(Connection):
                 )
             if self.status.state == "connected":
                 self._set("disconnected", error=error)
-            self.manager.forget_scoped(self)
+            self.manager.own.forget(self)
 
     async def _until_rooted(self) -> None:
         """A handshake-era server asks for its roots on its own once connected (filesystem
@@ -130,32 +151,57 @@ class ScopedConnection(Connection):
     async def request(
         self, send: Callable[[Any], Awaitable[Any]], caller: Caller | None = None
     ) -> Any:
+        from mcp.shared.exceptions import MCPError
+
         # Every request keeps it open (a call, a resource read, a prompt), not only calls.
         self.used = time.monotonic()
+        answered = False
         try:
-            return await super().request(send, caller)
+            result = await super().request(send, caller)
+            answered = True
+            return result
+        except MCPError:
+            answered = True  # the server's own error is its answer
+            raise
         finally:
             self.used = time.monotonic()
-            self._idle_later()
+            if self.one_call and not answered:
+                self.retire()
+            else:
+                self.release()
+                self._idle_later()
+
+    def release(self) -> None:
+        """Its call has its answer: free for the scope's next call."""
+        self.holder = None
+        self.manager.own.freed()
+
+    def retire(self) -> None:
+        """Its call was given up on before its answer: the server may still be working
+        for it, and ask for it, so no other call goes through it; closed now."""
+        self.manager.own.close_soon(self)
 
     def _idle_later(self) -> None:
         if self.idle is not None:
             self.idle.cancel()
-        self.idle = asyncio.get_running_loop().call_later(self.manager.chat_idle, self._if_idle)
+        self.idle = asyncio.get_running_loop().call_later(self.manager.own.chat_idle, self._if_idle)
 
     def _if_idle(self) -> None:
         self.idle = None
         if self.closing:
             return
-        if self.calls:
+        if self.calls or self.holder is not None:
             self._idle_later()  # still in use: the clock starts again when it is not
             return
-        self.manager.forget_scoped(self)
-        asyncio.get_running_loop().create_task(self.close())
+        self.manager.own.close_soon(self)
 
     async def close(self) -> None:
         if self.idle is not None:
             self.idle.cancel()
+        # What it was asked for a call that ended is withdrawn by now: its reply (a form's
+        # "cancel") goes out before the connection does.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.answering.settled(), SETTLE_SECONDS)
         await super().close()
 
 

@@ -48,15 +48,28 @@ def describe(exc: BaseException) -> str:
     return untrusted_text(f"{type(exc).__name__}: {text}" if text else type(exc).__name__, 300)
 
 
-class _WatchedListing:
-    """A transport's read stream, passed through untouched, that notes the ``annotations``
-    of every tool a result lists exactly as they arrived, before the SDK parses (and
-    coerces) them. Only ever used to doubt a parsed hint, never to trust one: a note from
-    a result that was not a listing can make a tool stricter, not looser."""
+class Heard:
+    """When a connection last heard anything from its server (``time.monotonic()``): a
+    probe that times out while the server is still speaking (progress, logs, answers) is
+    a busy server, not a hung one."""
 
-    def __init__(self, stream: Any, notes: dict[str, Any]) -> None:
+    __slots__ = ("at",)
+
+    def __init__(self) -> None:
+        self.at = time.monotonic()
+
+
+class _WatchedListing:
+    """A transport's read stream, passed through untouched, that notes when anything
+    arrived (``heard``) and the ``annotations`` of every tool a result lists exactly as
+    they arrived, before the SDK parses (and coerces) them. A note is only ever used to
+    doubt a parsed hint, never to trust one: a note from a result that was not a listing
+    can make a tool stricter, not looser."""
+
+    def __init__(self, stream: Any, notes: dict[str, Any], heard: Heard) -> None:
         self._stream = stream
         self._notes = notes
+        self._heard = heard
 
     def __getattr__(self, name: str) -> Any:
         # ``last_context`` and whatever else the SDK looks for on its own streams.
@@ -83,6 +96,7 @@ class _WatchedListing:
         return item
 
     def _note(self, item: Any) -> None:
+        self._heard.at = time.monotonic()
         result = getattr(getattr(item, "message", None), "result", None)
         listed = result.get("tools") if isinstance(result, dict) else None
         if not isinstance(listed, list):
@@ -97,11 +111,14 @@ class _WatchedListing:
 
 
 @contextlib.asynccontextmanager
-async def watched(transport: Any, notes: dict[str, Any]) -> AsyncIterator[tuple[Any, Any]]:
-    """``transport`` with its read stream watched: every tool a listing carries has its
-    ``annotations`` noted in ``notes`` as they came over the wire."""
+async def watched(
+    transport: Any, notes: dict[str, Any], heard: Heard
+) -> AsyncIterator[tuple[Any, Any]]:
+    """``transport`` with its read stream watched: every message sets ``heard``, and every
+    tool a listing carries has its ``annotations`` noted in ``notes`` as they came over
+    the wire."""
     async with transport as (read_stream, write_stream):
-        yield _WatchedListing(read_stream, notes), write_stream
+        yield _WatchedListing(read_stream, notes, heard), write_stream
 
 
 def stdio_params(config: McpServerConfig) -> Any:
