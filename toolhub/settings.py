@@ -294,7 +294,7 @@ TOOLHUB_MCP_BACKOFF_MAX = env_float("TOOLHUB_MCP_BACKOFF_MAX", 30.0)
 # A chat's own connections to a server (a process each over stdio, docs/mcp.md "Who is
 # asked"): at most this many per server and process, each closed after this many seconds
 # without a call.
-TOOLHUB_MCP_CHAT_CONNECTIONS = env_int("TOOLHUB_MCP_CHAT_CONNECTIONS", 20)
+TOOLHUB_MCP_CHAT_CONNECTIONS = env_int("TOOLHUB_MCP_CHAT_CONNECTIONS", 20, minimum=1)
 TOOLHUB_MCP_CHAT_IDLE = env_float("TOOLHUB_MCP_CHAT_IDLE", 300.0)
 
 # --- Chat turns and providers -------------------------------------------------------

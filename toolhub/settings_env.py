@@ -48,8 +48,11 @@ def _env_number(name: str, default: float, kind: type) -> float:
     return value
 
 
-def env_int(name: str, default: int) -> int:
-    return int(_env_number(name, default, int))
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    value = int(_env_number(name, default, int))
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}")
+    return value
 
 
 def env_float(name: str, default: float) -> float:

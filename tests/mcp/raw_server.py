@@ -16,6 +16,9 @@ replied (the action and the name given): the careless server a client must survi
 which one chat's answer would end another's call. ``pid`` answers with its process id.
 ``busy`` works ``seconds`` without reading its input (no ping is answered meanwhile),
 sending a progress notification every fifth of a second: a slow server, not a hung one.
+``stick`` never returns and the server reads nothing again, while a thread of it goes on
+writing a log line and a line that is not JSON every 0.3 s: a hung server that chatters.
+``--stubborn`` ignores SIGTERM and stays after its input closes (only SIGKILL ends it).
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -43,7 +48,7 @@ TOOLS: list[tuple[str, object]] = [
 UNPARSEABLE = ("maybe_reader", {"readOnlyHint": "maybe"})
 
 
-ASKING = [("hold", None), ("ask", None), ("pid", None), ("busy", None)]
+ASKING = [("hold", None), ("ask", None), ("pid", None), ("busy", None), ("stick", None)]
 FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 # Calls waiting for the client's reply to the server's own request (``--asks``).
 WAITING: list[object] = []
@@ -101,6 +106,9 @@ def answer(
         result = {"tools": listing(unparseable, grows, asks)}
     elif method == "tools/call" and asks and request["params"]["name"] == "pid":
         result = {"content": [{"type": "text", "text": str(os.getpid())}]}
+    elif method == "tools/call" and asks and request["params"]["name"] == "stick":
+        threading.Thread(target=_chatter, daemon=True).start()
+        time.sleep(10**6)
     elif method == "tools/call" and asks and request["params"]["name"] == "busy":
         token = (request["params"].get("_meta") or {}).get("progressToken")
         seconds = float((request["params"].get("arguments") or {}).get("seconds", 3))
@@ -139,6 +147,15 @@ def answer(
     return [*before, {"jsonrpc": "2.0", "id": ident, "result": result}]
 
 
+def _chatter() -> None:
+    log = {"level": "info", "data": "still here"}
+    while True:
+        time.sleep(0.3)
+        notice = {"jsonrpc": "2.0", "method": "notifications/message", "params": log}
+        sys.stdout.write(json.dumps(notice) + "\nthis is not json\n")
+        sys.stdout.flush()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--counter", type=Path)
@@ -146,7 +163,10 @@ def main() -> None:
     parser.add_argument("--grows", action="store_true")
     parser.add_argument("--bad-listings", action="store_true")
     parser.add_argument("--asks", action="store_true")
+    parser.add_argument("--stubborn", action="store_true")
     options = parser.parse_args()
+    if options.stubborn:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -161,6 +181,8 @@ def main() -> None:
         for reply in replies:
             sys.stdout.write(json.dumps(reply) + "\n")
         sys.stdout.flush()
+    if options.stubborn:
+        time.sleep(10**6)  # its input closed: it stays all the same
 
 
 if __name__ == "__main__":

@@ -12,9 +12,11 @@ server-everything is driven the same way over stdio and streamable HTTP."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
+import sys
 import threading
 import time
 
@@ -489,3 +491,103 @@ def test_server_everythings_idle_chat_processes_close_and_are_counted(reg, tmp_p
 
     assert [result.content for result in results] == ["Echo: hi"] * 3
     assert opened == 4  # the server's own, listing, and one per chat
+
+
+def test_a_hung_server_whose_thread_still_writes_logs_and_garbage_is_found_out(reg, tmp_path):
+    """Only an answer or progress on a request shows the server's work goes on: log lines
+    and lines that are not JSON-RPC, which a stray thread can still write, do not."""
+    manager = make_manager(reg, tmp_path, probe_interval=0.2, probe_timeout=0.5)
+    try:
+        connect(manager, raw_config("--asks", timeout=60))
+        stuck = asyncio.run(
+            asyncio.wait_for(reg.get("raw__stick").execute({}, ToolContext(env={})), 30)
+        )
+    finally:
+        manager.stop()
+
+    assert stuck.is_error
+    assert "it stopped answering: no reply to a ping within 0.5 s" in stuck.content
+
+
+def test_a_call_stopped_while_its_connection_opens_leaves_room_for_a_waiting_chat(reg, tmp_path):
+    """At a bound of one: chat a's call is stopped while its connection still opens; once
+    it has opened, idle, chat b's waiting call takes the room at once, long before the idle
+    connection would close on its own (``chat_idle``) or b's tool would time out."""
+    manager = make_manager(reg, tmp_path, max_chats=1, chat_idle=300)
+    try:
+        connect(manager, raw_config("--asks", timeout=15))
+        pid = reg.get("raw__pid")
+
+        async def stopped_while_opening_then_another():
+            doomed = asyncio.ensure_future(pid.execute({}, chat_of("a", "chat-a", Named("a"))))
+            await asyncio.sleep(0.05)
+            doomed.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await doomed
+            return await pid.execute({}, chat_of("b", "chat-b", Named("b")))
+
+        answered = asyncio.run(stopped_while_opening_then_another())
+    finally:
+        manager.stop()
+
+    assert not answered.is_error, answered.content
+    assert answered.content.isdigit()
+
+
+def test_stopping_the_manager_while_a_server_still_starts_leaves_no_process(reg, tmp_path):
+    marker = "toolhub-test-never-speaks"
+    manager = make_manager(reg, tmp_path)
+    never = McpServerConfig(
+        name="mute",
+        transport="stdio",
+        command=sys.executable,
+        args=("-c", f"import time; time.sleep(1000)  # {marker}"),
+    )
+    manager.reconcile([never], wait=10)
+    started = wait_for(lambda: children(marker), 10, "the server to start")
+    manager.stop()
+
+    assert started
+    assert not [pid for pid in started if alive(pid)]
+
+
+def test_processes_still_stopping_count_against_the_bound(reg, tmp_path):
+    """A server that ignores SIGTERM and outlives its input takes seconds to kill. Calls
+    stopped again and again must not pile up processes past the bound while the earlier
+    ones are still being stopped."""
+    manager = make_manager(reg, tmp_path, max_chats=2)
+    peak = 0
+    done = threading.Event()
+    raw = raw_config("--asks", "--stubborn", timeout=60)
+
+    def watch() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, len([pid for pid in children("raw_server.py") if alive(pid)]))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    try:
+        connect(manager, raw)
+        watcher.start()
+        hold = reg.get("raw__hold")
+
+        async def stopped(chat: str) -> None:
+            call = asyncio.ensure_future(hold.execute({}, chat_of("a", chat, Named("a"))))
+            await asyncio.sleep(0.6)
+            call.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await call
+
+        async def rounds() -> None:
+            for _ in range(3):
+                await asyncio.gather(stopped("chat-1"), stopped("chat-2"), stopped("chat-3"))
+
+        asyncio.run(rounds())
+    finally:
+        manager.stop()
+        done.set()
+        if watcher.is_alive():
+            watcher.join()
+
+    assert 2 <= peak <= 3  # the server's own process and at most two of the chats'

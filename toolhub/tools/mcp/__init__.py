@@ -23,8 +23,8 @@ Invariants:
   resolution; a running turn keeps the array it froze.
 - **Going away.** A connected server is probed every second over stdio, every 3 s over
   HTTP (``ping``, or ``server/discover`` where the protocol has no ping), so silence is
-  found within seconds; a probe unanswered while the server was saying other things is
-  a busy server, not a hung one. A lost connection's process is stopped in the
+  found within seconds; a probe unanswered while the server answered other requests or
+  reported progress is a busy server, not a hung one. A lost connection's process is stopped in the
   background: the next connection does not wait for it. A server that was connected
   and is lost is ``reconnecting`` for ``hold`` seconds: its tools stay available at
   layer 4, so the array and its fingerprint do not change for a blip, and every call,

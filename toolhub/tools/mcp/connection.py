@@ -115,6 +115,7 @@ class Connection:
                 error = "the connection closed"
             except asyncio.CancelledError:
                 session.cancel()
+                self._ending(session)
                 raise
             except BaseException as exc:  # the SDK raises exception groups too
                 if sign_in_needed(exc) is not None:
@@ -150,14 +151,25 @@ class Connection:
         if session.done():
             session.result()
             return
+        if self.closing and self.client is None:
+            # Closed while it still opened (a server slow to start, or never answering):
+            # nothing to wait for, and its process is stopped as the opening unwinds.
+            session.cancel()
+        self._ending(session)
+
+    def _ending(self, session: asyncio.Task[None]) -> None:
         self.ending.add(session)
         session.add_done_callback(self._ended)
 
     def _ended(self, session: asyncio.Task[None]) -> None:
         self.ending.discard(session)
         # Its failure was already told (the connection was lost): read, never re-raised.
-        if not session.cancelled():
-            session.exception()
+        if not session.cancelled() and session.exception() is not None:
+            logger.debug(
+                "MCP server %s: a lost connection ended with %s",
+                self.config.name,
+                describe(session.exception() or Exception()),
+            )
 
     async def _open(self, stack: contextlib.AsyncExitStack) -> Any:
         """A client on a new connection, entered on ``stack``; within the listing's time
@@ -250,9 +262,9 @@ class Connection:
     async def _probe_forever(self, client: Any, lost: asyncio.Event) -> None:
         """Ask the server for a cheap answer every few seconds (``McpManager.probe_timing``:
         a second over stdio): a hung server (alive, silent) is lost within seconds, not at
-        some call's timeout. A probe it did not answer in time while it was saying other
-        things (a long tool's progress, logs) is a busy server, not a hung one: probed
-        again at once, so a server that stops for good is still found within one probe
+        some call's timeout. A probe it did not answer in time while it answered other
+        requests or reported progress on one (``Heard``) is a busy server, not a hung one:
+        probed again at once, so a server that stops for good is still found within one probe
         interval and two timeouts."""
         interval, limit = self.manager.probe_timing(self.config)
         wait = interval
@@ -448,3 +460,5 @@ class Connection:
             _, late = await asyncio.wait(ending, timeout=CLOSE_SECONDS)
             for session in late:
                 session.cancel()
+            # Cancelled, the SDK still stops the process (shielded, bounded): waited for.
+            await asyncio.gather(*late, return_exceptions=True)

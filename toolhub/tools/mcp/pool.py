@@ -8,9 +8,10 @@ Invariants:
   chat's that carries one call at a time (``one_call_each``; docs/mcp.md, "Who is asked").
 - A one-call connection is held by its call (``ScopedConnection.holder``) from the moment
   it is given out, with no await between finding it free and holding it.
-- A server has at most ``max_chats`` own connections. Past that an idle one is closed to
-  make room; with every one busy a call waits for one to come free, saying so on its
-  card, and is never refused because other chats are busy.
+- A server has at most ``max_chats`` own connections, counting those still closing (over
+  stdio each is a process until it has stopped). Past that an idle one is closed to make
+  room; with every one busy a call waits for one to come free, saying so on its card,
+  and is never refused because other chats are busy.
 - Every connection closed in the background is waited for by ``closed``, so no server
   process outlives the manager.
 """
@@ -52,6 +53,8 @@ class OwnConnections:
     manager's loop, but ``count``, from any thread."""
 
     def __init__(self, manager: McpManager, *, max_chats: int, chat_idle: float) -> None:
+        if max_chats < 1:
+            raise ValueError("a server needs room for at least one own connection")
         self.manager = manager
         self.max_chats = max_chats
         self.chat_idle = chat_idle
@@ -60,8 +63,9 @@ class OwnConnections:
         # Set (and replaced) whenever an own connection comes free or closes: calls
         # waiting for room look again (``_until_freed``).
         self.freed_now: asyncio.Event | None = None
-        # Connections closing in the background (``close_soon``).
-        self.closing: set[asyncio.Task[None]] = set()
+        # Connections closing in the background (``close_soon``), with their server: they
+        # count against its bound until they have closed.
+        self.closing: dict[asyncio.Task[None], str] = {}
 
     def count(self, server: str) -> int:
         """How many own connections ``server`` has now (any thread)."""
@@ -145,7 +149,8 @@ class OwnConnections:
             own = self._free_in_scope(primary, config, scope, holder)
             if own is not None:
                 return own
-            if self._room(config.name):
+            room = self._room(config.name)
+            if room:
                 own = ScopedConnection(
                     self.manager,
                     primary,
@@ -157,7 +162,7 @@ class OwnConnections:
                 )
                 self.connections[(config.name, scope, own.slot)] = own
                 return own
-            if not told:
+            if room is False and not told:
                 told = True
                 caller.tell(
                     f"Waiting for a free connection to MCP server {config.name}: it has as "
@@ -179,8 +184,12 @@ class OwnConnections:
         for own in sorted(mine, key=lambda own: -own.used):
             if own.config != config or own.primary is not primary:
                 # A changed credential, or a server reconnected since: the old connection
-                # carries what no call may go with any more.
-                self.close_soon(own)
+                # carries what no call may go with any more. One still in use is left to
+                # finish its call, then closes when idle.
+                if own.calls or own.holder is not None:
+                    self.forget(own)
+                else:
+                    self.close_soon(own)
                 continue
             if own.closing or own.lost.is_set():
                 continue
@@ -200,23 +209,28 @@ class OwnConnections:
                 "began; try again"
             )
 
-    def _room(self, server: str) -> bool:
-        """Whether ``server`` may have one more own connection: below its maximum, or at
-        it with an idle one, which is closed to make room. False while every one is busy."""
-        mine = [
-            own
-            for key, own in self.connections.items()
-            if key[0] == server and not own.closing and not own.lost.is_set()
-        ]
-        if len(mine) < self.max_chats:
+    def _room(self, server: str) -> bool | None:
+        """Whether ``server`` may have one more own connection now: True below its
+        maximum; None when room is being made (one is closing: the idle one used least
+        lately is closed here if none is yet); False while every one is busy."""
+        mine = [own for key, own in self.connections.items() if key[0] == server]
+        closing = sum(1 for name in self.closing.values() if name == server)
+        if len(mine) + closing < self.max_chats:
             return True
-        # One still opening has a caller waiting on it: busy too.
-        idle = [own for own in mine if not own.calls and own.holder is None and own.ready.done()]
+        if closing:
+            return None
+        # One still opening has a caller waiting on it: busy too; a lost one is closing.
+        idle = [
+            own
+            for own in mine
+            if not own.calls and own.holder is None and own.ready.done() and not own.closing
+        ]
+        if any(own.lost.is_set() for own in mine):
+            return None
         if not idle:
             return False
-        oldest = min(idle, key=lambda own: own.used)
-        self.close_soon(oldest)
-        return True
+        self.close_soon(min(idle, key=lambda own: own.used))
+        return None
 
     async def _until_freed(self) -> None:
         if self.freed_now is None:
@@ -237,8 +251,12 @@ class OwnConnections:
         if chat.closing:
             return
         task = asyncio.get_running_loop().create_task(chat.close())
-        self.closing.add(task)
-        task.add_done_callback(self.closing.discard)
+        self.closing[task] = chat.config.name
+        task.add_done_callback(self._closed)
+
+    def _closed(self, task: asyncio.Task[None]) -> None:
+        self.closing.pop(task, None)
+        self.freed()
 
     def forget(self, chat: ScopedConnection) -> None:
         """``chat`` serves no new request (it is closing, or replaced); on the loop."""

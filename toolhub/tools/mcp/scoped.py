@@ -93,6 +93,8 @@ class ScopedConnection(Connection):
                 self.client = client
                 self._set("connected")
                 self.ready.set_result(None)
+                # Open, it may be idle: a call waiting for room may take its place.
+                self.manager.own.freed()
                 # From now on it closes once nothing uses it (never while it opens).
                 self._idle_later()
                 probe = asyncio.get_running_loop().create_task(
@@ -135,8 +137,18 @@ class ScopedConnection(Connection):
         root = Root.model_validate({"uri": self.workspace.as_uri(), "name": "workspace"})
         return ListRootsResult(roots=[root])
 
+    @property
+    def reason(self) -> str:
+        error = self.status.error
+        if self.status.state == "disconnected" and error:
+            return f"MCP server {self.config.name} lost this call's connection ({error})"
+        return super().reason
+
     def _lose(self, error: str) -> None:
         self._set("disconnected", error=error)
+        # It counts against its server's bound no more (its process may take seconds to
+        # stop): a call waiting for room looks again now.
+        self.manager.own.freed()
 
     def _set(self, state: str, *, error: str = "", **_: Any) -> None:
         # A chat's connection is no layer-4 gate: nothing to tell the registry.
@@ -152,6 +164,7 @@ class ScopedConnection(Connection):
         self, send: Callable[[Any], Awaitable[Any]], caller: Caller | None = None
     ) -> Any:
         from mcp.shared.exceptions import MCPError
+        from mcp_types import REQUEST_TIMEOUT
 
         # Every request keeps it open (a call, a resource read, a prompt), not only calls.
         self.used = time.monotonic()
@@ -160,8 +173,9 @@ class ScopedConnection(Connection):
             result = await super().request(send, caller)
             answered = True
             return result
-        except MCPError:
-            answered = True  # the server's own error is its answer
+        except MCPError as exc:
+            # The server's own error is its answer; the SDK's own timeout is not.
+            answered = exc.code != REQUEST_TIMEOUT
             raise
         finally:
             self.used = time.monotonic()

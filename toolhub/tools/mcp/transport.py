@@ -49,9 +49,10 @@ def describe(exc: BaseException) -> str:
 
 
 class Heard:
-    """When a connection last heard anything from its server (``time.monotonic()``): a
-    probe that times out while the server is still speaking (progress, logs, answers) is
-    a busy server, not a hung one."""
+    """When a connection last heard its server answer a request or report progress on one
+    (``time.monotonic()``): a probe that times out meanwhile belongs to a busy server, not
+    a hung one. Log lines, requests of its own and lines that are not JSON-RPC do not
+    count: a thread of a server whose work is stuck can still write those."""
 
     __slots__ = ("at",)
 
@@ -96,7 +97,10 @@ class _WatchedListing:
         return item
 
     def _note(self, item: Any) -> None:
-        self._heard.at = time.monotonic()
+        message = getattr(item, "message", None)
+        method = getattr(message, "method", "")
+        if message is not None and (method is None or method == "notifications/progress"):
+            self._heard.at = time.monotonic()
         result = getattr(getattr(item, "message", None), "result", None)
         listed = result.get("tools") if isinstance(result, dict) else None
         if not isinstance(listed, list):
