@@ -351,11 +351,23 @@ def asks_stdio(chats: int = 10, people: int = 5) -> None:
 def hang_stdio() -> None:
     import os
     import signal
+    import threading
 
     manager, reg, _ = everything()
     script = str(EVERYTHING_JS)
+    long = reg.get("everything__trigger-long-running-operation")
     try:
         [stopped] = children(script)
+        # A call under way as the server stops: it must fail with the reason, at once.
+        failed: list[float] = []
+        call = threading.Thread(
+            target=lambda: (
+                asyncio.run(long.execute({"duration": 60, "steps": 60}, ToolContext(env={}))),
+                failed.append(time.perf_counter()),
+            )
+        )
+        call.start()
+        time.sleep(1.5)
         os.kill(stopped, signal.SIGSTOP)
         started = time.perf_counter()
         state = lambda: manager.statuses()["everything"].state  # noqa: E731
@@ -370,8 +382,10 @@ def hang_stdio() -> None:
         while alive(stopped):
             time.sleep(0.01)
         killed = time.perf_counter() - started
+        call.join()
         print(
             f"mcp hang detected_ms={detected * 1000:.0f} replaced_ms={replaced * 1000:.0f} "
+            f"call_failed_ms={(failed[0] - started) * 1000:.0f} "
             f"stopped_process_killed_ms={killed * 1000:.0f}"
         )
         states: list[str] = []
@@ -382,11 +396,8 @@ def hang_stdio() -> None:
                 states.append(state())
                 time.sleep(0.02)
 
-        import threading
-
         watcher = threading.Thread(target=watch)
         watcher.start()
-        long = reg.get("everything__trigger-long-running-operation")
         result = asyncio.run(long.execute({"duration": 20, "steps": 20}, ToolContext(env={})))
         done = True
         watcher.join()

@@ -16,7 +16,8 @@ replied (the action and the name given): the careless server a client must survi
 which one chat's answer would end another's call. ``pid`` answers with its process id.
 ``busy`` works ``seconds`` without reading its input (no ping is answered meanwhile),
 sending a progress notification every fifth of a second: a slow server, not a hung one.
-``stick`` never returns and the server reads nothing again, while a thread of it goes on
+``block`` is ``busy`` without progress: a tool that holds a server taking one request at
+a time. ``stick`` never returns and the server reads nothing again, while a thread of it goes on
 writing a log line and a line that is not JSON every 0.3 s: a hung server that chatters.
 ``--stubborn`` ignores SIGTERM and stays after its input closes (only SIGKILL ends it).
 """
@@ -48,7 +49,8 @@ TOOLS: list[tuple[str, object]] = [
 UNPARSEABLE = ("maybe_reader", {"readOnlyHint": "maybe"})
 
 
-ASKING = [("hold", None), ("ask", None), ("pid", None), ("busy", None), ("stick", None)]
+ASKING = [("hold", None), ("ask", None), ("pid", None), ("busy", None), ("block", None)]
+ASKING += [("stick", None)]
 FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 # Calls waiting for the client's reply to the server's own request (``--asks``).
 WAITING: list[object] = []
@@ -109,8 +111,10 @@ def answer(
     elif method == "tools/call" and asks and request["params"]["name"] == "stick":
         threading.Thread(target=_chatter, daemon=True).start()
         time.sleep(10**6)
-    elif method == "tools/call" and asks and request["params"]["name"] == "busy":
+    elif method == "tools/call" and asks and request["params"]["name"] in ("busy", "block"):
         token = (request["params"].get("_meta") or {}).get("progressToken")
+        if request["params"]["name"] == "block":
+            token = None
         seconds = float((request["params"].get("arguments") or {}).get("seconds", 3))
         started = time.monotonic()
         while time.monotonic() - started < seconds:

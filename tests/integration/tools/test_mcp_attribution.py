@@ -25,7 +25,15 @@ import pytest
 from tests.integration.tools.test_mcp_asks import in_chat
 from tests.integration.tools.test_mcp_client import connect, make_manager, raw_config
 from tests.integration.tools.test_mcp_published import EVERYTHING
-from tests.mcp import alive, children, free_port, node_http_server, wait_for
+from tests.mcp import (
+    alive,
+    children,
+    free_port,
+    http_config,
+    http_server,
+    node_http_server,
+    wait_for,
+)
 from toolhub.tools import ToolContext, ToolRegistry
 from toolhub.tools.context import CancelToken, ToolServices
 from toolhub.tools.mcp import McpServerConfig
@@ -495,18 +503,29 @@ def test_server_everythings_idle_chat_processes_close_and_are_counted(reg, tmp_p
 
 def test_a_hung_server_whose_thread_still_writes_logs_and_garbage_is_found_out(reg, tmp_path):
     """Only an answer or progress on a request shows the server's work goes on: log lines
-    and lines that are not JSON-RPC, which a stray thread can still write, do not."""
+    and lines that are not JSON-RPC, which a stray thread can still write, do not. So the
+    stuck call ends at its own idle timeout, and with no call left to excuse it the next
+    missed probe finds the server hung."""
     manager = make_manager(reg, tmp_path, probe_interval=0.2, probe_timeout=0.5)
     try:
-        connect(manager, raw_config("--asks", timeout=60))
+        connect(manager, raw_config("--asks", timeout=2))
+        pid = reg.get("raw__pid")
+
+        def serving() -> str:
+            return asyncio.run(pid.execute({}, ToolContext(env={}))).content
+
+        before = serving()
         stuck = asyncio.run(
             asyncio.wait_for(reg.get("raw__stick").execute({}, ToolContext(env={})), 30)
         )
+        wait_for(lambda: serving() not in (before, "") and serving().isdigit(), 15, "a new one")
+        after = serving()
     finally:
         manager.stop()
 
-    assert stuck.is_error
-    assert "it stopped answering: no reply to a ping within 0.5 s" in stuck.content
+    assert "timed out after 2 s without progress" in stuck.content
+    assert after.isdigit()
+    assert after != before
 
 
 def test_a_call_stopped_while_its_connection_opens_leaves_room_for_a_waiting_chat(reg, tmp_path):
@@ -591,3 +610,101 @@ def test_processes_still_stopping_count_against_the_bound(reg, tmp_path):
             watcher.join()
 
     assert 2 <= peak <= 3  # the server's own process and at most two of the chats'
+
+
+def test_a_server_blocked_by_a_calls_work_is_not_declared_hung_while_a_stopped_one_is(
+    reg, tmp_path
+):
+    """Many servers take one request at a time: ``block`` holds the raw server 3 s with no
+    progress and no ping answered. While a call waits on it and its process runs, that is
+    work, bounded by the call's own timeouts; a process that is stopped is hung."""
+    manager = make_manager(reg, tmp_path, probe_interval=0.2, probe_timeout=0.5)
+    try:
+        connect(manager, raw_config("--asks", timeout=30))
+        block = reg.get("raw__block")
+
+        async def in_a_chat_and_in_none():
+            return await asyncio.gather(
+                block.execute({"seconds": 3}, chat_of("ada", "chat-a", Named("ada"))),
+                block.execute({"seconds": 3}, ToolContext(env={})),
+            )
+
+        chat, shared = asyncio.run(in_a_chat_and_in_none())
+        state = manager.statuses()["raw"].state
+    finally:
+        manager.stop()
+
+    assert chat.content == shared.content == "worked 3 s"
+    assert state == "connected"
+
+
+def test_a_shared_connection_just_opened_is_not_closed_under_its_call_to_make_room(reg, tmp_path):
+    """At a bound of one, over streamable HTTP (a chat's workspace connection, shared by
+    its calls): chat b's call, waiting for room, must not take chat a's connection as idle
+    in the moment between its opening and a's call being sent on it."""
+    port = free_port()
+    manager = make_manager(reg, tmp_path, max_chats=1)
+    try:
+        with http_server(port, "--asking", log=tmp_path / "server.log"):
+            connect(manager, http_config("ask", port, workspace_roots=True))
+            roots = reg.get("ask__show_roots")
+
+            async def both():
+                first = asyncio.ensure_future(roots.execute({}, in_chat("a", tmp_path)))
+                await asyncio.sleep(0.02)
+                second = asyncio.ensure_future(roots.execute({}, in_chat("b", tmp_path)))
+                return await first, await second
+
+            first, second = asyncio.run(both())
+    finally:
+        manager.stop()
+
+    assert first.content == (tmp_path / "a").as_uri()
+    assert second.content == (tmp_path / "b").as_uri()
+
+
+def test_a_changed_credential_never_takes_a_connection_past_the_bound_nor_leaks_it(reg, tmp_path):
+    """Ada's call holds her connection when her credential changes: her next call waits
+    for it (it still counts against the bound of one) and goes with the new credential
+    once the old call has ended; nothing outlives the manager."""
+
+    class Vault:
+        token = "t-1"
+
+        async def get(self, *, server: str, user_id: str) -> str | None:
+            return self.token
+
+    vault = Vault()
+    manager = make_manager(reg, tmp_path, max_chats=1)
+    peak = 0
+    try:
+        connect(manager, raw_config("--asks", timeout=1.5, user_credential="PERSON_TOKEN"))
+
+        def ada() -> ToolContext:
+            return ToolContext(
+                env={},
+                user_id="ada",
+                session_id="chat-a",
+                services=ToolServices(mcp_credentials=vault, elicitor=Named("ada")),
+            )
+
+        async def changed_while_held():
+            nonlocal peak
+            held = asyncio.ensure_future(reg.get("raw__hold").execute({}, ada()))
+            await asyncio.sleep(0.5)
+            vault.token = "t-2"
+            later = asyncio.ensure_future(reg.get("raw__pid").execute({}, ada()))
+            while not later.done():
+                peak = max(peak, len([pid for pid in children("raw_server.py") if alive(pid)]))
+                await asyncio.sleep(0.02)
+            return await held, await later
+
+        held, later = asyncio.run(changed_while_held())
+        started = children("raw_server.py")
+    finally:
+        manager.stop()
+
+    assert "timed out" in held.content
+    assert later.content.isdigit(), later.content
+    assert peak <= 2  # the server's own process and one of ada's
+    assert not [pid for pid in started if alive(pid)]

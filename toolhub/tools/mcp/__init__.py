@@ -3,9 +3,9 @@ server's tools, call them, and live through the server going away. ``config`` ho
 names and limits; ``tools`` turns a listing into ``Tool`` objects, ``resources`` and
 ``prompts`` do the same for a server's resources and prompts, and ``results`` turns what
 a call returns into a ``ToolResult``; ``connection`` is one server's connection, over
-``transport``, keeping its ``listing`` fresh; ``scoped`` is a chat's or person's own,
-and ``pool`` says which connection a call goes through;
-``callers`` says whose call a server's question belongs to, ``answering`` puts it to that
+``transport``, keeping its ``listing`` fresh and its server's ``liveness`` checked;
+``scoped`` is a chat's or person's own, and ``pool`` says which connection a call goes
+through; ``callers`` says whose call a server's question belongs to, ``answering`` puts it to that
 person, ``asks`` and ``forms`` say what it may ask; ``oauth`` (with ``oauth_sign_in`` and
 ``oauth_bearer``) is the sign-in and the grant a connection sends; and ``manager`` keeps
 them all.

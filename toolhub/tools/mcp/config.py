@@ -295,6 +295,10 @@ class McpUnavailableError(Exception):
     pass
 
 
+class McpNotSent(McpUnavailableError):
+    """A request refused before anything of it went to the server."""
+
+
 class ConflictingSettings(ValueError):
     """Settings that are each valid but cannot go together."""
 

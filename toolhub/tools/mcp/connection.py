@@ -24,12 +24,14 @@ from toolhub.tools.mcp.config import (
     CLOSE_SECONDS,
     LOG_LINES,
     McpLogLine,
+    McpNotSent,
     McpServerConfig,
     McpStatus,
     McpUnavailableError,
     instructions_note,
 )
 from toolhub.tools.mcp.listing import ServerListing
+from toolhub.tools.mcp.liveness import probe_forever
 from toolhub.tools.mcp.oauth import sign_in_needed, sign_in_reason
 from toolhub.tools.mcp.transport import (
     Heard,
@@ -39,7 +41,6 @@ from toolhub.tools.mcp.transport import (
     http_transport,
     log_line,
     modern_versions,
-    probe_once,
     stdio_params,
     watched,
 )
@@ -129,7 +130,7 @@ class Connection:
             if self.closing:
                 return
             if self.lost.is_set() and self.status.state == "reconnecting":
-                error = self.status.error  # _went_away said why, better than the ending
+                error = self.status.error  # went_away said why, better than the ending
             else:
                 self._lose(error)
             logger.warning(
@@ -218,7 +219,7 @@ class Connection:
             self.client = client
             self.delay = self.manager.backoff_initial
             loop = asyncio.get_running_loop()
-            helpers = [loop.create_task(self._probe_forever(client, lost))]
+            helpers = [loop.create_task(probe_forever(self, client, lost))]
             if client.protocol_version in modern_versions():
                 helpers.append(loop.create_task(self.listing.listen(client)))
             try:
@@ -258,34 +259,6 @@ class Connection:
             return False
         job.result()
         return True
-
-    async def _probe_forever(self, client: Any, lost: asyncio.Event) -> None:
-        """Ask the server for a cheap answer every few seconds (``McpManager.probe_timing``:
-        a second over stdio): a hung server (alive, silent) is lost within seconds, not at
-        some call's timeout. A probe it did not answer in time while it answered other
-        requests or reported progress on one (``Heard``) is a busy server, not a hung one:
-        probed again at once, so a server that stops for good is still found within one probe
-        interval and two timeouts."""
-        interval, limit = self.manager.probe_timing(self.config)
-        wait = interval
-        while not lost.is_set():
-            await asyncio.sleep(wait)
-            wait = interval
-            sent = time.monotonic()
-            try:
-                async with asyncio.timeout(limit):
-                    await probe_once(client)
-            except asyncio.CancelledError:
-                raise
-            except TimeoutError:
-                if self.heard.at > sent:
-                    wait = 0
-                    continue
-                self._went_away(
-                    client, f"it stopped answering: no reply to a ping within {limit:g} s"
-                )
-            except Exception as exc:
-                self._went_away(client, self.config.redact(describe(exc)))
 
     async def _relist(self, client: Any) -> None:
         listed = await self.listing.refresh(client)
@@ -366,9 +339,7 @@ class Connection:
     ) -> Any:
         async def send(client: Any) -> Any:
             if remote not in self.offered:
-                raise McpUnavailableError(
-                    f"MCP server {self.config.name} no longer offers this tool"
-                )
+                raise McpNotSent(f"MCP server {self.config.name} no longer offers this tool")
             return await client.call_tool(
                 remote,
                 arguments,
@@ -392,7 +363,7 @@ class Connection:
 
         client = self.client
         if client is None or self.status.state != "connected":
-            raise McpUnavailableError(self.reason)
+            raise McpNotSent(self.reason)
         task = asyncio.current_task()
         assert task is not None
         self.calls.add(task)
@@ -409,16 +380,16 @@ class Connection:
         except asyncio.CancelledError:
             if task not in self.dropped:
                 raise
-            # Ended by _went_away, not by the caller: an answer, not a cancellation.
+            # Ended by went_away, not by the caller: an answer, not a cancellation.
             task.uncancel()
             raise McpUnavailableError(self.reason) from None
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
-                self._went_away(client, "the connection closed")
+                self.went_away(client, "the connection closed")
                 raise McpUnavailableError(self.reason) from exc
             raise
         except (OSError, EOFError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-            self._went_away(client, self.config.redact(describe(exc)))
+            self.went_away(client, self.config.redact(describe(exc)))
             raise McpUnavailableError(self.reason) from exc
         finally:
             self.calls.discard(task)
@@ -426,7 +397,7 @@ class Connection:
             if caller is not None:
                 self.waiting.done(task, caller, answered=answered)
 
-    def _went_away(self, client: Any, error: str) -> None:
+    def went_away(self, client: Any, error: str) -> None:
         # Said at once, not at the next health check, and every call still waiting on the
         # server ends now with the reason; a late failure of an earlier connection's call
         # says nothing about this one.

@@ -317,6 +317,8 @@ class McpManager:
 
     async def _stop(self) -> None:
         await self._reconcile({})
+        # Any opened by a call that crossed to the loop as its server was removed.
+        await asyncio.gather(*(own.close() for own in self.own.pop_servers()))
         await self.own.closed()
 
     def stop(self, timeout: float = 5.0) -> None:

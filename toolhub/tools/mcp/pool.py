@@ -71,9 +71,10 @@ class OwnConnections:
         """How many own connections ``server`` has now (any thread)."""
         return sum(1 for name, _, _ in list(self.connections) if name == server)
 
-    def pop_servers(self, servers: list[str]) -> list[ScopedConnection]:
-        """Every own connection of ``servers``, no longer given to any call."""
-        keys = [key for key in sorted(self.connections) if key[0] in servers]
+    def pop_servers(self, servers: list[str] | None = None) -> list[ScopedConnection]:
+        """Every own connection of ``servers`` (of every server: None), no longer given
+        to any call."""
+        keys = [key for key in sorted(self.connections) if servers is None or key[0] in servers]
         return [self.connections.pop(key) for key in keys]
 
     async def closed(self) -> None:
@@ -88,6 +89,7 @@ class OwnConnections:
         server with workspace roots; the chat's, one call at a time, for a handshake-era
         stdio server (``one_call_each``); or several of these at once."""
         config, ctx = primary.config, caller.ctx
+        self._still_current(primary)  # not removed as the call crossed to this loop
         one_call = one_call_each(primary) and ctx.session_id is not None
         if not config.workspace_roots and not config.user_credential and not one_call:
             return primary
@@ -125,6 +127,7 @@ class OwnConnections:
                 await own.close()
                 self._still_current(primary)
         except BaseException:
+            own.pending -= 1
             if own.holder is caller:
                 own.release()  # it never carried the call: free for the scope's next one
             raise
@@ -148,6 +151,7 @@ class OwnConnections:
         while True:
             own = self._free_in_scope(primary, config, scope, holder)
             if own is not None:
+                own.pending += 1
                 return own
             room = self._room(config.name)
             if room:
@@ -161,6 +165,7 @@ class OwnConnections:
                     slot=next(self.slots),
                 )
                 self.connections[(config.name, scope, own.slot)] = own
+                own.pending += 1
                 return own
             if room is False and not told:
                 told = True
@@ -184,14 +189,14 @@ class OwnConnections:
         for own in sorted(mine, key=lambda own: -own.used):
             if own.config != config or own.primary is not primary:
                 # A changed credential, or a server reconnected since: the old connection
-                # carries what no call may go with any more. One still in use is left to
-                # finish its call, then closes when idle.
-                if own.calls or own.holder is not None:
-                    self.forget(own)
+                # carries what no call may go with any more. One still in use finishes its
+                # call, still counted, and closes then (``ScopedConnection.release``).
+                if own.calls or own.holder is not None or own.pending:
+                    own.stale = True
                 else:
                     self.close_soon(own)
                 continue
-            if own.closing or own.lost.is_set():
+            if own.closing or own.lost.is_set() or own.stale:
                 continue
             if holder is None:
                 return own
@@ -220,10 +225,15 @@ class OwnConnections:
         if closing:
             return None
         # One still opening has a caller waiting on it: busy too; a lost one is closing.
+        # Given to a call that has not sent on it yet (``pending``): busy too.
         idle = [
             own
             for own in mine
-            if not own.calls and own.holder is None and own.ready.done() and not own.closing
+            if not own.calls
+            and own.holder is None
+            and not own.pending
+            and own.ready.done()
+            and not own.closing
         ]
         if any(own.lost.is_set() for own in mine):
             return None

@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING, Any
 from toolhub.tools.context import ToolContext
 from toolhub.tools.mcp.callers import Caller
 from toolhub.tools.mcp.config import (
+    McpNotSent,
     McpServerConfig,
     McpStatus,
     McpUnavailableError,
 )
 from toolhub.tools.mcp.connection import Connection
+from toolhub.tools.mcp.liveness import probe_forever
 from toolhub.tools.mcp.transport import describe, modern_versions
 
 if TYPE_CHECKING:
@@ -73,6 +75,10 @@ class ScopedConnection(Connection):
         # questions name no call; shared by the scope's calls otherwise.
         self.one_call = holder is not None
         self.holder = holder
+        # Calls it was given to that have not sent on it yet: it is not idle meanwhile.
+        self.pending = 0
+        # Its scope's configuration changed while a call used it: it closes once free.
+        self.stale = False
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.idle: asyncio.TimerHandle | None = None
         self.used = time.monotonic()
@@ -98,7 +104,7 @@ class ScopedConnection(Connection):
                 # From now on it closes once nothing uses it (never while it opens).
                 self._idle_later()
                 probe = asyncio.get_running_loop().create_task(
-                    self._probe_forever(client, self.lost)
+                    probe_forever(self, client, self.lost)
                 )
                 try:
                     await self.lost.wait()
@@ -168,6 +174,8 @@ class ScopedConnection(Connection):
 
         # Every request keeps it open (a call, a resource read, a prompt), not only calls.
         self.used = time.monotonic()
+        # Its call sends now (``calls`` holds it from here): no longer pending.
+        self.pending = max(0, self.pending - 1)
         answered = False
         try:
             result = await super().request(send, caller)
@@ -176,6 +184,9 @@ class ScopedConnection(Connection):
         except MCPError as exc:
             # The server's own error is its answer; the SDK's own timeout is not.
             answered = exc.code != REQUEST_TIMEOUT
+            raise
+        except McpNotSent:
+            answered = True  # nothing went to the server: nothing it could still ask for
             raise
         finally:
             self.used = time.monotonic()
@@ -186,8 +197,12 @@ class ScopedConnection(Connection):
                 self._idle_later()
 
     def release(self) -> None:
-        """Its call has its answer: free for the scope's next call."""
+        """Its call has its answer: free for the scope's next call (closed instead when
+        its scope's configuration changed meanwhile)."""
         self.holder = None
+        if self.stale and not self.calls and not self.pending:
+            self.manager.own.close_soon(self)
+            return
         self.manager.own.freed()
 
     def retire(self) -> None:

@@ -21,6 +21,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import IO, Any, TextIO
 
 from toolhub.tools.mcp.config import (
@@ -196,10 +197,35 @@ class StderrTail:
         with contextlib.suppress(OSError):
             self.writer.close()
 
+    def pipe(self) -> str:
+        """The pipe the server writes its stderr into, as /proc names a process's fd."""
+        return f"pipe:[{os.fstat(self.writer.fileno()).st_ino}]"
+
     def drain(self, timeout: float) -> None:
         """Until everything the exited server wrote is read (at most ``timeout``)."""
         self.close()
         self._thread.join(timeout)
+
+
+def server_running(tail: StderrTail) -> bool | None:
+    """Whether the processes of a stdio server (those writing into its stderr pipe: the
+    command and what it started) run, none of them stopped; None where /proc cannot say
+    (another system, the pipe already closed)."""
+    try:
+        pipe = tail.pipe()
+        states = []
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{entry.name}/fd/2") == pipe:
+                    stat = Path(f"/proc/{entry.name}/stat").read_text()
+                    states.append(stat.rsplit(")", 1)[1].split()[0])
+    except (OSError, ValueError):
+        return None
+    if not states:
+        return None
+    return not any(state in ("T", "t") for state in states)
 
 
 def modern_versions() -> tuple[str, ...]:
