@@ -21,6 +21,7 @@ from profiles_app.models import Preferences
 from profiles_app.services import (
     PersonalSettings,
     agents_visible_to,
+    new_chat_agent,
     personal_settings,
     personal_settings_update,
     profiles_for_user,
@@ -96,6 +97,8 @@ def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
         "compact_cards": request_preferences(request).compact_cards,
         "agents": agents,
         "agent_filter": len(agents) > AGENT_FILTER_AT,
+        # The agent a new chat of theirs starts with: another shows as a chip.
+        "default_agent_id": new_chat_agent(user=request.user).pk,
         # "default" in the Profile select follows the agent: it says so when the agent
         # names a toolset of its own.
         "agent_toolset": ToolIntent.parse(session.agent.tool_intent).toolset,

@@ -143,7 +143,7 @@ function syncQuestion() {
   sendButton.hidden = running && !waiting;
   input.placeholder = waiting
     ? "Your answer to the model's question"
-    : "Message (Enter sends, Shift+Enter for a new line)";
+    : "Message (Enter sends)";
 }
 
 // A first message names the chat: the header, the list and the window say so at once.
@@ -909,19 +909,52 @@ inspectorClose.addEventListener("click", () => {
   inspectorToggle.focus();
 });
 
-// On a phone the composer's controls fold behind one line that says what they are set to.
-const options = form.querySelector("[data-composer-options]");
-const optionsSummary = form.querySelector("[data-options-summary]");
-const narrow = matchMedia("(max-width: 47.99rem)");
+// The chat's options (agent, profile, Tools, Web search, plan mode) open from one button
+// as a panel over the composer; the choices that differ from the default show as chips
+// on the row, each opening the panel at its control.
+const optionsButton = form.querySelector("[data-options-toggle]");
+const optionsPanel = form.querySelector("[data-composer-options]");
+const chips = form.querySelector("[data-chips]");
+function optionsOpen() {
+  return !optionsPanel.hidden;
+}
+function setOptions(open, focus = null) {
+  optionsPanel.hidden = !open;
+  optionsButton.setAttribute("aria-expanded", String(open));
+  if (open) (focus ?? optionsPanel.querySelector("select, input"))?.focus();
+}
+optionsButton.addEventListener("click", () => setOptions(!optionsOpen()));
+document.addEventListener("click", (click) => {
+  if (optionsOpen() && !optionsPanel.contains(click.target) && !optionsButton.contains(click.target) && !chips.contains(click.target)) {
+    setOptions(false);
+  }
+});
+function chip(text, control) {
+  const item = element("li");
+  const button = element("button", "", text);
+  button.type = "button";
+  button.title = "Change it in the chat's options";
+  button.addEventListener("click", () => setOptions(true, control));
+  item.append(button);
+  return item;
+}
+const STATE_WORDS = { on: "on", off: "off" };
 function summarizeOptions() {
-  const parts = [
-    agentPickerName(),
-    form.elements.toolset.value,
-    `tools ${form.elements.tools.value}`,
-    `web ${form.elements.web_search.value}`,
-  ];
-  if (form.elements.plan_mode.checked) parts.push("plan mode");
-  optionsSummary.textContent = parts.join(" · ");
+  const picker = root.querySelector("[data-agent-picker]");
+  const items = [];
+  if (picker && picker.value !== picker.dataset.default) {
+    items.push(chip(`Agent: ${agentPickerName()}`, picker));
+  }
+  const toolset = form.elements.toolset;
+  if (toolset.value !== "default") {
+    items.push(chip(`Profile: ${toolset.selectedOptions[0]?.textContent ?? toolset.value}`, toolset));
+  }
+  const tools = form.elements.tools.value;
+  if (tools !== "follow") items.push(chip(`Tools ${STATE_WORDS[tools]}`, form.querySelector(`#tools-${tools}`)));
+  const web = form.elements.web_search.value;
+  if (web !== "follow") items.push(chip(`Web search ${STATE_WORDS[web]}`, form.querySelector(`#web-search-${web}`)));
+  if (form.elements.plan_mode.checked) items.push(chip("Plan mode", form.elements.plan_mode));
+  chips.replaceChildren(...items);
 }
 function agentPickerName() {
   const picker = root.querySelector("[data-agent-picker]");
@@ -947,13 +980,15 @@ agentFilter?.addEventListener("keydown", (key) => {
   key.preventDefault();
   document.getElementById("agent-form").requestSubmit();
 });
-function foldOptions() {
-  options.open = !narrow.matches;
-}
 form.addEventListener("change", summarizeOptions);
-narrow.addEventListener("change", foldOptions);
 summarizeOptions();
-foldOptions();
+
+// The message box grows with what is typed (up to a third of the screen, then scrolls).
+function fitInput() {
+  input.style.height = "auto";
+  input.style.height = `${input.scrollHeight + 2}px`;
+}
+input.addEventListener("input", fitInput);
 
 // --- keyboard ---------------------------------------------------------------------------
 
@@ -985,7 +1020,10 @@ document.addEventListener("keydown", (key) => {
   // An open dialog closes itself on Esc.
   if (searchDialog.open || shortcuts.open) return;
   if (key.key === "Escape") {
-    if (root.classList.contains("drawer-open")) {
+    if (optionsOpen()) {
+      setOptions(false);
+      optionsButton.focus();
+    } else if (root.classList.contains("drawer-open")) {
       setDrawer(false);
       drawerOpen.focus();
     } else if (!wide.matches && inspectorOpen()) {

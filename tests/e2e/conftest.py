@@ -114,6 +114,14 @@ def open_new_chat(page, base: str, password: str) -> None:
     new_chat(page, base)
 
 
+def open_options(page) -> None:
+    """Open the chat's options (agent, profile, Tools, Web search, plan mode), which sit
+    behind one button of the composer's row, unless they are open already."""
+    button = page.get_by_role("button", name="Chat options")
+    if button.get_attribute("aria-expanded") != "true":
+        button.click()
+
+
 def run_command_approved(page, command: str, *, until: str) -> None:
     """Ask the demo model to run ``command`` with bash, allow it, and wait until its
     live tail shows ``until``."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import new_chat, open_new_chat, sign_in
+from tests.e2e.conftest import new_chat, open_new_chat, open_options, sign_in
 
 
 def _say(page, text: str) -> None:
@@ -123,6 +123,7 @@ def test_the_inspector_follows_the_composer_before_any_turn(product, page):
     inspector = page.get_by_role("complementary", name="Next turn")
     expect(inspector.get_by_text("Resident tools")).to_be_visible(timeout=10_000)
 
+    open_options(page)
     page.get_by_role("group", name="Tools").get_by_role("radio", name="Off", exact=True).check()
     expect(inspector).to_contain_text("None: this turn sends no tools.", timeout=10_000)
     page.get_by_role("group", name="Tools").get_by_role("radio", name="On", exact=True).check()

@@ -9,7 +9,7 @@ import os
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import open_new_chat
+from tests.e2e.conftest import open_new_chat, open_options
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +41,7 @@ def _send(page, text: str) -> None:
 
 def test_follow_on_and_off_reach_the_next_turn_and_say_what_follow_means(product, page):
     open_new_chat(page, *product)
+    open_options(page)
     tools = page.get_by_role("group", name="Tools")
     web = page.get_by_role("group", name="Web search")
     inspector = page.locator(".inspector")
@@ -91,6 +92,7 @@ def test_follow_on_and_off_reach_the_next_turn_and_say_what_follow_means(product
 
     # The stored intent is what the page opens with.
     page.reload()
+    open_options(page)
     expect(tools.get_by_role("radio", name="Off", exact=True)).to_be_checked()
     expect(web.get_by_role("radio", name="Follow · off")).to_be_checked()
     expect(page.get_by_label("Profile")).to_have_value("research")

@@ -10,7 +10,7 @@ import time
 
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import new_chat, open_new_chat, sign_in
+from tests.e2e.conftest import new_chat, open_new_chat, open_options, sign_in
 
 
 def _say(page, text):
@@ -30,6 +30,7 @@ def test_a_profile_picked_in_the_composer_shows_its_removed_tool_hidden(product,
     page.wait_for_load_state()
 
     new_chat(page, base)
+    open_options(page)
     page.get_by_label("Profile").select_option("lean")
     _say(page, "hello")
 
@@ -37,6 +38,7 @@ def test_a_profile_picked_in_the_composer_shows_its_removed_tool_hidden(product,
     expect(hidden).to_be_visible(timeout=10_000)
     expect(hidden).to_contain_text("lean")
     page.reload()
+    open_options(page)
     expect(page.get_by_label("Profile")).to_have_value("lean")
     assert page.console_errors == []
 
@@ -44,6 +46,7 @@ def test_a_profile_picked_in_the_composer_shows_its_removed_tool_hidden(product,
 def test_with_tools_off_the_next_turn_sends_no_tools(product, page):
     open_new_chat(page, *product)
 
+    open_options(page)
     page.get_by_role("group", name="Tools").get_by_role("radio", name="Off", exact=True).check()
     _say(page, "no tools please")
 
@@ -134,10 +137,12 @@ def _wait(page, check, timeout: float = 10.0) -> None:
 def test_plan_mode_from_the_composer_hides_tools_unsafe_in_plan(product, page):
     open_new_chat(page, *product)
 
+    open_options(page)
     page.get_by_label("Plan mode").check()
 
     expect(page.locator("#hidden-bash")).to_contain_text("plan", timeout=10_000)
     page.reload()
+    open_options(page)
     expect(page.get_by_label("Plan mode")).to_be_checked()
     assert page.console_errors == []
 

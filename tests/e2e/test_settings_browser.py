@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import SCREENSHOTS, new_chat, sign_in
+from tests.e2e.conftest import SCREENSHOTS, new_chat, open_options, sign_in
 
 LIGHT_BG, DARK_BG = "rgb(247, 247, 248)", "rgb(20, 20, 24)"
 
@@ -95,6 +95,7 @@ def test_an_agent_with_a_narrower_profile_is_picked_in_the_composer_and_the_insp
 
     new_chat(page, base)
     page.get_by_label("Message").fill("a draft that survives")
+    open_options(page)
     page.locator("label.segment", has_text="Off").first.click()
     page.get_by_label("Agent", exact=True).select_option(label="Reader")
     # Choosing is not yet using: arrow keys on the select must not reload the page.
@@ -102,6 +103,8 @@ def test_an_agent_with_a_narrower_profile_is_picked_in_the_composer_and_the_insp
     page.get_by_role("button", name="Use", exact=True).click()
     expect(page.get_by_text("From the next message on, Reader answers.")).to_be_visible()
     expect(page.get_by_label("Message")).to_have_value("a draft that survives")
+    expect(page.get_by_role("button", name="Tools off")).to_be_visible()  # a chip
+    open_options(page)
     expect(page.locator("#tools-off")).to_be_checked()
     page.locator("label.segment", has_text="Follow").first.click()
     expect(page.get_by_text("Model: demo-reader")).to_be_visible()
@@ -134,6 +137,7 @@ def test_a_long_agent_list_narrows_as_a_name_is_typed_and_a_tool_it_removed_is_g
     expect(page.get_by_role("button", name="Add back bash")).to_be_visible()
 
     new_chat(page, base)
+    open_options(page)
     finder = page.get_by_label("Find an agent")
     finder.fill("per-8")
     picker = page.get_by_label("Agent", exact=True)

@@ -1,0 +1,61 @@
+"""The conversation gets the screen: the composer is one row (the message box, Send or
+Stop, and one button for the chat's options), so the conversation's pane takes most of
+the viewport's height on a laptop and on a phone."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import open_new_chat
+
+# The share of the viewport's height the conversation's pane must get (issue 42).
+SIZES = [((1440, 900), 0.70), ((390, 844), 0.60)]
+
+
+@pytest.mark.parametrize(("size", "share"), SIZES, ids=["1440x900", "390x844"])
+def test_the_conversation_gets_most_of_the_screen(product, page, size, share):
+    width, height = size
+    open_new_chat(page, *product)
+    page.set_viewport_size({"width": width, "height": height})
+    page.reload()
+
+    pane = page.locator("[data-pane]").bounding_box()
+    print(f"conversation {width}x{height}: {pane['height']:.0f} of {height} px")
+
+    assert pane["height"] >= share * height, pane
+    assert page.console_errors == []
+
+
+def test_the_options_open_from_one_button_and_choices_off_the_default_show_as_chips(product, page):
+    open_new_chat(page, *product)
+    button = page.get_by_role("button", name="Chat options")
+    panel = page.get_by_role("group", name="Chat options")
+    chips = page.get_by_role("list", name="Choices that differ from the default")
+    expect(panel).to_be_hidden()
+    expect(chips.get_by_role("button")).to_have_count(0)
+
+    # The keyboard reaches it from the message box, and Enter opens it.
+    page.get_by_label("Message").focus()
+    page.keyboard.press("Shift+Tab")
+    expect(button).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(panel).to_be_visible()
+    expect(button).to_have_attribute("aria-expanded", "true")
+    page.get_by_label("Plan mode").check()
+    web = page.get_by_role("group", name="Web search")
+    web.get_by_role("radio", name="Off", exact=True).check()
+    page.keyboard.press("Escape")
+    expect(panel).to_be_hidden()
+    expect(button).to_be_focused()
+    expect(chips.get_by_role("button")).to_have_text(["Web search off", "Plan mode"])
+
+    # A chip opens the options at its own control.
+    chips.get_by_role("button", name="Plan mode").click()
+    expect(panel).to_be_visible()
+    expect(page.get_by_label("Plan mode")).to_be_focused()
+    page.get_by_label("Plan mode").uncheck()
+    page.get_by_label("Message").click()  # anywhere else closes them
+    expect(panel).to_be_hidden()
+    expect(chips.get_by_role("button")).to_have_text(["Web search off"])
+    assert page.console_errors == []
