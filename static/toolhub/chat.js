@@ -49,8 +49,9 @@ function toLatest() {
   jump.hidden = true;
 }
 
+// Scrolled up, the way back is one click; at the bottom it goes.
 pane.addEventListener("scroll", () => {
-  if (nearBottom()) jump.hidden = true;
+  jump.hidden = nearBottom();
 });
 jump.addEventListener("click", () => {
   toLatest();

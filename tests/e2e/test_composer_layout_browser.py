@@ -59,3 +59,29 @@ def test_the_options_open_from_one_button_and_choices_off_the_default_show_as_ch
     expect(panel).to_be_hidden()
     expect(chips.get_by_role("button")).to_have_text(["Web search off"])
     assert page.console_errors == []
+
+
+def test_scrolling_up_offers_a_way_back_to_the_latest_and_it_goes_at_the_bottom(product, page):
+    open_new_chat(page, *product)
+    page.set_viewport_size({"width": 1440, "height": 600})
+    message = page.get_by_label("Message")
+    message.fill("\n".join(f"line {n}" for n in range(60)))
+    message.press("Enter")
+    expect(page.locator(".bubble.assistant")).to_have_count(1, timeout=20_000)
+    # The turn is over: nothing arrives any more that could show the button by itself.
+    expect(page.locator(".turn-end .usage")).to_be_visible(timeout=20_000)
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    page.wait_for_load_state("networkidle")
+    jump = page.get_by_role("button", name="Jump to latest")
+    expect(jump).to_be_hidden()
+
+    page.locator("[data-pane]").evaluate("pane => pane.scrollTo(0, 0)")
+    expect(jump).to_be_visible()
+    jump.click()
+    expect(jump).to_be_hidden()
+    at_bottom = page.locator("[data-pane]").evaluate(
+        "pane => pane.scrollHeight - pane.scrollTop - pane.clientHeight < 80"
+    )
+    assert at_bottom
+    expect(message).to_be_focused()
+    assert page.console_errors == []
