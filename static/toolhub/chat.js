@@ -15,6 +15,7 @@ const stopButton = form.querySelector("[data-stop]");
 const runningNote = form.querySelector("[data-running-note]");
 const questionNote = form.querySelector("[data-question-note]");
 const composerError = form.querySelector("[data-composer-error]");
+const STILL_ANSWERING = "The assistant is still answering: your message stays here until it is done, or press Stop.";
 const jump = root.querySelector("[data-jump]");
 const connection = root.querySelector(".connection");
 const announce = root.querySelector("[data-announce]");
@@ -130,6 +131,10 @@ function localTimes(scope) {
 
 function setRunning(value) {
   running = value;
+  if (!value && composerError.textContent === STILL_ANSWERING) {
+    composerError.hidden = true;
+    composerError.textContent = "";
+  }
   root.classList.toggle("running", value);
   stopButton.hidden = !value;
   runningNote.hidden = !value;
@@ -580,10 +585,17 @@ function tooLong(text, frame) {
   return "";
 }
 
+// A message sent while the assistant answers (and asks nothing) would be refused: the
+// composer says so under the box, keeps the text, and the line goes when the turn ends.
 form.addEventListener("submit", (submitted) => {
   submitted.preventDefault();
   const text = input.value.trim();
   if (!text) return;
+  if (running && !list.querySelector('.tool-card[data-asking="waiting"]')) {
+    composerError.hidden = false;
+    composerError.textContent = STILL_ANSWERING;
+    return;
+  }
   // While a turn runs, a message is the answer to the model's question (the server
   // refuses it otherwise), so it carries no intent.
   const frame = { type: "chat", text };

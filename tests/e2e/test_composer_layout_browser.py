@@ -85,3 +85,28 @@ def test_scrolling_up_offers_a_way_back_to_the_latest_and_it_goes_at_the_bottom(
     assert at_bottom
     expect(message).to_be_focused()
     assert page.console_errors == []
+
+
+def test_a_message_sent_while_the_assistant_answers_stays_in_the_box_and_the_note_goes_after(
+    product, page
+):
+    open_new_chat(page, *product)
+    message = page.get_by_label("Message")
+    message.fill("use bash: echo hi")
+    message.press("Enter")
+    expect(page.get_by_role("button", name="Allow once: bash")).to_be_visible(timeout=20_000)
+
+    message.fill("and another thing")
+    message.press("Enter")
+    note = page.locator("[data-composer-error]")
+    expect(note).to_have_text(
+        "The assistant is still answering: your message stays here until it is done, or press Stop."
+    )
+    expect(message).to_have_value("and another thing")
+    expect(page.locator(".transcript .error")).to_have_count(0)
+
+    page.get_by_role("button", name="Stop").click()
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden(timeout=20_000)
+    expect(note).to_be_hidden()
+    expect(message).to_have_value("and another thing")
+    assert page.console_errors == []
