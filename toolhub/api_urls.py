@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.decorators import login_required
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
@@ -13,7 +14,13 @@ from toolhub.lib.api import not_found
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
+    # A page for people: signed out, it leads to the sign-in and back, not to a bare 401
+    # (the schema itself answers API clients as every endpoint does).
+    path(
+        "docs/",
+        login_required(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),
+        name="api-docs",
+    ),
     path("tools/", profiles.ToolCatalogView.as_view()),
     path("profiles/", profiles.ProfileListView.as_view()),
     path("profiles/import/", profiles.ProfileImportView.as_view()),
