@@ -116,15 +116,23 @@ function codeButtons(scope) {
   }
 }
 
-// Times are rendered in the server's zone; the reader's own is nicer.
+// Times are rendered in the server's zone; the reader's own is nicer. Today's show the
+// time only; an earlier day's say which day too (the year only when it is another).
 const clock = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
-const full = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+const dated = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+const yeared = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+const full = new Intl.DateTimeFormat(undefined, { dateStyle: "full", timeStyle: "short" });
+function when(at) {
+  const now = new Date();
+  if (at.toDateString() === now.toDateString()) return clock.format(at);
+  return (at.getFullYear() === now.getFullYear() ? dated : yeared).format(at);
+}
 function localTimes(scope) {
   codeButtons(scope);
   for (const time of scope.querySelectorAll("time[datetime]")) {
     const at = new Date(time.dateTime);
     if (Number.isNaN(at.getTime())) continue;
-    time.textContent = clock.format(at);
+    time.textContent = when(at);
     time.title = full.format(at);
   }
 }

@@ -4,6 +4,9 @@ the viewport's height on a laptop and on a phone."""
 
 from __future__ import annotations
 
+import re
+from datetime import datetime, timedelta
+
 import pytest
 from playwright.sync_api import expect
 
@@ -109,4 +112,24 @@ def test_a_message_sent_while_the_assistant_answers_stays_in_the_box_and_the_not
     expect(page.get_by_role("button", name="Stop")).to_be_hidden(timeout=20_000)
     expect(note).to_be_hidden()
     expect(message).to_have_value("and another thing")
+    assert page.console_errors == []
+
+
+def test_a_message_from_an_earlier_day_says_which_day(product, page):
+    open_new_chat(page, *product)
+    page.get_by_label("Message").fill("hello")
+    page.get_by_label("Message").press("Enter")
+    expect(page.locator(".bubble.assistant")).to_have_count(1, timeout=20_000)
+    stamp = page.locator(".transcript time").first
+    expect(stamp).to_have_text(re.compile(r"^\d{1,2}:\d{2}"))  # today: the time alone
+
+    sent = datetime.now()
+    page.clock.install(time=sent + timedelta(days=3))
+    page.reload()
+    day = f"{sent:%b} {sent.day}, "
+    expect(stamp).to_have_text(re.compile(f"^{day}"))
+
+    page.clock.install(time=sent + timedelta(days=400))
+    page.reload()
+    expect(stamp).to_have_text(re.compile(f"^{day}{sent.year}"))
     assert page.console_errors == []
