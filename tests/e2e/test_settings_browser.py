@@ -189,3 +189,30 @@ def test_a_window_set_on_an_agent_shows_where_it_comes_from_and_an_unknown_one_i
     assert "assumed" in gauge.get_attribute("title")
     # The refused save answered 400, which Chromium logs; nothing else may have failed.
     assert [error for error in page.console_errors if "400 (Bad Request)" not in error] == []
+
+
+def test_on_a_phone_each_usage_number_says_what_it_counts(product, page):
+    base, password = product
+    sign_in(page, base, password)
+    new_chat(page, base)
+    page.get_by_label("Message").fill("hello")
+    page.get_by_label("Message").press("Enter")
+    expect(page.locator(".turn-end .usage")).to_be_visible(timeout=20_000)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{base}/settings/")
+
+    cells = page.locator("table.usage").first.locator("tbody td")
+    expect(cells.first).to_be_visible()
+    labels = cells.evaluate_all(
+        "cells => cells.map(cell => getComputedStyle(cell, '::before').content)"
+    )
+
+    assert labels[:6] == [
+        '"Calls: "',
+        '"Input: "',
+        '"Output: "',
+        '"Cache read: "',
+        '"Cache write: "',
+        '"Est. cost: "',
+    ]
+    assert page.console_errors == []
