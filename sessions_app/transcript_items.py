@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from toolhub.lib.prices import cost_usd
+from toolhub.lib.prices import cost_usd, usd_text
 from toolhub.lib.storable import json_loads_bounded
 from toolhub.tools.files import MAX_FILES, clean_name, size_in_words
 from toolhub.tools.images import ToolImage
@@ -232,7 +232,7 @@ class TurnEnd:
         if not usd or not self.model:
             # Unknown, or free (the offline demo): nothing to say.
             return ""
-        return f"${usd:.4f}" if usd < 1 else f"${usd:,.2f}"
+        return usd_text(usd)
 
     @property
     def context_share(self) -> int:

@@ -29,13 +29,16 @@ PRICES: tuple[tuple[str, Price], ...] = (
     ("claude-3-5-sonnet", Price(3.0, 15.0)),
     ("claude-haiku-4", Price(1.0, 5.0)),
     ("claude-3-5-haiku", Price(0.8, 4.0)),
-    ("demo", Price(0.0, 0.0)),
 )
+# The offline demo model, by its exact name: "demo-reader" on a real server is unknown.
+DEMO = "demo"
 CACHE_WRITE = 1.25
 CACHE_READ = 0.1
 
 
 def price_of(model: str) -> Price | None:
+    if model == DEMO:
+        return Price(0.0, 0.0)
     return next((price for prefix, price in PRICES if model.startswith(prefix)), None)
 
 
@@ -48,3 +51,15 @@ def cost_usd(
         return None
     billed_input = input_tokens + cache_write * CACHE_WRITE + cache_read * CACHE_READ
     return (billed_input * price.input + output_tokens * price.output) / 1_000_000
+
+
+def usd_text(cost: float | None) -> str:
+    """An estimated cost as a person reads it: "unknown" without a price, "free" for
+    nothing, "under $0.0001" for less than rounding shows, never "$0.0000"."""
+    if cost is None:
+        return "unknown"
+    if cost == 0:
+        return "free"
+    if cost < 0.0001:
+        return "under $0.0001"
+    return f"${cost:.4f}" if cost < 1 else f"${cost:,.2f}"

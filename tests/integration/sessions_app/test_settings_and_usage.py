@@ -146,6 +146,9 @@ def test_usage_sums_tokens_by_model_with_cache_and_cost_and_only_the_persons_own
     client.force_login(owner)
     page = client.get(reverse("settings")).content.decode()
     assert "<code>claude-sonnet-4-5</code>" in page
+    assert "<code>llama3</code>" in page
+    assert "unknown" in page  # llama3's cost, and so the total's: never "$0.0000"
+    assert "$0.0000" not in page
     assert 'Second <span class="muted">(in the bin)</span>' in page
     assert "99,999" not in page
 
