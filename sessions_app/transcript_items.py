@@ -185,6 +185,18 @@ class Card:
         }.get(self.policy_by, "")
 
     @property
+    def took(self) -> str:
+        """How long the call ran, as a person reads it ("" when it did not run)."""
+        if self.elapsed_ms is None:
+            return ""
+        if self.elapsed_ms < 1000:
+            return f"{self.elapsed_ms} ms"
+        seconds = self.elapsed_ms / 1000
+        if seconds < 60:
+            return f"{seconds:.1f} s"
+        return f"{int(seconds // 60)} min {int(seconds % 60)} s"
+
+    @property
     def open(self) -> bool:
         """A call still running (its live output shows), errors and anything waiting for
         the person are shown expanded: a reload draws them as the live page did."""

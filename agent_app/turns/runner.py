@@ -236,7 +236,6 @@ class TurnRunner:
     ) -> dict[str, Any]:
         """Decide the call, run it if it may, and store its ``tool_result``."""
         call = announced.data
-        started = time.monotonic()
         checks = CallChecks(
             rules=self._rules,
             approve=self._ask_approval if self.attended else None,
@@ -245,12 +244,17 @@ class TurnRunner:
         decided = await call_decision(
             call=call, target=announced.target, turn=turn, ctx=ctx, checks=checks
         )
+        ran_for: int | None = None
         if isinstance(decided, Cleared):
+            # How long it ran, not how long the person took to allow it.
+            started = time.monotonic()
             decided = await self._run_call(turn, ctx, call, decided)
+            ran_for = int((time.monotonic() - started) * 1000)
         result = decided.to_event(call)
         if decided.files:
             await self._store_files(call["call_id"], decided, result)
-        result["elapsed_ms"] = int((time.monotonic() - started) * 1000)
+        if ran_for is not None:
+            result["elapsed_ms"] = ran_for
         self.events.emit("tool_result", result)
         self.events.answered(call["call_id"])
         loaded = turn.loaded

@@ -511,6 +511,26 @@ async def test_approval_allows_denies_or_times_out(
     await socket.disconnect()
 
 
+async def test_a_calls_duration_is_how_long_it_ran_not_how_long_its_approval_waited(
+    owner, model, executed
+):
+    model.replies.extend(
+        [Reply(tool_calls=[("toolu_g", "guarded", {"target": "a"})]), Reply(text="ok")]
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "chat", "text": "go"})
+    await until(socket, ("approval_request",))
+    await asyncio.sleep(1.5)  # the person reads the card before allowing it
+    await send(socket, {"type": "approve", "call_id": "toolu_g", "allow": True})
+    frames = await until(socket)
+    await socket.disconnect()
+
+    result = events(frames, "tool_result")[0]["data"]
+    assert executed == ["guarded:a"]
+    assert result["elapsed_ms"] < 1500
+
+
 async def test_cancel_mid_stream_closes_the_provider_stream(owner, model):
     hold = threading.Event()
     model.replies.append(Reply(text="one two three four", hold=hold))

@@ -366,3 +366,27 @@ def test_a_call_still_running_is_drawn_open_after_a_reload_and_a_finished_one_fo
 
     assert card(running).endswith(" open")
     assert not card(finished).endswith(" open")
+
+
+@pytest.mark.parametrize(
+    ("elapsed_ms", "shown"),
+    [(350, "ran 350 ms"), (16_234, "ran 16.2 s"), (125_000, "ran 2 min 5 s")],
+)
+def test_a_calls_card_says_how_long_it_ran_in_words(owner, elapsed_ms, shown):
+    session = _stored(
+        owner,
+        [
+            ("user_message", {"text": "count"}),
+            ("turn_started", {"model": "claude-sonnet-4-6", "context_window": 200_000}),
+            ("tool_call", {"call_id": "c1", "name": "bash", "arguments": {"command": "ls"}}),
+            (
+                "tool_result",
+                {"call_id": "c1", "status": "ok", "content": "a", "elapsed_ms": elapsed_ms},
+            ),
+        ],
+    )
+    html = "".join(
+        transcript_html(session_transcript(session_id=session.pk), session_id=session.pk)
+    )
+
+    assert f"ok · {shown}</span>" in html
