@@ -811,7 +811,10 @@ function pickPrompt(prompt) {
     closeMenu();
     input.focus();
   });
-  slashArgs.replaceChildren(heading, ...fields.flat(), use, cancel);
+  // The buttons stay in sight at the foot of the panel, however far its fields scroll.
+  const actions = element("div", "slash-actions");
+  actions.append(use, cancel);
+  slashArgs.replaceChildren(heading, ...fields.flat(), actions);
   slashArgs.hidden = false;
   menu.hidden = false;
   fields[0][1].focus();

@@ -123,3 +123,22 @@ def test_at_lists_the_resources_and_the_one_picked_is_added_to_the_message(
     expect(bubble).to_contain_text("from MCP server lively", timeout=20_000)
     expect(bubble).to_contain_text("in one line")
     assert page.console_errors == []
+
+
+def test_a_prompts_use_and_cancel_buttons_are_in_sight_without_scrolling(
+    product_with_prompts, page
+):
+    page.set_viewport_size({"width": 1440, "height": 900})
+    open_chat_with_prompts(page, *product_with_prompts)
+    message = page.get_by_label("Message")
+    message.press_sequentially("/rev")
+    message.press("Enter")
+    arguments = page.get_by_role("group", name="Arguments of Review code")
+    expect(arguments.get_by_label("code")).to_be_focused()
+
+    menu = page.locator("[data-slash-menu]").bounding_box()
+    for name in ("Use prompt", "Cancel"):
+        button = arguments.get_by_role("button", name=name).bounding_box()
+        assert menu["y"] <= button["y"]
+        assert button["y"] + button["height"] <= menu["y"] + menu["height"], name
+    assert page.console_errors == []
