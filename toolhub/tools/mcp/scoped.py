@@ -152,8 +152,8 @@ class ScopedConnection(Connection):
 
     def _lose(self, error: str) -> None:
         self._set("disconnected", error=error)
-        # It counts against its server's bound no more (its process may take seconds to
-        # stop): a call waiting for room looks again now.
+        # A call waiting for room looks again: room comes once this one has stopped (it
+        # counts against its server's bound until then, ``OwnConnections._room``).
         self.manager.own.freed()
 
     def _set(self, state: str, *, error: str = "", **_: Any) -> None:
