@@ -198,9 +198,8 @@ class Card:
 
     @property
     def open(self) -> bool:
-        """A call still running (its live output shows), errors and anything waiting for
-        the person are shown expanded: a reload draws them as the live page did."""
-        return self.status in ("running", "error", "lost") or "waiting" in (
+        """Errors and anything waiting for the person are shown expanded."""
+        return self.status in ("error", "lost") or "waiting" in (
             self.approval,
             self.asking,
             self.eliciting,

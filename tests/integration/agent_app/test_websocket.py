@@ -11,7 +11,7 @@ from channels.db import database_sync_to_async as sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 
-from tests.integration.chat import receive, send, token_for, token_socket
+from tests.integration.chat import CONNECT_SECONDS, receive, send, token_for, token_socket
 from toolhub.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -38,7 +38,7 @@ def _cookie_headers(*, origin: str | None, client=None) -> list[tuple[bytes, byt
 
 
 async def _close_code(communicator: WebsocketCommunicator) -> int | None:
-    connected, code = await communicator.connect()
+    connected, code = await communicator.connect(timeout=CONNECT_SECONDS)
     if not connected:
         return code
     output = await communicator.receive_output(timeout=5)
@@ -54,7 +54,7 @@ async def test_a_signed_in_browser_connects_to_its_own_session(async_client, own
         f"/ws/sessions/{session.pk}/",
         headers=_cookie_headers(origin=SAME_ORIGIN, client=async_client),
     )
-    connected, _ = await socket.connect()
+    connected, _ = await socket.connect(timeout=CONNECT_SECONDS)
     assert connected
 
     await send(socket, {"type": "cancel"})
@@ -71,7 +71,7 @@ async def test_a_foreign_origin_is_refused_even_with_a_valid_cookie(async_client
         headers=_cookie_headers(origin="https://evil.example", client=async_client),
     )
 
-    connected, _ = await socket.connect()
+    connected, _ = await socket.connect(timeout=CONNECT_SECONDS)
 
     assert not connected
 
@@ -100,7 +100,7 @@ async def test_an_api_client_authenticates_with_a_token_header_and_no_origin(own
     session = await _session_of(owner)
     key = await token_for(owner)
     socket = token_socket(session.pk, key)
-    connected, _ = await socket.connect()
+    connected, _ = await socket.connect(timeout=CONNECT_SECONDS)
     assert connected
 
     await send(socket, {"type": "approve", "call_id": "nope", "allow": True})
@@ -125,7 +125,7 @@ async def test_a_wrong_token_or_a_token_in_the_url_does_not_authenticate(owner):
 async def _opened(session, key) -> tuple[WebsocketCommunicator, int | None, dict | None]:
     """A socket, and how it ended if it was refused: its close code and error frame."""
     socket = token_socket(session.pk, key)
-    connected, code = await socket.connect()
+    connected, code = await socket.connect(timeout=CONNECT_SECONDS)
     assert connected, code
     # A socket that was let in answers this with unknown_type; a refused one said why
     # before anything was sent, and closed.

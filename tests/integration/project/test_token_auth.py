@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from profiles_app import services as profile_services
 from sessions_app.services import session_create
-from tests.integration.chat import token_socket
+from tests.integration.chat import CONNECT_SECONDS, token_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -99,7 +99,7 @@ def test_a_deactivated_persons_token_opens_no_socket(owner):
 
     async def close_code() -> int | None:
         socket = token_socket(session.pk, key)
-        connected, code = await socket.connect()
+        connected, code = await socket.connect(timeout=CONNECT_SECONDS)
         if connected:
             code = (await socket.receive_output(timeout=5))["code"]
         await socket.disconnect()

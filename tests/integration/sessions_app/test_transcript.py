@@ -339,35 +339,6 @@ def test_the_page_renders_a_running_turn_fresh_and_an_ended_one_as_it_ended(owne
     assert ended == again == list(fresh.values())
 
 
-def test_a_call_still_running_is_drawn_open_after_a_reload_and_a_finished_one_folded(owner):
-    running = _stored(
-        owner,
-        [
-            ("user_message", {"text": "count"}),
-            ("turn_started", {"model": "claude-sonnet-4-6", "context_window": 200_000}),
-            ("tool_call", {"call_id": "c1", "name": "bash", "arguments": {"command": "ls"}}),
-        ],
-    )
-    finished = _stored(
-        owner,
-        [
-            ("user_message", {"text": "count"}),
-            ("turn_started", {"model": "claude-sonnet-4-6", "context_window": 200_000}),
-            ("tool_call", {"call_id": "c1", "name": "bash", "arguments": {"command": "ls"}}),
-            ("tool_result", {"call_id": "c1", "status": "ok", "content": "a\nb"}),
-        ],
-    )
-
-    def card(session) -> str:
-        html = "".join(
-            transcript_html(session_transcript(session_id=session.pk), session_id=session.pk)
-        )
-        return html[html.index('<details class="tool-card"') :].split(">", 1)[0]
-
-    assert card(running).endswith(" open")
-    assert not card(finished).endswith(" open")
-
-
 @pytest.mark.parametrize(
     ("elapsed_ms", "shown"),
     [(350, "ran 350 ms"), (16_234, "ran 16.2 s"), (125_000, "ran 2 min 5 s")],
