@@ -599,7 +599,7 @@ def test_processes_still_stopping_count_against_the_bound(reg, tmp_path):
                 await call
 
         async def rounds() -> None:
-            for _ in range(3):
+            for _ in range(2):
                 await asyncio.gather(stopped("chat-1"), stopped("chat-2"), stopped("chat-3"))
 
         asyncio.run(rounds())
