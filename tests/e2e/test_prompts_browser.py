@@ -132,6 +132,10 @@ def test_a_prompts_use_and_cancel_buttons_are_in_sight_without_scrolling(
     open_chat_with_prompts(page, *product_with_prompts)
     message = page.get_by_label("Message")
     message.press_sequentially("/rev")
+    # The prompts load as "/" is typed: Enter picks once the list shows them.
+    options = page.get_by_role("listbox", name="Prompts of MCP servers").get_by_role("option")
+    expect(options).to_have_count(1)
+    expect(options.first).to_contain_text("Review code")
     message.press("Enter")
     arguments = page.get_by_role("group", name="Arguments of Review code")
     expect(arguments.get_by_label("code")).to_be_focused()
