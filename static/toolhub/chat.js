@@ -615,6 +615,7 @@ form.addEventListener("submit", (submitted) => {
   send(frame);
   unconfirmed = text;
   input.value = "";
+  fitInput(); // back to one row
   input.focus();
 });
 
@@ -962,7 +963,6 @@ function chip(text, control) {
   item.append(button);
   return item;
 }
-const STATE_WORDS = { on: "on", off: "off" };
 function summarizeOptions() {
   const picker = root.querySelector("[data-agent-picker]");
   const items = [];
@@ -974,9 +974,9 @@ function summarizeOptions() {
     items.push(chip(`Profile: ${toolset.selectedOptions[0]?.textContent ?? toolset.value}`, toolset));
   }
   const tools = form.elements.tools.value;
-  if (tools !== "follow") items.push(chip(`Tools ${STATE_WORDS[tools]}`, form.querySelector(`#tools-${tools}`)));
+  if (tools !== "follow") items.push(chip(`Tools ${tools}`, form.querySelector(`#tools-${tools}`)));
   const web = form.elements.web_search.value;
-  if (web !== "follow") items.push(chip(`Web search ${STATE_WORDS[web]}`, form.querySelector(`#web-search-${web}`)));
+  if (web !== "follow") items.push(chip(`Web search ${web}`, form.querySelector(`#web-search-${web}`)));
   if (form.elements.plan_mode.checked) items.push(chip("Plan mode", form.elements.plan_mode));
   chips.replaceChildren(...items);
 }

@@ -539,7 +539,9 @@ def test_a_call_stopped_while_its_connection_opens_leaves_room_for_a_waiting_cha
 
         async def stopped_while_opening_then_another():
             doomed = asyncio.ensure_future(pid.execute({}, chat_of("a", "chat-a", Named("a"))))
-            await asyncio.sleep(0.05)
+            # Stopped as soon as its connection exists: a process takes far longer to open.
+            while not manager.chats("raw"):
+                await asyncio.sleep(0.002)
             doomed.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await doomed

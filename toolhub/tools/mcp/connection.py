@@ -3,8 +3,8 @@ manager's loop that connects, keeps the listing fresh (``listing``), probes the 
 notices it going away, reconnects with backoff, and sends the calls and requests made on
 it. A lost connection's own ending (for a stdio server: stdin closed, SIGTERM, SIGKILL,
 seconds for a hung process) runs apart from the supervisor, so the next connection never
-waits for the last one to die. What the server asks mid-call is answered for the call that caused it
-(``answering``, ``callers``); what runs under the client is in ``transport``. The
+waits for the last one to die. What the server asks mid-call is answered for the call
+that caused it (``answering``, ``callers``); what runs under the client is in ``transport``. The
 invariants are in this package's docstring (``toolhub/tools/mcp/__init__.py``).
 """
 
@@ -70,8 +70,8 @@ class Connection:
         self.client: Any = None
         self.status = McpStatus(config.name, "connecting")
         self.lost = asyncio.Event()
-        # When the server last said anything: a probe it did not answer while it spoke is
-        # a busy server, not a hung one.
+        # When the server last answered or reported progress: a probe it did not answer
+        # meanwhile belongs to a busy server, not a hung one (``liveness``).
         self.heard = Heard()
         # Lost connections still stopping their server (``_session_or_lost``).
         self.ending: set[asyncio.Task[Any]] = set()
@@ -165,12 +165,10 @@ class Connection:
     def _ended(self, session: asyncio.Task[None]) -> None:
         self.ending.discard(session)
         # Its failure was already told (the connection was lost): read, never re-raised.
-        if not session.cancelled() and session.exception() is not None:
-            logger.debug(
-                "MCP server %s: a lost connection ended with %s",
-                self.config.name,
-                describe(session.exception() or Exception()),
-            )
+        failure = None if session.cancelled() else session.exception()
+        if failure is not None:
+            name = self.config.name
+            logger.debug("MCP server %s: a lost connection ended with %s", name, describe(failure))
 
     async def _open(self, stack: contextlib.AsyncExitStack) -> Any:
         """A client on a new connection, entered on ``stack``; within the listing's time

@@ -62,11 +62,11 @@ class Heard:
 
 
 class _WatchedListing:
-    """A transport's read stream, passed through untouched, that notes when anything
-    arrived (``heard``) and the ``annotations`` of every tool a result lists exactly as
-    they arrived, before the SDK parses (and coerces) them. A note is only ever used to
-    doubt a parsed hint, never to trust one: a note from a result that was not a listing
-    can make a tool stricter, not looser."""
+    """A transport's read stream, passed through untouched, that notes when the server
+    answered or reported progress (``heard``) and the ``annotations`` of every tool a
+    result lists exactly as they arrived, before the SDK parses (and coerces) them. A note
+    is only ever used to doubt a parsed hint, never to trust one: a note from a result
+    that was not a listing can make a tool stricter, not looser."""
 
     def __init__(self, stream: Any, notes: dict[str, Any], heard: Heard) -> None:
         self._stream = stream
@@ -102,7 +102,7 @@ class _WatchedListing:
         method = getattr(message, "method", "")
         if message is not None and (method is None or method == "notifications/progress"):
             self._heard.at = time.monotonic()
-        result = getattr(getattr(item, "message", None), "result", None)
+        result = getattr(message, "result", None)
         listed = result.get("tools") if isinstance(result, dict) else None
         if not isinstance(listed, list):
             return
@@ -119,7 +119,7 @@ class _WatchedListing:
 async def watched(
     transport: Any, notes: dict[str, Any], heard: Heard
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """``transport`` with its read stream watched: every message sets ``heard``, and every
+    """``transport`` with its read stream watched: an answer or progress sets ``heard``, every
     tool a listing carries has its ``annotations`` noted in ``notes`` as they came over
     the wire."""
     async with transport as (read_stream, write_stream):
