@@ -19,12 +19,14 @@ copy of the rule in JavaScript. A test checks every cell against the resolver
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from profiles_app.services import global_disables, profile_lookup_preloaded
 from sessions_app.models import ChatSession
-from sessions_app.services import session_context
+from sessions_app.services import session_context, session_intent_merge, session_update
+from toolhub.lib.errors import Invalid
 from toolhub.tools import ToolIntent, UnknownToolsetError, resolve
 from toolhub.tools.layers import hidden_words
 from toolhub.tools.presets import DEFAULT_PRESET
@@ -222,3 +224,62 @@ def _web_search_offered(
     return False, hidden_words(
         hidden.layer, hidden.reason
     ) if hidden.layer == "L5" else hidden.reason
+
+
+# The composer's choices apply when made (``composer_apply``): each is stored at once, so
+# what the next message uses is what the controls show, with or without a reload.
+CHOICES = ("agent", "toolset", "tools", "web_search", "plan_mode")
+_INTENT_FIELD = {"tools": "enabled", "web_search": "web_search"}
+_STATE_WORDS = {"follow": "follow the agent and the profile", "on": "on", "off": "off"}
+
+
+def composer_apply(*, user: Any, session: ChatSession, choices: Mapping[str, str]) -> ChatSession:
+    """Store the composer's choices that ``choices`` names (the form fields of its
+    options panel: ``agent`` an id, ``toolset`` a profile's name or ``default``,
+    ``tools``/``web_search`` follow, on or off, ``plan_mode`` on or off) and return the
+    chat as it now is. Another field is refused, so a misspelt one never passes as
+    applied."""
+    unknown = sorted(set(choices) - set(CHOICES))
+    if unknown:
+        raise Invalid(f"unknown choice {unknown[0]}", fields={unknown[0]: ["unknown"]})
+    if "agent" in choices:
+        chosen = choices["agent"]
+        agent: Any = int(chosen) if chosen.isascii() and chosen.isdigit() else chosen
+        session = session_update(user=user, session=session, version=session.version, agent=agent)
+    patch: dict[str, Any] = {}
+    if "toolset" in choices:
+        patch["toolset"] = None if choices["toolset"] == DEFAULT_PRESET else choices["toolset"]
+    for name, field in _INTENT_FIELD.items():
+        if name in choices:
+            state = choices[name]
+            if state not in STATES:
+                raise Invalid(f"{name} is follow, on or off", fields={name: ["choice"]})
+            patch[field] = None if state == "follow" else state == "on"
+    if patch:
+        session = session_intent_merge(session=session, patch=patch)
+    if "plan_mode" in choices:
+        on = choices["plan_mode"]
+        if on not in ("on", "off"):
+            raise Invalid("plan_mode is on or off", fields={"plan_mode": ["choice"]})
+        session = session_update(
+            user=user, session=session, version=session.version, plan_mode=on == "on"
+        )
+    return session
+
+
+def composer_applied_words(*, session: ChatSession, choices: Mapping[str, str]) -> str:
+    """The short confirmation of applied choices, in the words the panel shows."""
+    said = []
+    if "agent" in choices:
+        said.append(f"{session.agent.name} answers")
+    if "toolset" in choices:
+        toolset = ToolIntent.parse(session.tool_intent).toolset
+        said.append(f"the profile is {toolset}" if toolset else "the agent's profile applies")
+    for name, label in (("tools", "tools"), ("web_search", "web search")):
+        if name in choices:
+            said.append(f"{label} {_STATE_WORDS.get(choices[name], choices[name])}")
+    if "plan_mode" in choices:
+        said.append("plan mode is on" if session.plan_mode else "plan mode is off")
+    if not said:
+        return ""
+    return f"From your next message, {', '.join(said)}."

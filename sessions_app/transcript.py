@@ -60,7 +60,7 @@ class Transcript:
     _streaming: str = ""
     _cards: dict[str, Card] = field(default_factory=dict)
     _usage: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    _models: dict[str, tuple[str, int, str]] = field(default_factory=dict)
+    _models: dict[str, tuple[str, int, str, str, str]] = field(default_factory=dict)
 
     def apply(
         self, *, seq: int, kind: str, data: dict[str, Any], turn: str, created: datetime | None
@@ -95,6 +95,8 @@ class Transcript:
             str(data.get("model", "")),
             json_int(data.get("context_window")),
             str(data.get("context_source", ""))[:16],
+            str(data.get("agent", ""))[:200],
+            str(data.get("profile", ""))[:100],
         )
         return []
 
@@ -260,7 +262,9 @@ class Transcript:
             item.message = str(data.get("message", ""))
         else:
             item.reason = str(data.get("reason", ""))
-        item.model, item.context_window, item.context_source = self._models.pop(turn, ("", 0, ""))
+        (item.model, item.context_window, item.context_source, item.agent, item.profile) = (
+            self._models.pop(turn, ("", 0, "", "", ""))
+        )
         calls = self._usage.pop(turn, [])
         for call in calls:
             item.input_tokens += json_int(call.get("input_tokens"))

@@ -225,6 +225,10 @@ class TurnEnd:
     # Where the window came from: "server", "setting" or "assumed" (nobody said).
     context_source: str = ""
     model: str = ""
+    # Who answered, and the profile its tools came from (turns before these were
+    # recorded say neither).
+    agent: str = ""
+    profile: str = ""
     kind: str = "turn_end"
 
     @property

@@ -28,8 +28,14 @@ from profiles_app.services import (
     shared_first,
 )
 from profiles_app.theme import request_preferences
-from sessions_app.composer import composer_state, session_composer_follow
+from sessions_app.composer import (
+    composer_applied_words,
+    composer_apply,
+    composer_state,
+    session_composer_follow,
+)
 from sessions_app.limits import FRAME_MAX_BYTES, MESSAGE_MAX_CHARS
+from sessions_app.models import ChatSession
 from sessions_app.result_files import result_file_get
 from sessions_app.services import (
     call_result_get,
@@ -66,15 +72,7 @@ def chat(request: HttpRequest) -> HttpResponse:
 @login_required
 def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
     session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
-    intent = ToolIntent.parse(session.tool_intent)
-    toolsets = [view.name for view in profiles_for_user(user=request.user)]
-    toolset = intent.toolset or DEFAULT_PRESET
-    follow = session_composer_follow(session=session, toolsets=toolsets)
-    tools_state, web_state = composer_state(intent.enabled), composer_state(intent.web_search)
-    # The words under the controls as first shown; chat.js looks up the same table.
-    words = follow.words(toolset, tools_state, web_state)
     transcript = session_transcript(session_id=session.pk)
-    agents = shared_first(agents_visible_to(request.user))
     context = {
         "session": session,
         "session_id": session.pk,
@@ -83,25 +81,9 @@ def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
         "text_limit": MESSAGE_MAX_CHARS,
         "frame_limit": FRAME_MAX_BYTES,
         "sessions": sessions_of(request.user).order_by("-updated")[:SESSIONS_SHOWN],
-        "toolsets": toolsets,
-        "toolset": toolset,
-        "tools_state": tools_state,
-        "web_state": web_state,
-        "follow": follow.to_json(),
-        "tools_follow": follow.tools,
-        "web_unavailable": toolset in follow.web_search
-        and bool(follow.web_search[toolset].unavailable),
-        "words": words,
-        "plan_mode": session.plan_mode,
         "undo": _undo(request),
         "compact_cards": request_preferences(request).compact_cards,
-        "agents": agents,
-        "agent_filter": len(agents) > AGENT_FILTER_AT,
-        # The agent a new chat of theirs starts with: another shows as a chip.
-        "default_agent_id": new_chat_agent(user=request.user).pk,
-        # "default" in the Profile select follows the agent: it says so when the agent
-        # names a toolset of its own.
-        "agent_toolset": ToolIntent.parse(session.agent.tool_intent).toolset,
+        **_options_context(request, session),
     }
     return render(request, "sessions_app/chat.html", context)
 
@@ -171,41 +153,56 @@ def chat_result_file(request: HttpRequest, session_id: Any, file_id: Any) -> Htt
     return attachment(data=found.data, name=found.name, declared_type=found.media_type)
 
 
-@require_POST
-@login_required
-def chat_plan_mode(request: HttpRequest, session_id: Any) -> HttpResponse:
-    """Switch plan mode from the composer; stored at once, so the inspector shows its
-    effect before the next turn."""
-    session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
-    on = request.POST.get("plan_mode") == "on"
-    try:
-        session_update(user=request.user, session=session, version=session.version, plan_mode=on)
-    except ServiceError as exc:
-        return HttpResponse(exc.message, status=exc.status)
-    response = HttpResponse(status=204)
-    response["HX-Trigger"] = "toolhub:turn-end"
-    return response
+def _options_context(request: HttpRequest, session: ChatSession) -> dict[str, Any]:
+    """The composer's options panel for the chat as stored: what its controls show is
+    what the next message uses."""
+    intent = ToolIntent.parse(session.tool_intent)
+    toolsets = [view.name for view in profiles_for_user(user=request.user)]
+    toolset = intent.toolset or DEFAULT_PRESET
+    follow = session_composer_follow(session=session, toolsets=toolsets)
+    tools_state, web_state = composer_state(intent.enabled), composer_state(intent.web_search)
+    agents = shared_first(agents_visible_to(request.user))
+    return {
+        "session": session,
+        "toolsets": toolsets,
+        "toolset": toolset,
+        "tools_state": tools_state,
+        "web_state": web_state,
+        "follow": follow.to_json(),
+        "tools_follow": follow.tools,
+        "web_unavailable": toolset in follow.web_search
+        and bool(follow.web_search[toolset].unavailable),
+        # The words under the controls as first shown; chat.js looks up the same table.
+        "words": follow.words(toolset, tools_state, web_state),
+        "plan_mode": session.plan_mode,
+        "agents": agents,
+        "agent_filter": len(agents) > AGENT_FILTER_AT,
+        # The agent a new chat of theirs starts with: another shows as a chip.
+        "default_agent_id": new_chat_agent(user=request.user).pk,
+        # "default" in the Profile select follows the agent: it says so when the agent
+        # names a toolset of its own.
+        "agent_toolset": ToolIntent.parse(session.agent.tool_intent).toolset,
+    }
 
 
 @require_POST
 @login_required
-def chat_agent(request: HttpRequest, session_id: Any) -> HttpResponse:
-    """Pick the chat's agent from the composer: from the next turn on, its model, system
-    prompt and tools answer (the page reloads, its hints and inspector with it)."""
+def chat_options(request: HttpRequest, session_id: Any) -> HttpResponse:
+    """Apply a choice of the composer's options panel when it is made (agent, profile,
+    Tools, Web search, plan mode): stored at once, answered with the panel drawn again
+    for the chat as it now is and a line saying what changed. A refused choice answers
+    the panel as stored, with why, so the controls never show what will not be used."""
     session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
-    chosen = request.POST.get("agent", "")
+    choices = {key: str(request.POST[key]) for key in request.POST if key != "csrfmiddlewaretoken"}
+    status, saved, failed = 200, "", ""
     try:
-        session = session_update(
-            user=request.user,
-            session=session,
-            version=session.version,
-            agent=int(chosen) if chosen.isascii() and chosen.isdigit() else chosen,
-        )
+        session = composer_apply(user=request.user, session=session, choices=choices)
+        saved = composer_applied_words(session=session, choices=choices)
     except ServiceError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, f"From the next message on, {session.agent.name} answers.")
-    return redirect("chat_session", session_id=session.pk)
+        status, failed = exc.status, exc.message
+        session.refresh_from_db()
+    context = {**_options_context(request, session), "saved": saved, "failed": failed}
+    return render(request, "sessions_app/chat.html#options", context, status=status)
 
 
 @require_POST

@@ -28,7 +28,13 @@ from sessions_app.services import turn_context, turn_frame_apply
 from toolhub.lib.errors import NotFound
 from toolhub.lib.model_windows import ContextWindow
 from toolhub.lib.titles import title_from
-from toolhub.tools import ResolvedToolset, ToolContext, UnknownToolsetError
+from toolhub.tools import (
+    DEFAULT_PRESET,
+    ResolvedToolset,
+    ToolContext,
+    ToolIntent,
+    UnknownToolsetError,
+)
 from toolhub.tools.turn import TurnTools
 
 
@@ -123,6 +129,11 @@ def _started(prep: PreparedTurn) -> dict[str, Any]:
         "deferred": len(resolved.deferred),
         "provider": prep.provider.name,
         "model": prep.model,
+        # Who answers and from which profile: what the composer showed when it was sent.
+        "agent": prep.session.agent.name,
+        "profile": ToolIntent.parse(prep.session.tool_intent).toolset
+        or ToolIntent.parse(prep.session.agent.tool_intent).toolset
+        or DEFAULT_PRESET,
         "demo": prep.provider.is_demo,
         # The chat's title, which a first message gives it: the page shows it.
         "title": prep.title,

@@ -25,7 +25,7 @@ from toolhub.tools import (
     agent_tools,
     registry,
 )
-from toolhub.tools.layers import META_TOOLS
+from toolhub.tools.layers import META_TOOLS, hidden_words
 from toolhub.tools.mcp import Effect
 from toolhub.tools.presets import toolset_members
 from toolhub.tools.resolve import TOOL_SEARCH
@@ -63,6 +63,10 @@ def tool_catalog(*, ctx: ToolContext) -> list[dict[str, Any]]:
             "available": tool.name not in hidden,
             "layer": hidden[tool.name].layer if tool.name in hidden else None,
             "reason": hidden[tool.name].reason if tool.name in hidden else None,
+            # The reason in a person's words (the page shows these; the layer is detail).
+            "words": hidden_words(hidden[tool.name].layer, hidden[tool.name].reason)
+            if tool.name in hidden
+            else None,
             **approval_for_everybody(tool, policies),
         }
         for tool in registry.all_tools()
@@ -92,6 +96,7 @@ def _never_loaded() -> list[dict[str, Any]]:
             "available": False,
             "layer": "L1",
             "reason": reason,
+            "words": reason,
             "approval": "auto",
             "approval_by": "author",
         }

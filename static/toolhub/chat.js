@@ -318,8 +318,6 @@ function refreshInspector(delay = 150) {
     });
   }, delay);
 }
-// Plan mode is stored at once; its response says so with this event.
-document.body.addEventListener("toolhub:turn-end", () => refreshInspector(0));
 
 // Frames sent while the socket is (re)connecting wait here and go out right after the
 // resume, in order: a message typed before the page connected is not lost.
@@ -542,7 +540,10 @@ list.addEventListener("submit", (submitted) => {
 // keeps no override; the agent and the profile decide), "on" and "off" override. What
 // follow comes to was resolved on the server for every toolset of the Profile select.
 const OVERRIDE = { follow: null, on: true, off: false };
-const follow = JSON.parse(document.getElementById("composer-follow").textContent);
+let follow = readFollow();
+function readFollow() {
+  return JSON.parse(document.getElementById("composer-follow").textContent);
+}
 
 function updateControls() {
   // The words come from the server's table (sessions_app.composer), computed from the
@@ -562,15 +563,6 @@ function updateControls() {
   webBox.querySelector("[data-hint]").textContent = said.web;
   const followOn = follow.words[toolset][toolsState].follow.web_follow_on;
   webBox.querySelector("[data-resolved]").textContent = `· ${followOn ? "on" : "off"}`;
-}
-
-function composerChanged() {
-  updateControls();
-  refreshInspector();
-}
-form.elements.toolset.addEventListener("change", composerChanged);
-for (const radio of form.querySelectorAll(".tristate input[type=radio]")) {
-  radio.addEventListener("change", composerChanged);
 }
 updateControls();
 
@@ -595,8 +587,17 @@ function tooLong(text, frame) {
 
 // A message sent while the assistant answers (and asks nothing) would be refused: the
 // composer says so under the box, keeps the text, and the line goes when the turn ends.
-form.addEventListener("submit", (submitted) => {
+let awaitingChoices = false;
+form.addEventListener("submit", async (submitted) => {
   submitted.preventDefault();
+  // A choice just made is stored before the message goes, so the turn uses it.
+  if (awaitingChoices) return;
+  awaitingChoices = true;
+  try {
+    await applying;
+  } finally {
+    awaitingChoices = false;
+  }
   const text = input.value.trim();
   if (!text) return;
   if (running && !list.querySelector('.tool-card[data-asking="waiting"]')) {
@@ -984,10 +985,11 @@ function agentPickerName() {
   const picker = root.querySelector("[data-agent-picker]");
   return picker?.selectedOptions[0]?.textContent ?? "";
 }
-// A long list of agents narrows as a name is typed: the first match is picked (the one
-// chosen stays while it matches), and Enter uses it.
-const agentFilter = root.querySelector("[data-agent-filter]");
-agentFilter?.addEventListener("input", () => {
+// A long list of agents narrows as a name is typed: the first match is shown picked (the
+// one chosen stays while it matches), and Enter makes it the chat's agent.
+optionsPanel.addEventListener("input", (typed) => {
+  const agentFilter = typed.target.closest("[data-agent-filter]");
+  if (!agentFilter) return;
   const picker = root.querySelector("[data-agent-picker]");
   const words = agentFilter.value.trim().toLowerCase();
   let first = null;
@@ -999,10 +1001,78 @@ agentFilter?.addEventListener("input", () => {
   if (picker.selectedOptions[0]?.hidden && first !== null) first.selected = true;
   summarizeOptions();
 });
-agentFilter?.addEventListener("keydown", (key) => {
-  if (key.key !== "Enter") return;
+optionsPanel.addEventListener("keydown", (key) => {
+  if (key.key !== "Enter" || !key.target.closest("[data-agent-filter]")) return;
   key.preventDefault();
-  document.getElementById("agent-form").requestSubmit();
+  applyChoice("agent", root.querySelector("[data-agent-picker]").value);
+});
+
+// --- choices apply when made -------------------------------------------------------------
+
+// Each choice is stored at once (sessions_app.views.chat_options), and the panel is drawn
+// again from the chat as stored, with a line saying what changed: what the controls show
+// is what the next message uses, with or without a reload, and the draft is never touched.
+// Choices made in a burst (arrow keys through the agents) go out as one request after the
+// one in flight; a message sent meanwhile waits for them (the submit handler awaits).
+let unsent = {};
+let applying = Promise.resolve();
+function applyChoice(name, value) {
+  unsent[name] = value;
+  applying = applying.then(applyChoices);
+  return applying;
+}
+async function applyChoices() {
+  const choices = unsent;
+  unsent = {};
+  if (Object.keys(choices).length === 0) return;
+  let response;
+  try {
+    response = await fetch(optionsPanel.dataset.optionsUrl, {
+      method: "POST",
+      headers: { "X-CSRFToken": csrfToken },
+      body: new URLSearchParams(choices),
+    });
+  } catch {
+    optionsFailed("the server could not be reached; your choice is not saved.");
+    return;
+  }
+  const html = await response.text();
+  if (!html.includes('id="composer-follow"')) {
+    optionsFailed(response.status === 404 ? "this chat is gone." : `the server answered ${response.status}.`);
+    return;
+  }
+  // A later choice is on its way: its answer draws the panel.
+  if (Object.keys(unsent).length === 0) drawOptions(html);
+}
+function drawOptions(html) {
+  const focused = optionsPanel.contains(document.activeElement) ? document.activeElement.id : "";
+  optionsPanel.innerHTML = html;
+  follow = readFollow();
+  updateControls();
+  summarizeOptions();
+  refreshInspector(0);
+  // The panel's lines are new nodes, which a screen reader may not read out: the page's
+  // live region says the same.
+  const said = optionsPanel.querySelector("[data-options-said]")?.textContent;
+  const failed = optionsPanel.querySelector("[data-options-failed]")?.textContent;
+  announce.textContent = failed || said || "";
+  if (focused) document.getElementById(focused)?.focus();
+}
+function optionsFailed(why) {
+  // What the controls show may not be stored: draw them from the chat as it is.
+  const line = optionsPanel.querySelector("[data-options-said]");
+  line.textContent = `Not changed: ${why}`;
+  line.classList.add("error");
+  announce.textContent = line.textContent;
+}
+optionsPanel.addEventListener("change", (changed) => {
+  const control = changed.target;
+  if (control.matches("[data-agent-filter]")) return;
+  if (control.name === "plan_mode") applyChoice("plan_mode", control.checked ? "on" : "off");
+  else if (["agent", "toolset", "tools", "web_search"].includes(control.name)) {
+    if (control.name !== "agent") updateControls();
+    applyChoice(control.name, control.value);
+  }
 });
 form.addEventListener("change", summarizeOptions);
 summarizeOptions();
@@ -1059,44 +1129,6 @@ document.addEventListener("keydown", (key) => {
     }
   }
 });
-
-// --- the agent picker: the page reloads with the chat's new agent ------------------------
-
-// Its hints, tools and inspector all follow the agent, so the page is drawn again ("Use",
-// never on a mere change of the select: arrow keys must not reload the page); the message
-// being written and the composer's unsent choices survive the reload.
-const DRAFT_KEY = `toolhub.draft.${root.dataset.session}`;
-document.getElementById("agent-form")?.addEventListener("submit", () => {
-  const kept = {
-    text: input.value,
-    toolset: form.elements.toolset.value,
-    tools: form.elements.tools.value,
-    web_search: form.elements.web_search.value,
-  };
-  sessionStorage.setItem(DRAFT_KEY, JSON.stringify(kept));
-});
-function restoreDraft() {
-  const saved = sessionStorage.getItem(DRAFT_KEY);
-  if (saved === null) return;
-  sessionStorage.removeItem(DRAFT_KEY);
-  let kept;
-  try {
-    kept = JSON.parse(saved);
-  } catch {
-    return;
-  }
-  if (!input.value && typeof kept.text === "string") input.value = kept.text;
-  const select = form.elements.toolset;
-  if ([...select.options].some((option) => option.value === kept.toolset)) select.value = kept.toolset;
-  for (const name of ["tools", "web_search"]) {
-    const radio = [...form.elements[name]].find((item) => item.value === kept[name]);
-    if (radio && !radio.disabled) radio.checked = true;
-  }
-  // The hints, the phone summary and the inspector's preview follow, as on any change.
-  updateControls();
-  summarizeOptions();
-}
-restoreDraft();
 
 localTimes(list);
 setRunning(running);

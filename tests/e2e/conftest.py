@@ -67,6 +67,9 @@ def page(browser, request):
     page = context.new_page()
     errors: list[str] = []
     page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
+    # An uncaught exception is not a console message: a script that fails to load would
+    # otherwise pass every check that reads the page as the server drew it.
+    page.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
     page.console_errors = errors
     try:
         yield page

@@ -121,7 +121,7 @@ def test_a_deleted_chat_comes_back_with_undo(product, page):
 def test_the_inspector_follows_the_composer_before_any_turn(product, page):
     open_new_chat(page, *product)
     inspector = page.get_by_role("complementary", name="Next turn")
-    expect(inspector.get_by_text("Resident tools")).to_be_visible(timeout=10_000)
+    expect(inspector.get_by_text("Sent with every message")).to_be_visible(timeout=10_000)
 
     open_options(page)
     page.get_by_role("group", name="Tools").get_by_role("radio", name="Off", exact=True).check()

@@ -5,6 +5,7 @@ demo model) is resolved with what was picked, as the inspector then shows."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from playwright.sync_api import expect
@@ -101,4 +102,57 @@ def test_follow_on_and_off_reach_the_next_turn_and_say_what_follow_means(product
     _send(page, "tools back")
     expect(inspector).not_to_contain_text("None: this turn sends no tools.", timeout=10_000)
     expect(inspector.locator("#hidden-web_search")).to_have_count(0)
+    assert page.console_errors == []
+
+
+def _answered_by(page):
+    return page.locator(".turn-end .answered-by").last
+
+
+def test_a_message_sent_right_after_a_choice_uses_it_without_a_reload(product, page):
+    base, password = product
+    open_new_chat(page, base, password)
+    chat = page.url
+    page.goto(f"{base}/agents/")
+    page.get_by_label("New agent").fill("Reader")
+    page.get_by_role("button", name="Create").click()
+    page.get_by_label("Model").fill("demo-reader")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_text("Agent saved.")).to_be_visible()
+    page.goto(chat)
+    first = page.locator("#agent option:checked").text_content()
+    message = page.get_by_label("Message")
+    # A marker the page keeps only if it is never loaded again.
+    page.evaluate("window.notReloaded = true")
+
+    # Each choice, then Enter at once: the turn uses what the controls show.
+    open_options(page)
+    page.get_by_label("Agent", exact=True).select_option(label="Reader")
+    message.fill("one")
+    message.press("Enter")
+    expect(_answered_by(page)).to_have_text("Reader · demo-reader", timeout=20_000)
+
+    open_options(page)
+    page.get_by_label("Profile", exact=True).select_option("files")
+    message.fill("two")
+    message.press("Enter")
+    expect(_answered_by(page)).to_have_attribute("title", re.compile(r"profile files$"))
+    expect(page.locator(".turn-end")).to_have_count(2)
+
+    open_options(page)
+    page.get_by_label("Agent", exact=True).select_option(label=first)
+    page.get_by_label("Profile", exact=True).select_option("research")
+    message.fill("three")
+    message.press("Enter")
+    expect(page.locator(".turn-end")).to_have_count(3, timeout=20_000)
+    # The picker says "(shared)" after an agent everyone has; the answer, its name alone.
+    expect(_answered_by(page)).to_contain_text(f"{first.removesuffix(' (shared)')} · ")
+    expect(_answered_by(page)).to_have_attribute("title", re.compile(r"profile research$"))
+    assert page.evaluate("window.notReloaded") is True
+
+    # The choices were stored as made: a reload shows them.
+    page.reload()
+    open_options(page)
+    expect(page.locator("#agent option:checked")).to_have_text(first)
+    expect(page.get_by_label("Profile", exact=True)).to_have_value("research")
     assert page.console_errors == []

@@ -1,7 +1,7 @@
 """The context inspector beside a chat answers "why can't my agent see tool X?" in a
 real browser: a profile picked in the composer, Tools switched off, a global disable; and
 the README's deferred-tool demo as shipped (a deferred built-in loaded with tool_search,
-then called), with the inspector's "Rebuild tiers"."""
+then called), with the inspector's "Decide again what is sent every time"."""
 
 from __future__ import annotations
 
@@ -150,8 +150,9 @@ def test_plan_mode_from_the_composer_hides_tools_unsafe_in_plan(product, page):
 def test_a_deferred_built_in_is_loaded_with_tool_search_then_called(product, page):
     open_new_chat(page, *product)
     inspector = page.get_by_role("complementary", name="Next turn")
-    catalog = inspector.locator("details", has_text="Deferred catalog")
-    expect(catalog.locator("summary")).to_contain_text("Deferred catalog (6)", timeout=10_000)
+    catalog = inspector.locator("details", has_text="Loaded when needed")
+    summary = catalog.locator("summary")
+    expect(summary).to_contain_text("Loaded when needed: 6 tools", timeout=10_000)
     expect(inspector.locator("li", has_text="tool_search")).to_be_visible()
 
     page.get_by_label("Message").fill("use calculate: 6 * 7")
@@ -169,7 +170,7 @@ def test_a_deferred_built_in_is_loaded_with_tool_search_then_called(product, pag
     expect(inspector.locator("table tbody tr")).to_have_count(3, timeout=10_000)
     page.wait_for_load_state("networkidle")
 
-    inspector.get_by_role("button", name="Rebuild tiers").click()
-    expect(inspector.get_by_role("status")).to_contain_text("Tiers rebuilt", timeout=10_000)
-    expect(catalog.locator("summary")).to_contain_text("Deferred catalog (6)")
+    inspector.get_by_role("button", name="Decide again what is sent every time").click()
+    expect(inspector.get_by_role("status")).to_contain_text("Decided again", timeout=10_000)
+    expect(catalog.locator("summary")).to_contain_text("Loaded when needed: 6 tools")
     assert page.console_errors == []

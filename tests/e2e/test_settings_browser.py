@@ -98,22 +98,28 @@ def test_an_agent_with_a_narrower_profile_is_picked_in_the_composer_and_the_insp
     open_options(page)
     page.locator("label.segment", has_text="Off").first.click()
     page.get_by_label("Agent", exact=True).select_option(label="Reader")
-    # Choosing is not yet using: arrow keys on the select must not reload the page.
-    expect(page.get_by_text("From the next message on")).to_have_count(0)
-    page.get_by_role("button", name="Use", exact=True).click()
-    expect(page.get_by_text("From the next message on, Reader answers.")).to_be_visible()
+    # Chosen is applied: no page load, the draft and the other choices kept.
+    expect(
+        page.get_by_role("group", name="Chat options").get_by_text(
+            "From your next message, Reader answers."
+        )
+    ).to_be_visible()
     expect(page.get_by_label("Message")).to_have_value("a draft that survives")
-    expect(page.get_by_role("button", name="Tools off")).to_be_visible()  # a chip
-    open_options(page)
     expect(page.locator("#tools-off")).to_be_checked()
+    expect(page.get_by_role("button", name="Tools off")).to_be_visible()  # a chip
     page.locator("label.segment", has_text="Follow").first.click()
+    expect(
+        page.get_by_role("group", name="Chat options").get_by_text(
+            "From your next message, tools follow"
+        )
+    ).to_be_visible()
     expect(page.get_by_text("Model: demo-reader")).to_be_visible()
     profile = page.get_by_label("Profile", exact=True)
     expect(profile.locator("option:checked")).to_have_text("no-shell (the agent's)")
 
     inspector = page.get_by_role("complementary", name="Next turn")
-    expect(inspector).to_contain_text("Agent Reader · model demo-reader", timeout=10_000)
-    resident = inspector.locator("details", has_text="Resident tools")
+    expect(inspector).to_contain_text("Reader answers, with the model demo-reader.", timeout=10_000)
+    resident = inspector.locator("details", has_text="Sent with every message")
     expect(resident.locator("code", has_text="read")).to_have_count(1)
     expect(resident.locator("code", has_text="bash")).to_have_count(0)
     expect(inspector.locator("#hidden-bash")).to_contain_text("removed from the profile 'no-shell'")
@@ -147,7 +153,11 @@ def test_a_long_agent_list_narrows_as_a_name_is_typed_and_a_tool_it_removed_is_g
     # Only the match is left to choose from.
     assert page.locator("#agent option:not([hidden])").all_inner_texts() == ["helper-8"]
     finder.press("Enter")
-    expect(page.get_by_text("From the next message on, helper-8 answers.")).to_be_visible()
+    expect(
+        page.get_by_role("group", name="Chat options").get_by_text(
+            "From your next message, helper-8 answers."
+        )
+    ).to_be_visible()
     inspector = page.get_by_role("complementary", name="Next turn")
     expect(inspector.locator("#hidden-bash")).to_contain_text(
         "removed by the agent", timeout=10_000

@@ -68,6 +68,11 @@ def test_an_old_row_without_web_search_reads_it_as_null():
         ({"enabled": "yes"}, "'enabled' must be true, false or null"),
         ({"toolset": ""}, "'toolset'"),
         ({"toolset": 5}, "'toolset'"),
+        # No profile can be named with a control character or a lone surrogate, and the
+        # database refuses NUL: refused here, not as a server error.
+        ({"toolset": "re\x00search"}, "'toolset'"),
+        ({"toolset": "\ud800"}, "'toolset'"),
+        ({"toolset": "a\x1bb"}, "'toolset'"),
         (42, "an intent is an object"),
     ],
 )

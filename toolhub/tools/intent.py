@@ -14,6 +14,7 @@ Anything else is an ``IntentError`` with a message a person can act on.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -25,6 +26,12 @@ MAX_TOOLSET_CHARS = 100
 # What a tool profile may be called (profiles are what a toolset name names).
 PROFILE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,62}[A-Za-z0-9]$|^[A-Za-z0-9]$"
 FIELDS = ("enabled", "toolset", "disabled", "allowed", "web_search", "picked")
+
+
+def _printable(text: str) -> bool:
+    """No control character or lone surrogate: no profile is named so, and the database
+    cannot even be asked for one (PostgreSQL refuses NUL in text)."""
+    return not any(unicodedata.category(char) in ("Cc", "Cs") for char in text)
 
 
 class IntentError(ValueError):
@@ -85,7 +92,10 @@ class ToolIntent:
                 changes[key] = _flag(key, raw)
             elif key == "toolset":
                 if raw is not None and (
-                    not isinstance(raw, str) or not raw.strip() or len(raw) > MAX_TOOLSET_CHARS
+                    not isinstance(raw, str)
+                    or not raw.strip()
+                    or len(raw) > MAX_TOOLSET_CHARS
+                    or not _printable(raw)
                 ):
                     raise IntentError(
                         f"'toolset' must be a profile or preset name of 1 to "

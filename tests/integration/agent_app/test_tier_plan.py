@@ -174,9 +174,9 @@ def test_the_inspector_button_rebuilds_the_tiers_and_says_so(
     pressed = client.post(url, HTTP_HX_REQUEST="true")
     without_js = client.post(url)
 
-    assert b"Rebuild tiers" in page.content
+    assert b"Decide again what is sent every time" in page.content
     assert pressed.status_code == 200
-    assert b"Tiers rebuilt from your usage" in pressed.content
+    assert b"Decided again from how often you use each tool" in pressed.content
     assert ChatSession.objects.get(pk=session.pk).tier_plan["tiers"]["t_b"] == "core"
     assert (without_js.status_code, without_js["Location"]) == (302, f"/chat/{session.pk}/")
 

@@ -3,6 +3,8 @@ session actions beside it."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -108,8 +110,31 @@ def test_the_inspector_shows_the_next_turns_tools_and_why_others_are_hidden(clie
 
     assert 'id="hidden-bash"' in page
     assert "disabled globally by ops: leaks secrets" in page
-    assert "Resident tools" in page
+    assert "Sent with every message" in page
     assert "No model call yet." in page
+
+
+def test_the_inspector_says_it_in_words_and_keeps_codes_for_its_details(client, owner, staff):
+    from profiles_app.services import profile_create, tool_disable_globally
+
+    profile_create(user=owner, name="lean", tools=["bash"])
+    tool_disable_globally(user=staff, tool="grep", reason="too slow today")
+    session = _session(owner, intent={"toolset": "lean"}, plan_mode=True)
+    client.force_login(owner)
+
+    page = client.get(reverse("chat_inspector", args=[session.pk])).content.decode()
+    operator = r'<details class="operator-details">.*?</details>'
+    details = " ".join(re.findall(operator, page, re.S))
+    plain = " ".join(re.sub(r"<[^>]+>", " ", re.sub(operator, "", page, flags=re.S)).split())
+
+    # Why each tool is not offered, as a sentence a person reads.
+    assert "grep turned off by an operator (ops): too slow today" in plain
+    assert "bash not in this chat&#x27;s profile" in plain
+    assert "write not allowed here: hidden in plan mode" in plain
+    # No layer code, fingerprint, strategy or tier outside the Details, where they are.
+    for jargon in (r"\bL[1-5][ab]?\b", "(?i)fingerprint", "strategy", r"\btiers?\b", "Ours"):
+        assert not re.search(jargon, plain), jargon
+        assert re.search(jargon, details) or jargon == "Ours", jargon
 
 
 def test_the_inspector_says_when_the_chats_profile_is_gone(client, owner):
@@ -136,12 +161,14 @@ def test_another_persons_inspector_is_a_404(client, owner, other_user):
 def test_plan_mode_is_switched_from_the_composer_at_once(client, owner, other_user):
     session = _session(owner)
     client.force_login(owner)
-    url = reverse("chat_plan_mode", args=[session.pk])
+    url = reverse("chat_options", args=[session.pk])
 
     on = client.post(url, {"plan_mode": "on"})
     session.refresh_from_db()
-    assert (on.status_code, on["HX-Trigger"], session.plan_mode) == (204, "toolhub:turn-end", True)
-    client.post(url, {})
+    assert (on.status_code, session.plan_mode) == (200, True)
+    assert "From your next message, plan mode is on." in on.content.decode()
+    assert 'id="plan-mode" name="plan_mode" checked' in on.content.decode()
+    client.post(url, {"plan_mode": "off"})
     session.refresh_from_db()
     assert session.plan_mode is False
 
@@ -149,6 +176,47 @@ def test_plan_mode_is_switched_from_the_composer_at_once(client, owner, other_us
     assert client.post(url, {"plan_mode": "on"}).status_code == 404
     session.refresh_from_db()
     assert session.plan_mode is False
+
+
+def test_each_composer_choice_is_stored_when_made_and_a_bad_one_changes_nothing(client, owner):
+    session = _session(owner)
+    client.force_login(owner)
+    url = reverse("chat_options", args=[session.pk])
+
+    for choice, said in [
+        ({"toolset": "research"}, "the profile is research"),
+        ({"tools": "off"}, "tools off"),
+        ({"web_search": "on"}, "web search on"),
+    ]:
+        answer = client.post(url, choice)
+        assert (answer.status_code, f"From your next message, {said}.") == (
+            200,
+            re.search(r"From your next message, [^<]*", answer.content.decode()).group(0),
+        )
+    session.refresh_from_db()
+    stored = session.tool_intent
+    assert (stored["toolset"], stored["enabled"], stored["web_search"]) == ("research", False, True)
+    page = client.get(reverse("chat_session", args=[session.pk])).content.decode()
+    assert _checked(page, "tools") == ["off"]
+    assert '<option value="research" selected>' in page
+
+    version = session.version
+    for bad in (
+        {"tools": "maybe"},
+        {"toolset": "no-such-profile"},
+        {"agent": "\uff11"},  # a fullwidth 1: a digit to str.isdigit, not an id
+        {"agent": "9" * 30},
+        {"plan_mode": "yes"},
+        {"colour": "red"},
+        {"toolset": "\x00"},
+    ):
+        refused = client.post(url, bad)
+        assert refused.status_code in (400, 404), bad
+        assert "Not changed: " in refused.content.decode(), bad
+        # The panel comes back as stored: Tools still shows off.
+        assert _checked(refused.content.decode(), "tools") == ["off"], bad
+    session.refresh_from_db()
+    assert (session.version, session.tool_intent) == (version, stored)
 
 
 def _checked(page: str, name: str) -> list[str]:
@@ -313,7 +381,7 @@ def test_new_chat_reuses_an_empty_one_instead_of_piling_them_up(client, owner):
     third = client.post(reverse("chat_new"))["Location"]
     assert third != first
     # An empty chat someone set up (plan mode here) is theirs to keep, not reused.
-    client.post(f"{third}plan/", {"plan_mode": "on"})
+    client.post(f"{third}options/", {"plan_mode": "on"})
     fourth = client.post(reverse("chat_new"))["Location"]
     assert fourth != third
     assert ChatSession.objects.filter(owner=owner).count() == 3

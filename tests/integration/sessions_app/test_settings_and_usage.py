@@ -222,19 +222,27 @@ def test_the_composer_picks_the_chats_agent_and_the_inspector_names_it_and_its_m
     assert f'<option value="{mine.pk}">Reviewer</option>' in page
     assert "Theirs" not in page
 
-    picked = client.post(reverse("chat_agent", args=[chat.pk]), {"agent": str(mine.pk)})
-    assert picked.status_code == 302
-    page = client.get(picked["Location"]).content.decode()
-    assert "From the next message on, Reviewer answers." in page
+    url = reverse("chat_options", args=[chat.pk])
+    picked = client.post(url, {"agent": str(mine.pk)}).content.decode()
+    # Applied at once: the panel comes back drawn for the chat as stored, saying so.
+    assert "From your next message, Reviewer answers." in picked
+    assert f'<option value="{mine.pk}" selected>Reviewer</option>' in picked
+    assert "Model: claude-sonnet-4-5" in picked
+    page = client.get(reverse("chat_session", args=[chat.pk])).content.decode()
     assert f'<option value="{mine.pk}" selected>Reviewer</option>' in page
-    assert "Model: claude-sonnet-4-5" in page
     inspector = client.get(reverse("chat_inspector", args=[chat.pk])).content.decode()
-    assert "Agent <strong>Reviewer</strong> · model <code>claude-sonnet-4-5</code>" in inspector
+    said = "<strong>Reviewer</strong> answers, with the model <code>claude-sonnet-4-5</code>."
+    assert said in inspector
 
-    refused = client.post(reverse("chat_agent", args=[chat.pk]), {"agent": str(theirs.pk)})
-    assert "no such agent" in client.get(refused["Location"]).content.decode()
+    refused = client.post(url, {"agent": str(theirs.pk)})
+    assert refused.status_code == 400
+    # The panel still shows the agent that answers, with why the choice did not apply.
+    assert "Not changed: no such agent" in refused.content.decode()
+    assert f'<option value="{mine.pk}" selected>Reviewer</option>' in refused.content.decode()
     chat.refresh_from_db()
     assert chat.agent_id == mine.pk
     stranger = client.__class__()
     stranger.force_login(other_user)
-    assert stranger.post(reverse("chat_agent", args=[chat.pk]), {"agent": ""}).status_code == 404
+    assert stranger.post(url, {"agent": str(theirs.pk)}).status_code == 404
+    chat.refresh_from_db()
+    assert chat.agent_id == mine.pk
