@@ -73,7 +73,8 @@ class ChatSession(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.title or f"Session {str(self.id)[:8]}"
+        # Named from its first message as that message is sent (toolhub.lib.titles).
+        return self.title or "New chat"
 
 
 class SessionEvent(models.Model):

@@ -47,6 +47,7 @@ from sessions_app.services import (
     sessions_of,
     sessions_search,
 )
+from sessions_app.starters import chat_starters
 from sessions_app.transcript import session_transcript, transcript_html
 from sessions_app.usage import usage_of
 from toolhub.lib.downloads import attachment
@@ -62,10 +63,11 @@ UNDO_KEY = "toolhub.undo_chat"
 @require_safe
 @login_required
 def chat(request: HttpRequest) -> HttpResponse:
-    latest = sessions_of(request.user).order_by("-updated").first()
-    if latest is None:
-        return render(request, "sessions_app/chat_empty.html", {"undo": _undo(request)})
-    return redirect("chat_session", session_id=latest.pk)
+    """Where signing in and the Chat link land: a chat ready for a first message (the
+    person's empty one, or a new one), as ChatGPT and LibreChat open; earlier chats are
+    in the list beside it."""
+    session = session_new_or_empty(user=request.user)
+    return redirect("chat_session", session_id=session.pk)
 
 
 @require_safe
@@ -83,6 +85,8 @@ def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
         "sessions": sessions_of(request.user).order_by("-updated")[:SESSIONS_SHOWN],
         "undo": _undo(request),
         "compact_cards": request_preferences(request).compact_cards,
+        # An empty chat shows what its tools can do.
+        "starters": [] if transcript.last_seq else chat_starters(session=session),
         **_options_context(request, session),
     }
     return render(request, "sessions_app/chat.html", context)

@@ -241,6 +241,8 @@ function draw(frame) {
   }
   if (frame.type !== "event" || frame.seq <= lastSeq) return;
   lastSeq = frame.seq;
+  // The chat has begun: the starters make way for it.
+  root.querySelector("[data-starters]")?.remove();
   const follow = nearBottom();
   if (frame.kind === "rewind") dropAfter(frame.data.to);
   const placed = (frame.items ?? []).map(([id, html]) => place(id, html)).filter(Boolean);
@@ -1142,3 +1144,14 @@ if (linked && list.contains(linked)) {
 }
 refreshInspector(0);
 connect();
+// Ready for the next message, as the page opens.
+if (!linked) input.focus();
+
+// An empty chat's starters send their text as if typed.
+root.querySelector("[data-starters]")?.addEventListener("click", (click) => {
+  const starter = click.target.closest("[data-starter]");
+  if (!starter) return;
+  input.value = starter.dataset.starter;
+  fitInput();
+  form.requestSubmit();
+});

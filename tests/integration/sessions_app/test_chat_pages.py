@@ -17,28 +17,52 @@ def _session(user, **fields):
     return session_create(user=user, **fields)
 
 
-def test_a_person_without_chats_is_offered_a_new_one(client, owner):
+def test_signing_in_lands_in_an_empty_chat_with_starters_its_tools_can_carry_out(
+    client, owner, staff
+):
+    from profiles_app.services import tool_disable_globally
+    from sessions_app.models import ChatSession
+
     client.force_login(owner)
 
-    response = client.get(reverse("chat"))
+    landed = client.get(reverse("chat"), follow=True)
 
-    assert response.status_code == 200
-    assert "No chats yet" in response.content.decode()
+    session = ChatSession.objects.get(owner=owner)
+    page = landed.content.decode()
+    assert landed.redirect_chain[-1][0] == reverse("chat_session", args=[session.pk])
+    assert '<h1 id="chat-title" title="New chat">New chat</h1>' in page
+    assert "What can I help with?" in page
+    starters = re.findall(r'data-starter="([^"]*)"', page)
+    assert "Use calculate: 0.17 * 2340" in starters
+    # calculate loads when needed, and its starter says so.
+    assert "the model loads it when needed" in page
+    # Landing again reuses the empty chat rather than piling up new ones.
+    client.get(reverse("chat"))
+    assert ChatSession.objects.filter(owner=owner).count() == 1
+
+    # A tool nobody may use is not offered as a starter.
+    tool_disable_globally(user=staff, tool="calculate", reason="maintenance")
+    page = client.get(reverse("chat"), follow=True).content.decode()
+    assert "Use calculate: 0.17 * 2340" not in re.findall(r'data-starter="([^"]*)"', page)
+    assert "Use current_time" in page
 
 
-def test_the_chat_page_opens_the_latest_chat_with_its_socket_and_intent(client, owner):
+def test_a_chat_with_messages_opens_with_its_socket_and_intent_and_no_starters(client, owner):
+    from sessions_app.eventlog import event_append
+
     session = _session(owner, intent={"toolset": "safe", "enabled": False})
+    event_append(session_id=session.pk, turn="t", kind="user_message", data={"text": "hi"})
     client.force_login(owner)
 
-    response = client.get(reverse("chat"), follow=True)
+    response = client.get(reverse("chat_session", args=[session.pk]))
 
     page = response.content.decode()
-    assert response.redirect_chain[-1][0] == reverse("chat_session", args=[session.pk])
     assert f'data-ws="/ws/sessions/{session.pk}/"' in page
     assert '<option value="safe" selected>' in page
     assert 'id="tools-off" name="tools" value="off" checked' in page
     assert '<h2 id="shortcuts-title">Keyboard shortcuts</h2>' in page
     assert '<h2 id="search-title">Search chats</h2>' in page
+    assert "data-starters" not in page
 
 
 def test_another_persons_chat_is_a_404_for_the_page_and_its_actions(client, owner, other_user):
