@@ -198,8 +198,10 @@ class Card:
 
     @property
     def open(self) -> bool:
-        """Errors and anything waiting for the person are shown expanded."""
-        return self.status in ("error", "lost") or "waiting" in (
+        """A call still running (its live output shows), errors and anything waiting for
+        the person are shown expanded, on a reload as live; the page keeps a card as the
+        person left it once they opened or folded it (chat.js, ``place``)."""
+        return self.status in ("running", "error", "lost") or "waiting" in (
             self.approval,
             self.asking,
             self.eliciting,

@@ -85,11 +85,16 @@ function place(id, html) {
     localTimes(next);
     return next;
   }
-  // A card the person opened stays open; a live tail stays until the result replaces it.
+  // A card is drawn open or folded as the server says for its state (open while it runs
+  // or waits for the person, folded once done), unless the person opened or folded it:
+  // theirs is kept. A live tail stays until the result replaces it.
   const oldCard = old.querySelector(".tool-card");
   const newCard = next.querySelector(".tool-card");
   if (oldCard && newCard) {
-    if (oldCard.open) newCard.open = true;
+    if (oldCard.dataset.personSet !== undefined) {
+      newCard.open = oldCard.open;
+      newCard.dataset.personSet = "";
+    }
     const oldTail = oldCard.querySelector("pre.tail");
     const newTail = newCard.querySelector("pre.tail");
     if (oldTail && newTail && oldTail.textContent) {
@@ -101,6 +106,12 @@ function place(id, html) {
   localTimes(next);
   return next;
 }
+
+// A click on a card's summary (Enter and Space on it click too) is the person's choice.
+list.addEventListener("click", (click) => {
+  const summary = click.target.closest(".tool-card > summary");
+  if (summary) summary.parentElement.dataset.personSet = "";
+});
 
 // Every code block of an answer gets its own Copy button (the answer's HTML is the
 // server's; the button is added here, outside it).
@@ -468,12 +479,12 @@ list.addEventListener("click", async (clicked) => {
     send({ type: "regenerate", intent: composerIntent() });
     input.focus();
   } else if (target.hasAttribute("data-copy") || target.hasAttribute("data-copy-code")) {
-    const source = target.hasAttribute("data-copy-code")
-      ? target.parentElement.querySelector("pre")
-      : target.closest(".item").querySelector("template[data-source]")?.content;
-    const text = source ? source.textContent : "";
     try {
-      await navigator.clipboard.writeText(text);
+      if (target.hasAttribute("data-copy-code")) {
+        await navigator.clipboard.writeText(target.parentElement.querySelector("pre").textContent);
+      } else {
+        await copyMessage(target.closest(".item").querySelector(".bubble"));
+      }
       target.textContent = "Copied";
     } catch {
       target.textContent = "Copy failed";
@@ -484,6 +495,28 @@ list.addEventListener("click", async (clicked) => {
     }, 1500);
   }
 });
+
+// A message is copied as it reads, not as its markdown source: the text as shown for a
+// plain editor, and the rendered HTML for one that keeps formatting (a document, a mail).
+// The code blocks' own Copy code buttons are not part of the message.
+async function copyMessage(bubble) {
+  const shown = bubble.cloneNode(true);
+  for (const button of shown.querySelectorAll("button")) button.remove();
+  // innerText follows the layout (a paragraph, a list item: a line each); the clone is
+  // measured in place, unseen, since a detached node has no layout.
+  shown.classList.add("copy-measure");
+  bubble.after(shown);
+  const text = shown.innerText.trim();
+  shown.remove();
+  const html = shown.innerHTML;
+  if (typeof ClipboardItem === "undefined") return navigator.clipboard.writeText(text);
+  return navigator.clipboard.write([
+    new ClipboardItem({
+      "text/plain": new Blob([text], { type: "text/plain" }),
+      "text/html": new Blob([html], { type: "text/html" }),
+    }),
+  ]);
+}
 
 // An MCP server's form: each field is sent as its kind reads it (a checkbox as true or
 // false, several choices as a list, the rest as typed); the server checks it against the

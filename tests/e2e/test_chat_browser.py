@@ -45,6 +45,9 @@ def test_a_worker_tool_streams_its_output_live_and_stop_cancels_it(product, page
 
     expect(card).to_have_attribute("data-status", "cancelled", timeout=20_000)
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    # Open while it ran (for its approval, then its output); done, and never folded or
+    # opened by the person, it folds as any finished call is drawn.
+    expect(card).to_have_js_property("open", False)
     # The result replaces the live tail: the output so far, once, and where it stopped.
     expect(card.locator("pre.tail")).to_have_count(0)
     expect(card.locator("pre.result")).to_contain_text("tick 2")

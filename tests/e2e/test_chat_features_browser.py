@@ -25,13 +25,27 @@ def test_copy_puts_a_message_and_a_code_block_on_the_clipboard(product, page):
     answer = page.locator(".message.assistant").last
     answer.get_by_role("button", name="Copy", exact=True).click()
     expect(answer.get_by_role("button", name="Copied")).to_be_visible()
-    assert page.evaluate("navigator.clipboard.readText()").startswith("The tool returned:")
+    # As it reads, not its markdown source: no backticks in the text, and the rendered
+    # HTML (its code span) for an editor that keeps formatting.
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied.startswith("The tool returned: ") and "`" not in copied
+    html = page.evaluate(
+        "(async () => { const [item] = await navigator.clipboard.read();"
+        " return await (await item.getType('text/html')).text(); })()"
+    )
+    assert "<code>" in html and "Copy" not in html
     # A fenced block is highlighted on the server and gets its own Copy code button.
     _say(page, "here is code:\n```python\nprint('hi')\n```")
     code = page.locator(".message.assistant").last.locator(".code-block")
     expect(code.locator("pre.highlight span.nb")).to_have_text("print")
     code.get_by_role("button", name="Copy code").click()
     assert page.evaluate("navigator.clipboard.readText()") == "print('hi')\n"
+    # The whole answer: its paragraph and its code, a line each, no fence, no button.
+    whole = page.locator(".message.assistant").last
+    whole.get_by_role("button", name="Copy", exact=True).click()
+    expect(whole.get_by_role("button", name="Copied")).to_be_visible()
+    assert page.evaluate("navigator.clipboard.readText()").endswith("print('hi')")
+    assert "```" not in page.evaluate("navigator.clipboard.readText()")
     assert page.console_errors == []
 
 

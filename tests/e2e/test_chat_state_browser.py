@@ -60,9 +60,16 @@ def test_a_reload_while_an_allowed_command_runs_offers_no_stale_approval(product
     expect(page.get_by_role("button", name="Allow once: bash")).to_have_count(0)
     assert page.evaluate("document.activeElement.closest('.approval') === null")
     expect(card.locator("pre.tail")).to_contain_text("tick 3", timeout=20_000)
+    # Drawn open as the live page shows a running call, its output in sight.
+    expect(card).to_have_js_property("open", True)
+    expect(card.locator("pre.tail")).to_be_visible()
 
+    # Folded by the person, it stays folded as it ends, though the server draws it anew.
+    card.locator("summary").click()
+    expect(card).to_have_js_property("open", False)
     page.get_by_role("button", name="Stop").click()
     expect(card).to_have_attribute("data-status", "cancelled", timeout=20_000)
+    expect(card).to_have_js_property("open", False)
     # Focus is back in the composer, and the partial output survives a reload.
     expect(page.get_by_label("Message")).to_be_focused()
     page.reload()

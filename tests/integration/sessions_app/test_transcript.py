@@ -361,3 +361,32 @@ def test_a_calls_card_says_how_long_it_ran_in_words(owner, elapsed_ms, shown):
     )
 
     assert f"ok · {shown}</span>" in html
+
+
+def test_a_call_still_running_is_drawn_open_after_a_reload_and_a_finished_one_folded(owner):
+    running = _stored(
+        owner,
+        [
+            ("user_message", {"text": "count"}),
+            ("turn_started", {"model": "claude-sonnet-4-6", "context_window": 200_000}),
+            ("tool_call", {"call_id": "c1", "name": "bash", "arguments": {"command": "ls"}}),
+        ],
+    )
+    finished = _stored(
+        owner,
+        [
+            ("user_message", {"text": "count"}),
+            ("turn_started", {"model": "claude-sonnet-4-6", "context_window": 200_000}),
+            ("tool_call", {"call_id": "c1", "name": "bash", "arguments": {"command": "ls"}}),
+            ("tool_result", {"call_id": "c1", "status": "ok", "content": "a\nb"}),
+        ],
+    )
+
+    def card(session) -> str:
+        html = "".join(
+            transcript_html(session_transcript(session_id=session.pk), session_id=session.pk)
+        )
+        return html[html.index('<details class="tool-card"') :].split(">", 1)[0]
+
+    assert card(running).endswith(" open")
+    assert not card(finished).endswith(" open")
