@@ -28,12 +28,14 @@ def test_copy_puts_a_message_and_a_code_block_on_the_clipboard(product, page):
     # As it reads, not its markdown source: no backticks in the text, and the rendered
     # HTML (its code span) for an editor that keeps formatting.
     copied = page.evaluate("navigator.clipboard.readText()")
-    assert copied.startswith("The tool returned: ") and "`" not in copied
+    assert copied.startswith("The tool returned: ")
+    assert "`" not in copied
     html = page.evaluate(
         "(async () => { const [item] = await navigator.clipboard.read();"
         " return await (await item.getType('text/html')).text(); })()"
     )
-    assert "<code>" in html and "Copy" not in html
+    assert "<code>" in html
+    assert "Copy" not in html
     # A fenced block is highlighted on the server and gets its own Copy code button.
     _say(page, "here is code:\n```python\nprint('hi')\n```")
     code = page.locator(".message.assistant").last.locator(".code-block")
