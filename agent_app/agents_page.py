@@ -37,6 +37,7 @@ from profiles_app.services import (
     profiles_for_user,
     shared_first,
 )
+from profiles_app.services.connections import connections_all, provider_offers
 from toolhub.lib.errors import Invalid, ServiceError, found_or_404
 from toolhub.lib.versioned import posted_version
 from toolhub.tools import ResolvedToolset, ToolIntent, UnknownToolsetError, resolve, token_cost
@@ -77,7 +78,8 @@ def _configured(value: str) -> tuple[str, str]:
 
 
 def provider_states() -> list[ProviderState]:
-    """Each provider an agent can name, and whether a turn with it can reach it here."""
+    """Each provider an agent can name, and whether a turn with it can reach it here: the
+    built-in ones, then the connections staff made (docs/models.md)."""
     states = []
     for value, label in Agent.Provider.choices:
         chosen = value or settings.TOOLHUB_PROVIDER
@@ -90,6 +92,12 @@ def provider_states() -> list[ProviderState]:
         if not value:
             label = f"{label} ({chosen})"
         states.append(ProviderState(value, label, problem, reaches))
+    for connection in connections_all():
+        if connection.from_env:
+            continue
+        problem = "" if connection.enabled else "turned off by staff"
+        reaches = connection.base_url or "api.anthropic.com"
+        states.append(ProviderState(connection.name, connection.name, problem, reaches))
     return states
 
 
@@ -225,6 +233,10 @@ def _page(
         "new_name": new_name,
         "toolsets": [view.name for view in profiles_for_user(user=request.user)],
         "providers": provider_states(),
+        # The Model box suggests what the providers list (any id may still be typed).
+        "model_suggestions": sorted(
+            {entry.id for offer in provider_offers() for entry in offer.models}
+        ),
         "strategies": STRATEGY_WORDS,
         "failed": failed,
         **_expanded(request, chosen),

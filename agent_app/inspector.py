@@ -62,7 +62,7 @@ def inspector_toolset(*, session: ChatSession, channel: str = "web") -> dict[str
         "fingerprint": tools.fingerprint,
         "strategy": resolved.strategy,
         "provider": upcoming.provider.name,
-        "model": turn_model(agent=session.agent, provider=upcoming.provider),
+        "model": turn_model(agent=session.agent, provider=upcoming.provider, session=session),
         "agent": session.agent.name,
         "context_window": upcoming.window.to_json(),
         "resident": [

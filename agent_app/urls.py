@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from agent_app import agents_page, views
+from agent_app import agents_page, providers_page, views
 
 urlpatterns = [
     path("agents/", agents_page.agents, name="agents"),
@@ -30,6 +30,18 @@ urlpatterns = [
     ),
     path("settings/mcp/", views.mcp_credentials_page, name="mcp_credentials"),
     path("ops/tools/", views.ops_tools, name="ops_tools"),
+    path("ops/providers/", providers_page.ops_providers, name="ops_providers"),
+    path("ops/providers/save/", providers_page.ops_provider_save, name="ops_provider_save"),
+    path(
+        "ops/providers/<str:name>/refresh/",
+        providers_page.ops_provider_refresh,
+        name="ops_provider_refresh",
+    ),
+    path(
+        "ops/providers/<str:name>/delete/",
+        providers_page.ops_provider_delete,
+        name="ops_provider_delete",
+    ),
     path("ops/tools/disable/", views.ops_tool_disable, name="ops_tool_disable"),
     path("ops/tools/enable/", views.ops_tool_enable, name="ops_tool_enable"),
     path("ops/tools/policy/", views.ops_tool_policy, name="ops_tool_policy"),

@@ -18,6 +18,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 
 from toolhub.lib.intent_field import IntentField
+from toolhub.lib.sealing import SealedTextField
 from toolhub.tools.intent import MAX_NAMES, PROFILE_NAME_PATTERN
 from toolhub.tools.layers import OPERATOR_DISABLED
 from toolhub.tools.tool import NAME_PATTERN
@@ -256,7 +257,9 @@ class Agent(OwnedNamed):
         max_length=500, blank=True, help_text="What this agent is for, as the pickers show it."
     )
     system_prompt = models.TextField(blank=True, max_length=20_000)
-    provider = models.CharField(max_length=16, choices=Provider.choices, blank=True)
+    # A built-in provider (``Provider``) or a provider connection's name; empty: the
+    # configured default (profiles_app.services.connections checks which exist).
+    provider = models.CharField(max_length=40, blank=True)
     model = models.CharField(max_length=100, blank=True)
     # Empty: the window the model's server reports, else an assumed one (a turn says which).
     context_window = models.PositiveIntegerField(
@@ -279,3 +282,49 @@ class Agent(OwnedNamed):
         # The table and its constraints keep the names they had in agent_app.
         db_table = "agent_app_agent"
         constraints = _unique_names("agent_app_agent")
+
+
+connection_name_validator = RegexValidator(
+    r"^[a-z0-9][a-z0-9-]{0,38}[a-z0-9]$|^[a-z0-9]$",
+    "1 to 40 lower-case letters, digits or dashes, starting and ending with a letter or digit.",
+)
+
+
+class ProviderConnection(models.Model):
+    """A model provider staff connected in the app: an Anthropic or OpenAI-compatible API
+    at a base URL, with a key, and the models it offers (docs/models.md).
+
+    Agents and chats name it by ``name``, as they name a built-in provider. ``api_key`` is
+    sealed at rest and never shown back. ``listed`` is what the provider's models endpoint
+    last answered; ``manual`` the models staff wrote, which add to it and override its
+    window and prices. A connection whose ``from_env`` is set mirrors a provider the
+    environment configures (ANTHROPIC_API_KEY, OPENAI_BASE_URL): its URL and key stay the
+    environment's.
+    """
+
+    class Kind(models.TextChoices):
+        ANTHROPIC = "anthropic", "Anthropic"
+        OPENAI = "openai", "OpenAI-compatible"
+
+    name = models.CharField(max_length=40, unique=True, validators=[connection_name_validator])
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    base_url = models.URLField(max_length=500, blank=True)
+    api_key = SealedTextField(blank=True)
+    # [{"id": ..., "window": int | null}] as the models endpoint listed them.
+    listed = models.JSONField(default=list, blank=True)
+    listed_at = models.DateTimeField(null=True, blank=True)
+    # Why the last listing failed ("" when it worked or was never tried).
+    listing_problem = models.CharField(max_length=500, blank=True)
+    # Staff's own lines: "model id, context window, input $/M, output $/M" (all but the id
+    # optional).
+    manual = models.TextField(blank=True, max_length=20_000)
+    enabled = models.BooleanField(default=True)
+    from_env = models.BooleanField(default=False)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

@@ -228,14 +228,15 @@ def _web_search_offered(
 
 # The composer's choices apply when made (``composer_apply``): each is stored at once, so
 # what the next message uses is what the controls show, with or without a reload.
-CHOICES = ("agent", "toolset", "tools", "web_search", "plan_mode")
+CHOICES = ("agent", "model", "toolset", "tools", "web_search", "plan_mode")
 _INTENT_FIELD = {"tools": "enabled", "web_search": "web_search"}
 _STATE_WORDS = {"follow": "follow the agent and the profile", "on": "on", "off": "off"}
 
 
 def composer_apply(*, user: Any, session: ChatSession, choices: Mapping[str, str]) -> ChatSession:
     """Store the composer's choices that ``choices`` names (the form fields of its
-    options panel: ``agent`` an id, ``toolset`` a profile's name or ``default``,
+    options panel: ``agent`` an id, ``model`` ``provider:model`` or empty (the agent's),
+    ``toolset`` a profile's name or ``default``,
     ``tools``/``web_search`` follow, on or off, ``plan_mode`` on or off) and return the
     chat as it now is. Another field is refused, so a misspelt one never passes as
     applied."""
@@ -246,6 +247,12 @@ def composer_apply(*, user: Any, session: ChatSession, choices: Mapping[str, str
         chosen = choices["agent"]
         agent: Any = int(chosen) if chosen.isascii() and chosen.isdigit() else chosen
         session = session_update(user=user, session=session, version=session.version, agent=agent)
+    if "model" in choices:
+        # "provider:model", the provider's name holding no colon (a model id may: llama3:8b).
+        provider, _, model = choices["model"].partition(":")
+        session = session_update(
+            user=user, session=session, version=session.version, model=(provider, model)
+        )
     patch: dict[str, Any] = {}
     if "toolset" in choices:
         patch["toolset"] = None if choices["toolset"] == DEFAULT_PRESET else choices["toolset"]
@@ -272,6 +279,10 @@ def composer_applied_words(*, session: ChatSession, choices: Mapping[str, str]) 
     said = []
     if "agent" in choices:
         said.append(f"{session.agent.name} answers")
+    if "model" in choices:
+        said.append(
+            f"the model is {session.model}" if session.provider else "the agent's model answers"
+        )
     if "toolset" in choices:
         toolset = ToolIntent.parse(session.tool_intent).toolset
         said.append(f"the profile is {toolset}" if toolset else "the agent's profile applies")

@@ -28,6 +28,10 @@ class ChatSession(models.Model):
         "profiles_app.Agent", on_delete=models.PROTECT, related_name="sessions"
     )
     title = models.CharField(max_length=200, blank=True)
+    # The model the person picked for this chat, and its provider (a built-in one or a
+    # connection's name); both empty: the agent's.
+    provider = models.CharField(max_length=40, blank=True)
+    model = models.CharField(max_length=100, blank=True)
     tool_intent = IntentField(default=dict, blank=True)
     plan_mode = models.BooleanField(default=False)
     channel = models.CharField(max_length=16, default="web")

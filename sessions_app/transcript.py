@@ -42,6 +42,7 @@ from sessions_app.transcript_items import (
     json_int,
     stored_files,
 )
+from toolhub.lib.prices import Price
 from toolhub.tools.images import stored_images
 
 When = datetime | None
@@ -60,7 +61,7 @@ class Transcript:
     _streaming: str = ""
     _cards: dict[str, Card] = field(default_factory=dict)
     _usage: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    _models: dict[str, tuple[str, int, str, str, str]] = field(default_factory=dict)
+    _models: dict[str, tuple[str, int, str, str, str, Price | None]] = field(default_factory=dict)
 
     def apply(
         self, *, seq: int, kind: str, data: dict[str, Any], turn: str, created: datetime | None
@@ -97,6 +98,7 @@ class Transcript:
             str(data.get("context_source", ""))[:16],
             str(data.get("agent", ""))[:200],
             str(data.get("profile", ""))[:100],
+            _price(data.get("price")),
         )
         return []
 
@@ -262,9 +264,14 @@ class Transcript:
             item.message = str(data.get("message", ""))
         else:
             item.reason = str(data.get("reason", ""))
-        (item.model, item.context_window, item.context_source, item.agent, item.profile) = (
-            self._models.pop(turn, ("", 0, "", "", ""))
-        )
+        (
+            item.model,
+            item.context_window,
+            item.context_source,
+            item.agent,
+            item.profile,
+            item.price,
+        ) = self._models.pop(turn, ("", 0, "", "", "", None))
         calls = self._usage.pop(turn, [])
         for call in calls:
             item.input_tokens += json_int(call.get("input_tokens"))
@@ -417,4 +424,16 @@ def last_user_message(*, session_id: Any) -> tuple[int, str] | None:
     for key, item in reversed(transcript.items.items()):
         if isinstance(item, Message) and item.role == "user":
             return int(key[1:]), item.text
+    return None
+
+
+def _price(value: Any) -> Price | None:
+    """A turn's prices as ``turn_started`` stored them: [input, output] US dollars per
+    million tokens, or nothing (older turns, unknown prices)."""
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(part, int | float) and 0 <= part < 1e9 for part in value)
+    ):
+        return Price(float(value[0]), float(value[1]))
     return None

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from toolhub.lib.prices import cost_usd, usd_text
+from toolhub.lib.prices import Price, cost_usd, usd_text
 from toolhub.lib.storable import json_loads_bounded
 from toolhub.tools.files import MAX_FILES, clean_name, size_in_words
 from toolhub.tools.images import ToolImage
@@ -231,6 +231,8 @@ class TurnEnd:
     # recorded say neither).
     agent: str = ""
     profile: str = ""
+    # The prices the turn was counted at (its provider's list), else the price table's.
+    price: Price | None = None
     kind: str = "turn_end"
 
     @property
@@ -241,6 +243,7 @@ class TurnEnd:
     def cost(self) -> str:
         """The turn's estimated cost, or "" for a model without a known price."""
         usd = cost_usd(
+            price=self.price,
             model=self.model,
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,

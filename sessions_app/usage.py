@@ -14,8 +14,9 @@ from typing import Any
 
 from django.db.models import Count, F, Sum
 
+from profiles_app.services.connections import listed_prices
 from sessions_app.models import ProviderCall
-from toolhub.lib.prices import cost_usd
+from toolhub.lib.prices import Price, cost_usd
 
 CHATS_LISTED = 20
 
@@ -93,9 +94,10 @@ _SUMS = {
 }
 
 
-def _tokens(row: Mapping[str, Any]) -> Tokens:
+def _tokens(row: Mapping[str, Any], prices: Mapping[str, Price]) -> Tokens:
     counts = {key: row[key] or 0 for key in ("input", "output", "cache_read", "cache_write")}
     cost = cost_usd(
+        price=prices.get(row["model"]),
         model=row["model"],
         input_tokens=counts["input"],
         output_tokens=counts["output"],
@@ -108,13 +110,14 @@ def _tokens(row: Mapping[str, Any]) -> Tokens:
 def usage_of(*, user: Any, session_id: Any = None) -> Usage:
     """``user``'s usage by model, in total, and for their chats that used the most tokens
     (``CHATS_LISTED``); only ``session_id``'s when given (it must be theirs). Three grouped
-    queries, however many chats and calls there are."""
+    queries, however many chats and calls there are (and one of the providers' prices)."""
+    prices = listed_prices()
     calls = ProviderCall.objects.filter(session__owner=user)
     if session_id is not None:
         calls = calls.filter(session_id=session_id)
     by_model: dict[str, Tokens] = {}
     for row in calls.values("model").annotate(**_SUMS).order_by("model"):
-        by_model[row["model"] or "unknown"] = _tokens(row)
+        by_model[row["model"] or "unknown"] = _tokens(row, prices)
     total = sum(by_model.values(), Tokens())
     everything = Sum(
         F("input_tokens")
@@ -137,7 +140,7 @@ def usage_of(*, user: Any, session_id: Any = None) -> Usage:
     )
     for row in rows:
         known = chats.get(row["session_id"])
-        tokens = _tokens(row) if known is None else known.tokens + _tokens(row)
+        tokens = _tokens(row, prices) if known is None else known.tokens + _tokens(row, prices)
         chats[row["session_id"]] = ChatUsage(
             str(row["session_id"]),
             row["session__title"],

@@ -27,6 +27,7 @@ from profiles_app.services import (
     profiles_for_user,
     shared_first,
 )
+from profiles_app.services.connections import provider_offers
 from profiles_app.theme import request_preferences
 from sessions_app.composer import (
     composer_applied_words,
@@ -186,6 +187,9 @@ def _options_context(request: HttpRequest, session: ChatSession) -> dict[str, An
         # "default" in the Profile select follows the agent: it says so when the agent
         # names a toolset of its own.
         "agent_toolset": ToolIntent.parse(session.agent.tool_intent).toolset,
+        # The Model select: the agent's, or one a provider offers ("provider:model").
+        "model_offers": provider_offers(),
+        "model_value": f"{session.provider}:{session.model}" if session.provider else "",
     }
 
 

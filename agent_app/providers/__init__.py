@@ -27,6 +27,7 @@ from agent_app.providers.base import (
     collect_text,
 )
 from agent_app.providers.demo import DemoProvider
+from profiles_app.services.connections import DEFAULT_MODELS, connection_get, connection_models
 
 __all__ = [
     "PROVIDERS",
@@ -75,7 +76,7 @@ def _key(name: str) -> tuple[Any, ...]:
     chosen = name or settings.TOOLHUB_PROVIDER
     factory = PROVIDERS.get(chosen)
     if factory is None:
-        raise ProviderError("provider_unknown", f"no provider named {chosen!r}")
+        return _connection_key(chosen)
     return (
         chosen,
         factory,
@@ -86,8 +87,37 @@ def _key(name: str) -> tuple[Any, ...]:
     )
 
 
+def _connection_key(name: str) -> tuple[Any, ...]:
+    """A connection staff made in the app (docs/models.md): read from the database on
+    every call, so a changed key, URL or model list takes effect at the next turn."""
+    connection = connection_get(name)
+    if connection is None or connection.from_env:
+        raise ProviderError("provider_unknown", f"no provider named {name!r}")
+    if not connection.enabled:
+        raise ProviderError("provider_disabled", f"the provider {name} is turned off by staff")
+    models = connection_models(connection)
+    default = models[0].id if models else DEFAULT_MODELS[connection.kind]
+
+    def build() -> Provider:
+        provider: Provider
+        if connection.kind == "anthropic":
+            from agent_app.providers.anthropic import AnthropicProvider
+
+            provider = AnthropicProvider(api_key=connection.api_key, base_url=connection.base_url)
+        else:
+            from agent_app.providers.openai import OpenAIProvider
+
+            provider = OpenAIProvider(base_url=connection.base_url, api_key=connection.api_key)
+        # What a turn asks for when neither the chat nor the agent names a model.
+        provider.default_model = default
+        return provider
+
+    return (name, build, connection.kind, connection.base_url, connection.api_key, default)
+
+
 def provider_for(name: str = "") -> Provider:
-    """The provider an agent names, or the configured default; raises ProviderError.
+    """The provider an agent or a chat names, or the configured default; raises
+    ProviderError.
 
     Instances are kept per name and configuration, so their HTTP connections are reused
     from turn to turn (a changed key or URL builds a new one)."""
@@ -103,10 +133,17 @@ async def provider_on_loop(name: str = "") -> Provider:
     first time imports its SDK, seconds of work for anthropic's: done on the loop, it
     stalled every socket of the process, long enough for a handshake's Redis connect to
     time out. So a provider not built yet is built on a thread."""
-    provider = _built.get(_key(name))
-    if provider is not None:
-        return provider
-    return await asyncio.to_thread(provider_for, name)
+    if (name or settings.TOOLHUB_PROVIDER) in PROVIDERS:
+        provider = _built.get(_key(name))
+        if provider is not None:
+            return provider
+        return await asyncio.to_thread(provider_for, name)
+    # A connection is read from the database, which the loop may not wait on: on the
+    # turns' database threads, which keep their connections (a plain thread's would leak;
+    # imported here, as the turns import this package).
+    from agent_app.turns.loop import on_db_thread
+
+    return await on_db_thread(provider_for, name=name)
 
 
 def provider_preload() -> None:

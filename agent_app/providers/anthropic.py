@@ -41,15 +41,18 @@ from agent_app.providers.base import (
     status_error,
     tool_input,
 )
+from profiles_app.services.connections import DEFAULT_MODELS
 from toolhub.lib.model_windows import believable
 from toolhub.tools.schema import canonical_json
 
 CACHE = {"type": "ephemeral"}
+# A provider's model list is read up to this many (Anthropic lists a few dozen).
+LISTED = 2_000
 
 
 class AnthropicProvider:
     name = "anthropic"
-    default_model = "claude-sonnet-4-6"
+    default_model = DEFAULT_MODELS["anthropic"]
     supports_native = True
     is_demo = False
 
@@ -90,6 +93,18 @@ class AnthropicProvider:
         with _mapped_errors():
             info = await self._clients.get().models.retrieve(model or self.default_model)
         return believable(info.max_input_tokens)
+
+    async def list_models(self) -> list[dict[str, Any]]:
+        """The models the Models API lists (``GET /v1/models``, every page up to
+        ``LISTED``), each with its ``max_input_tokens`` when the API gives it."""
+        listed: list[dict[str, Any]] = []
+        with _mapped_errors():
+            async for info in self._clients.get().models.list(limit=100):
+                window = believable(getattr(info, "max_input_tokens", None))
+                listed.append({"id": info.id[:100], "window": window})
+                if len(listed) >= LISTED:
+                    break
+        return listed
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         with _mapped_errors():

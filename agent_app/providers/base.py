@@ -263,6 +263,11 @@ class Provider(Protocol):
         May raise anything: the caller bounds it in time and treats a failure as none."""
         ...
 
+    async def list_models(self) -> list[dict[str, Any]]:
+        """The models the provider's models endpoint lists: ``{"id", "window"}`` each
+        (``window`` ``None`` when the entry names none). Raises ProviderError."""
+        ...
+
 
 async def collect_text(provider: Provider, request: ProviderRequest) -> str:
     """The text of a one-shot request's answer (tool calls and usage ignored)."""

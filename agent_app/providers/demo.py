@@ -52,6 +52,9 @@ class DemoProvider:
         # The demo has no window of its own: the agent's setting, or the assumed one.
         return None
 
+    async def list_models(self) -> list[dict[str, Any]]:
+        return [{"id": self.default_model, "window": None}]
+
     def wire_tools(self, tools_json: str, deferred: frozenset[str]) -> WireTools:
         # Nothing goes over a wire: the demo reads the array as resolution laid it out.
         return plain_wire_tools(tools_json, deferred)

@@ -36,6 +36,7 @@ from agent_app.providers.base import (
     tool_input,
     window_in,
 )
+from profiles_app.services.connections import DEFAULT_MODELS
 from toolhub.lib.model_windows import believable
 from toolhub.tools.schema import canonical_json
 from toolhub.tools.tokens import count as count_tokens
@@ -49,7 +50,7 @@ PROBE_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 
 class OpenAIProvider:
     name = "openai"
-    default_model = "llama3.1"
+    default_model = DEFAULT_MODELS["openai"]
     supports_native = False
     is_demo = False
 
@@ -89,6 +90,25 @@ class OpenAIProvider:
         if window is not None:
             return window
         return _listed_window(await self._json_at(client, self.origin + "/models"), model)
+
+    async def list_models(self) -> list[dict[str, Any]]:
+        """The models ``/models`` lists, each with the window its entry names (or
+        ``None``); raises ProviderError when the server cannot be asked or answers no
+        list."""
+        client = self._clients.get()
+        try:
+            listed = await self._json_at(client, self.origin + "/models")
+        except httpx.HTTPError as exc:
+            message = f"could not reach {self.origin}: {exc}"
+            raise ProviderError("provider_unreachable", message) from None
+        entries = listed.get("data") if isinstance(listed, dict) else None
+        if not isinstance(entries, list):
+            raise ProviderError("provider_no_models", f"{self.origin}/models lists no models")
+        return [
+            {"id": entry["id"][:100], "window": _listed_window({"data": [entry]}, entry["id"])}
+            for entry in entries
+            if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"]
+        ]
 
     async def _json_at(self, client: httpx.AsyncClient, url: str) -> Any:
         """A GET's JSON; ``None`` for an error, a body that is not JSON, or one over

@@ -21,6 +21,8 @@ from django.conf import settings
 from agent_app.providers import ProviderError, provider_for, provider_on_loop
 from agent_app.providers.base import Provider
 from profiles_app.models import Agent
+from profiles_app.services.connections import BUILTIN, model_entry
+from sessions_app.models import ChatSession
 from toolhub.lib.model_windows import (
     ContextWindow,
     window_fresh,
@@ -34,17 +36,37 @@ log = logging.getLogger(__name__)
 ASK_SECONDS = 5.0
 
 
-def turn_model(*, agent: Agent, provider: Provider) -> str:
-    """The model a turn of ``agent`` asks for: its own, else the configured one, else the
-    provider's default."""
-    return agent.model or settings.TOOLHUB_MODEL or provider.default_model
+def turn_choice(*, agent: Agent, session: ChatSession | None = None) -> tuple[str, str]:
+    """(provider, model) as named: the chat's pick, else the agent's (either may be empty:
+    the configured default provider, the provider's default model)."""
+    if session is not None and session.provider:
+        return session.provider, session.model
+    return agent.provider, agent.model
 
 
-def turn_window(*, agent: Agent, provider: Provider) -> ContextWindow:
-    """The window a turn of ``agent`` on ``provider`` works in (no network)."""
-    model = turn_model(agent=agent, provider=provider)
+def turn_model(*, agent: Agent, provider: Provider, session: ChatSession | None = None) -> str:
+    """The model a turn asks for: the chat's pick, else the agent's, else the configured
+    one (for the environment's providers), else the provider's default."""
+    name, model = turn_choice(agent=agent, session=session)
+    if model:
+        return model
+    if (name or settings.TOOLHUB_PROVIDER) in BUILTIN and settings.TOOLHUB_MODEL:
+        return str(settings.TOOLHUB_MODEL)
+    return provider.default_model
+
+
+def turn_window(
+    *, agent: Agent, provider: Provider, session: ChatSession | None = None
+) -> ContextWindow:
+    """The window a turn works in (no network): what the model's server reported, else
+    what its provider's model list says, bounded by the agent's setting."""
+    model = turn_model(agent=agent, provider=provider, session=session)
     known, reported = window_known(origin=provider.origin, model=model)
-    return window_of(setting=agent.context_window, reported=reported if known else None)
+    if not (known and reported):
+        name, _ = turn_choice(agent=agent, session=session)
+        entry = model_entry(provider=name, model=model)
+        reported = entry.window if entry is not None else None
+    return window_of(setting=agent.context_window, reported=reported)
 
 
 def agent_window(agent: Agent) -> ContextWindow:
@@ -56,13 +78,14 @@ def agent_window(agent: Agent) -> ContextWindow:
     return turn_window(agent=agent, provider=provider)
 
 
-async def window_discover(*, agent: Agent) -> None:
+async def window_discover(*, agent: Agent, session: ChatSession | None = None) -> None:
     """Ask the model's server for its window unless it was asked lately. Never raises."""
+    name, _ = turn_choice(agent=agent, session=session)
     try:
-        provider = await provider_on_loop(agent.provider)
+        provider = await provider_on_loop(name)
     except ProviderError:
         return
-    model = turn_model(agent=agent, provider=provider)
+    model = turn_model(agent=agent, provider=provider, session=session)
     if window_fresh(origin=provider.origin, model=model):
         # The steady state: no thread, no cache, no network on the turn's way.
         return

@@ -167,7 +167,7 @@ async def _window_checked(session: ChatSession) -> None:
         # The socket's and the API's reads of the chat carry its agent: no query then.
         cached = ChatSession.agent.is_cached(session)
         agent = session.agent if cached else await on_db_thread(_agent_of, session=session)
-        await window_discover(agent=agent)
+        await window_discover(agent=agent, session=session)
     except Exception:
         log.warning("checking the model's window failed", exc_info=True)
 

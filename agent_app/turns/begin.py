@@ -19,9 +19,10 @@ from django.db import transaction
 
 from agent_app.history import messages_from_events
 from agent_app.providers import Provider, ProviderError, provider_for
-from agent_app.providers.windows import turn_model, turn_window
+from agent_app.providers.windows import turn_choice, turn_model, turn_window
 from agent_app.turns.claim import claim, release
 from agent_app.turns.preview import RequestTools, request_tools, turn_strategy
+from profiles_app.services.connections import model_price
 from sessions_app.eventlog import events_insert
 from sessions_app.models import ChatSession, SessionEvent
 from sessions_app.services import turn_context, turn_frame_apply
@@ -77,14 +78,15 @@ def _prepare(
     ``history_seq`` the session's last seq before this turn's own events, ``rewind_to``
     the seq this turn's history ends at (an edited or regenerated message)."""
     agent = session.agent
+    provider_name, _ = turn_choice(agent=agent, session=session)
     try:
-        provider = provider_for(agent.provider)
+        provider = provider_for(provider_name)
     except ProviderError:
         # No model to ask: the frame is still applied (a refused one rolls back, a good
         # intent is kept), and the turn fails saying why.
         turn_frame_apply(session=session, patch=patch, rewind_to=rewind_to, last_seq=history_seq)
         raise
-    window = turn_window(agent=agent, provider=provider)
+    window = turn_window(agent=agent, provider=provider, session=session)
     context = turn_context(
         session=session,
         patch=patch,
@@ -109,7 +111,7 @@ def _prepare(
             loadable=frozenset(tool.name for tool in resolved.deferred),
         ),
         provider=provider,
-        model=turn_model(agent=agent, provider=provider),
+        model=turn_model(agent=agent, provider=provider, session=session),
         system=agent.system_prompt,
         window=window,
         title=context.title,
@@ -141,7 +143,15 @@ def _started(prep: PreparedTurn) -> dict[str, Any]:
         # reported is shown as assumed).
         "context_window": prep.window.tokens,
         "context_source": prep.window.source,
+        # The prices the cost is counted at, when known (a connection's own, or the list's).
+        "price": _price(prep),
     }
+
+
+def _price(prep: PreparedTurn) -> list[float] | None:
+    name, _ = turn_choice(agent=prep.session.agent, session=prep.session)
+    price = model_price(provider=name, model=prep.model)
+    return None if price is None else [price.input, price.output]
 
 
 class TurnBusy(Exception):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from agent_app.providers import Provider, provider_for
 from agent_app.providers.base import WireTools
-from agent_app.providers.windows import turn_window
+from agent_app.providers.windows import turn_choice, turn_window
 from profiles_app.models import Agent
 from sessions_app.models import ChatSession
 from sessions_app.services import session_resolve
@@ -84,8 +84,9 @@ def next_turn(
 ) -> NextTurn:
     """Resolve ``session`` as its next turn will, and freeze the turn's contract.
     Raises ``UnknownToolsetError`` (a deleted profile) and ``ProviderError``."""
-    provider = provider_for(session.agent.provider)
-    window = turn_window(agent=session.agent, provider=provider)
+    provider_name, _ = turn_choice(agent=session.agent, session=session)
+    provider = provider_for(provider_name)
+    window = turn_window(agent=session.agent, provider=provider, session=session)
     resolved = session_resolve(
         session=session,
         attended=attended,

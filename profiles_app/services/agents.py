@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 
 from profiles_app.models import DEFAULT_AGENT, Agent
+from profiles_app.services.connections import provider_known
 from profiles_app.services.profiles import toolset_check_exists
 from profiles_app.services.rules import (
     audit_write,
@@ -104,8 +105,8 @@ def _clean(fields: dict[str, Any], user: Any, *, shared: bool) -> dict[str, Any]
             value = intent.to_json()
         elif key == "strategy" and value not in STRATEGIES:
             raise Invalid("unknown strategy", fields={"strategy": [str(value)]})
-        elif key == "provider" and value not in Agent.Provider.values:
-            raise Invalid("unknown provider", fields={"provider": [str(value)]})
+        elif key == "provider" and not provider_known(value):
+            raise Invalid("unknown provider", fields={"provider": [str(value)[:40]]})
         elif (
             key in ("context_window", "tier_budget")
             and value is not None

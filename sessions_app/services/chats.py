@@ -33,6 +33,7 @@ from profiles_app.services import (
     refuse_meta_tool,
     toolset_check_exists,
 )
+from profiles_app.services.connections import provider_offer
 from sessions_app.eventlog import events_append
 from sessions_app.models import ChatSession, SessionEvent
 from toolhub.lib.errors import Conflict, Invalid, NotFound
@@ -250,7 +251,7 @@ def _new_chat_intent(intent: Any, user: Any, agent: Agent) -> Any:
 def session_update(
     *, user: Any, session: ChatSession, version: int, operator: Any = None, **fields: Any
 ) -> ChatSession:
-    """Change title, agent, intent, plan mode or the tools allowed for this chat if
+    """Change title, agent, model, intent, plan mode or the tools allowed for this chat if
     ``version`` is current; ``operator``: a staff member changing it in the admin, for
     ``user``, its owner (audited)."""
     check_operator(operator)
@@ -268,6 +269,8 @@ def session_update(
             if not isinstance(value, bool):
                 raise Invalid("plan_mode must be true or false", fields={"plan_mode": ["bool"]})
             changes["plan_mode"] = value
+        elif key == "model":
+            changes["provider"], changes["model"] = _clean_model(value)
         elif key == "allowed_tools":
             changes["allowed_tools"] = clean_tools(value, "allowed_tools")
         else:
@@ -286,6 +289,28 @@ def session_update(
             message=f"changed {', '.join(sorted(fields)) or 'nothing'}",
         )
     return session
+
+
+def _clean_model(value: Any) -> tuple[str, str]:
+    """A chat's model pick: ``(provider, model)`` one of the providers offers, or
+    ``("", "")`` for the agent's."""
+    if value in (None, "", ("", "")):
+        return "", ""
+    if (
+        not isinstance(value, tuple | list)
+        or len(value) != 2
+        or not all(isinstance(part, str) for part in value)
+    ):
+        raise Invalid("a model is picked as its provider and its id", fields={"model": ["pair"]})
+    provider, model = value
+    offer = provider_offer(provider) if provider else None
+    if offer is None:
+        raise Invalid(
+            f"no provider named {provider[:40]!r} is offered", fields={"model": ["provider"]}
+        )
+    if offer.model(model) is None:
+        raise Invalid(f"{offer.label} offers no model {model[:100]!r}", fields={"model": ["model"]})
+    return provider, model
 
 
 def session_intent_merge(*, session: ChatSession, patch: Any) -> ChatSession:

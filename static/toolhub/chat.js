@@ -1005,6 +1005,8 @@ function summarizeOptions() {
   if (picker && picker.value !== picker.dataset.default) {
     items.push(chip(`Agent: ${agentPickerName()}`, picker));
   }
+  const model = form.elements.model;
+  if (model.value) items.push(chip(`Model: ${model.selectedOptions[0]?.textContent ?? ""}`, model));
   const toolset = form.elements.toolset;
   if (toolset.value !== "default") {
     items.push(chip(`Profile: ${toolset.selectedOptions[0]?.textContent ?? toolset.value}`, toolset));
@@ -1104,7 +1106,7 @@ optionsPanel.addEventListener("change", (changed) => {
   const control = changed.target;
   if (control.matches("[data-agent-filter]")) return;
   if (control.name === "plan_mode") applyChoice("plan_mode", control.checked ? "on" : "off");
-  else if (["agent", "toolset", "tools", "web_search"].includes(control.name)) {
+  else if (["agent", "model", "toolset", "tools", "web_search"].includes(control.name)) {
     if (control.name !== "agent") updateControls();
     applyChoice(control.name, control.value);
   }

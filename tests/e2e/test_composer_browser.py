@@ -134,10 +134,14 @@ def test_a_message_sent_right_after_a_choice_uses_it_without_a_reload(product, p
 
     open_options(page)
     page.get_by_label("Profile", exact=True).select_option("files")
+    page.get_by_label("Model", exact=True).select_option("demo:demo")
     message.fill("two")
     message.press("Enter")
+    expect(page.locator(".turn-end")).to_have_count(2, timeout=20_000)
     expect(_answered_by(page)).to_have_attribute("title", re.compile(r"profile files$"))
-    expect(page.locator(".turn-end")).to_have_count(2)
+    # The chat's model, not the agent's demo-reader; a chip says it differs.
+    expect(_answered_by(page)).to_have_text("Reader · demo")
+    expect(page.get_by_role("button", name="Model: demo")).to_be_visible()
 
     open_options(page)
     page.get_by_label("Agent", exact=True).select_option(label=first)

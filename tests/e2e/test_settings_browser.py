@@ -113,7 +113,7 @@ def test_an_agent_with_a_narrower_profile_is_picked_in_the_composer_and_the_insp
             "From your next message, tools follow"
         )
     ).to_be_visible()
-    expect(page.get_by_text("Model: demo-reader")).to_be_visible()
+    expect(page.get_by_text("Its model: demo-reader")).to_be_visible()
     profile = page.get_by_label("Profile", exact=True)
     expect(profile.locator("option:checked")).to_have_text("no-shell (the agent's)")
 

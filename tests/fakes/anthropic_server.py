@@ -8,6 +8,9 @@ answers with the token estimate. The wire format is the real one, event for even
 the API sends it), `message_delta`, `message_stop`; errors are
 `{"type": "error", "error": {"type", "message"}}` with the HTTP status. A credential is
 required, in `x-api-key` or, as SDK 2.x sends `api_key`, in `Authorization: Bearer`.
+With `models` (name → max_input_tokens), `GET /v1/models/{id}` answers for one and
+`GET /v1/models` lists them as the Models API pages it (`limit`, `after_id`, `has_more`;
+`page_size` caps a page, so a test can make the SDK follow pages).
 
 Token counts are estimates (a quarter of the canonical JSON length of tools, system and
 messages; a tool sent with `defer_loading` counts only once a `tool_reference` block loads
@@ -38,6 +41,7 @@ from dataclasses import dataclass
 from hashlib import sha256
 from itertools import count
 from typing import Any
+from urllib.parse import parse_qs
 
 from tests.fakes._http import Exchange, FakeServer, Reply, Seen, canonical, split_json
 
@@ -99,8 +103,10 @@ class FakeAnthropic(FakeServer):
         lookback_blocks: int = 20,
         min_cache_tokens: int = 0,
         models: dict[str, int] | None = None,
+        page_size: int = 1000,
     ) -> None:
         super().__init__(responder=responder)
+        self.page_size = page_size
         self.lookback_blocks = lookback_blocks
         self.min_cache_tokens = min_cache_tokens
         # Model name -> its max_input_tokens, as the Models API answers `GET /v1/models/{id}`.
@@ -112,6 +118,9 @@ class FakeAnthropic(FakeServer):
     def handle(self, exchange: Exchange) -> None:
         if exchange.method == "GET" and exchange.path.startswith("/v1/models/"):
             self._model_info(exchange, exchange.path.removeprefix("/v1/models/"))
+            return
+        if exchange.method == "GET" and exchange.path == "/v1/models":
+            self._model_list(exchange)
             return
         if exchange.method != "POST" or exchange.path not in {MESSAGES_PATH, COUNT_TOKENS_PATH}:
             _send_error(exchange, 404, f"Not found: {exchange.method} {exchange.path}")
@@ -157,22 +166,47 @@ class FakeAnthropic(FakeServer):
             message = _message(reply, message_id=message_id, model=model, usage=usage)
             exchange.send_json(200, message, headers=headers)
 
+    def _model_list(self, exchange: Exchange) -> None:
+        """`GET /v1/models` as the Models API pages it: newest first, `limit` (default 20,
+        at most `page_size`) per page, `after_id` for the next, `has_more` and
+        `last_id` to say where it ended."""
+        if not _has_credential(exchange.headers):
+            _send_error(exchange, 401, "x-api-key header is required")
+            return
+        query = parse_qs(exchange.seen.query)
+        limit = min(int(query.get("limit", ["20"])[0]), self.page_size)
+        names = list(reversed(self.models))
+        after = query.get("after_id", [""])[0]
+        start = names.index(after) + 1 if after in names else 0
+        page = names[start : start + limit]
+        exchange.send_json(
+            200,
+            {
+                "data": [self._info(name) for name in page],
+                "has_more": start + limit < len(names),
+                "first_id": page[0] if page else None,
+                "last_id": page[-1] if page else None,
+            },
+        )
+
+    def _info(self, name: str) -> dict[str, Any]:
+        return {
+            "type": "model",
+            "id": name,
+            "display_name": name,
+            "created_at": "2025-01-01T00:00:00Z",
+            "lifecycle": "active",
+            "max_input_tokens": self.models[name],
+            "max_tokens": 64_000,
+        }
+
     def _model_info(self, exchange: Exchange, name: str) -> None:
         if not _has_credential(exchange.headers):
             _send_error(exchange, 401, "x-api-key header is required")
         elif name not in self.models:
             _send_error(exchange, 404, f"model: {name}")
         else:
-            info = {
-                "type": "model",
-                "id": name,
-                "display_name": name,
-                "created_at": "2025-01-01T00:00:00Z",
-                "lifecycle": "active",
-                "max_input_tokens": self.models[name],
-                "max_tokens": 64_000,
-            }
-            exchange.send_json(200, info)
+            exchange.send_json(200, self._info(name))
 
     def estimate(self, body: dict[str, Any]) -> int:
         """The total input token estimate of a Messages request body."""

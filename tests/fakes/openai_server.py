@@ -89,6 +89,12 @@ class FakeOpenAI(FakeServer):
 
     def handle(self, exchange: Exchange) -> None:
         if exchange.method == "GET" and exchange.path == "/v1/models" and self.models is not None:
+            # OpenAI's lists only for a caller with the key, as its completions.
+            if self.api_key is not None and (
+                exchange.headers.get("authorization") != f"Bearer {self.api_key}"
+            ):
+                self._error(exchange, 401, "Incorrect API key provided")
+                return
             listed = [
                 {"id": name, "object": "model", "owned_by": "fake", **fields}
                 for name, fields in self.models.items()

@@ -43,10 +43,17 @@ def price_of(model: str) -> Price | None:
 
 
 def cost_usd(
-    *, model: str, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0
+    *,
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    price: Price | None = None,
 ) -> float | None:
-    """The estimated cost of calls to ``model`` with these token counts, or ``None``."""
-    price = price_of(model)
+    """The estimated cost of calls to ``model`` with these token counts, at ``price`` (a
+    provider's own, docs/models.md) or the table's; ``None`` when neither knows."""
+    price = price or price_of(model)
     if price is None:
         return None
     billed_input = input_tokens + cache_write * CACHE_WRITE + cache_read * CACHE_READ

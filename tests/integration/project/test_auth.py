@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytestmark = pytest.mark.django_db
@@ -19,9 +21,11 @@ def test_signing_in_with_the_right_password_lands_on_the_chat(client, owner, pas
         "/accounts/login/", {"username": "owner", "password": password}, follow=True
     )
 
-    assert response.redirect_chain[-1][0] == "/chat/"
+    # Through the Chat link's address to a chat ready for a first message.
+    assert [hop for hop, _ in response.redirect_chain][-2] == "/chat/"
+    assert re.fullmatch(r"/chat/[0-9a-f-]{36}/", response.redirect_chain[-1][0])
     assert response.status_code == 200
-    assert "New chat" in response.content.decode()
+    assert "What can I help with?" in response.content.decode()
 
 
 def test_the_status_table_is_for_operators(client, owner, staff):
@@ -46,7 +50,7 @@ def test_signing_in_with_a_wrong_password_shows_an_error_and_stays_signed_out(cl
 
 def test_signing_out_ends_the_session(client, owner):
     client.force_login(owner)
-    assert client.get("/chat/").status_code == 200
+    assert client.get("/chat/", follow=True).status_code == 200
 
     response = client.post("/accounts/logout/")
 

@@ -227,7 +227,7 @@ def test_the_composer_picks_the_chats_agent_and_the_inspector_names_it_and_its_m
     # Applied at once: the panel comes back drawn for the chat as stored, saying so.
     assert "From your next message, Reviewer answers." in picked
     assert f'<option value="{mine.pk}" selected>Reviewer</option>' in picked
-    assert "Model: claude-sonnet-4-5" in picked
+    assert "Its model: claude-sonnet-4-5" in picked
     page = client.get(reverse("chat_session", args=[chat.pk])).content.decode()
     assert f'<option value="{mine.pk}" selected>Reviewer</option>' in page
     inspector = client.get(reverse("chat_inspector", args=[chat.pk])).content.decode()

@@ -1,0 +1,328 @@
+"""Model providers and the models they offer, as the pickers show them (docs/models.md).
+
+Agents and chats name a provider by a name: ``demo`` (the offline demo, always there),
+``anthropic`` and ``openai`` when the environment configures them (ANTHROPIC_API_KEY or
+ANTHROPIC_BASE_URL; OPENAI_BASE_URL), or a connection staff made in the app
+(``ProviderConnection``). The environment bootstraps a fresh install; connections add
+more without a restart.
+
+A provider's models are what its models endpoint last listed (stored when staff save
+or refresh it: a page never calls out) and the manual lines staff wrote: a model listed
+in both takes the manual line's window and prices. Without either, a provider offers its
+default model. A model's window and prices feed the gauge and the cost; an unknown
+price is unknown, never zero.
+
+Only staff write connections; each write is in the admin's change log. The key is
+write-only: sealed at rest, never read back to a page or an API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.contrib.admin.models import ADDITION, CHANGE, DELETION
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from profiles_app.models import ProviderConnection, connection_name_validator
+from profiles_app.services.rules import audit
+from toolhub.lib.errors import Conflict, Forbidden, Invalid, NotFound
+from toolhub.lib.prices import Price, price_of
+
+DEMO = "demo"
+# What a built-in provider asks for when nothing names a model.
+DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "llama3.1", DEMO: DEMO}
+BUILTIN = tuple(DEFAULT_MODELS)
+MANUAL_LINES = 500
+LISTED_MODELS = 2_000
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEntry:
+    """One model a provider offers: its window in tokens and its prices in US dollars per
+    million tokens, each ``None`` when nobody said."""
+
+    id: str
+    window: int | None = None
+    input: float | None = None
+    output: float | None = None
+
+    @property
+    def price(self) -> Price | None:
+        if self.input is not None and self.output is not None:
+            return Price(self.input, self.output)
+        return price_of(self.id)
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderOffer:
+    """A provider as the pickers offer it."""
+
+    name: str
+    label: str
+    kind: str
+    models: tuple[ModelEntry, ...]
+
+    def model(self, model_id: str) -> ModelEntry | None:
+        return next((entry for entry in self.models if entry.id == model_id), None)
+
+
+def manual_parse(text: str) -> list[ModelEntry]:
+    """Staff's model lines: ``id, window, input $/M, output $/M``, all but the id optional
+    (``claude-sonnet-4-6, 200000, 3, 15``; ``llama3.1:8b, 8192``). Blank lines and lines
+    starting with ``#`` are skipped; a bad line is refused saying which."""
+    entries: dict[str, ModelEntry] = {}
+    lines = text.splitlines()
+    if len(lines) > MANUAL_LINES:
+        raise Invalid(f"at most {MANUAL_LINES} model lines", fields={"manual": ["too many"]})
+    for number, line in enumerate(lines, 1):
+        parts = [part.strip() for part in line.split(",")]
+        if not parts[0] or parts[0].startswith("#"):
+            continue
+        try:
+            entries[parts[0]] = _entry(parts)
+        except ValueError as exc:
+            raise Invalid(f"line {number}: {exc}", fields={"manual": [str(number)]}) from None
+    return list(entries.values())
+
+
+def _entry(parts: list[str]) -> ModelEntry:
+    model_id, *rest = parts
+    if len(rest) > 3:
+        raise ValueError("a model id and at most a window and two prices")
+    if len(model_id) > 100 or not model_id.isprintable() or " " in model_id:
+        raise ValueError("a model id is up to 100 characters with no spaces")
+    window = _number(rest[0], "the window", whole=True) if rest and rest[0] else None
+    prices = [_number(part, "a price", whole=False) if part else None for part in rest[1:]]
+    return ModelEntry(
+        model_id,
+        window=None if window is None else int(window),
+        input=prices[0] if prices else None,
+        output=prices[1] if len(prices) > 1 else None,
+    )
+
+
+def _number(text: str, what: str, *, whole: bool) -> float:
+    try:
+        value = int(text) if whole else float(text)
+    except ValueError:
+        raise ValueError(f"{what} is a number, not {text[:20]!r}") from None
+    if not 0 <= value < 1e9 or value != value:
+        raise ValueError(f"{what} is out of range")
+    if whole and value < 1000:
+        raise ValueError("the window is in tokens (1,000 or more)")
+    return value
+
+
+def connection_models(connection: ProviderConnection) -> tuple[ModelEntry, ...]:
+    """Its manual models first, in the order written, then the listed ones by id."""
+    manual = manual_parse(connection.manual)
+    written = {entry.id for entry in manual}
+    listed = {}
+    for item in connection.listed[:LISTED_MODELS]:
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            window = item.get("window")
+            listed[item["id"]] = ModelEntry(
+                item["id"], window=window if isinstance(window, int) else None
+            )
+    merged = []
+    for entry in manual:
+        found = listed.get(entry.id)
+        # The listed window where the manual line names none.
+        if found is not None and entry.window is None:
+            entry = ModelEntry(entry.id, found.window, entry.input, entry.output)
+        merged.append(entry)
+    merged += [listed[name] for name in sorted(listed) if name not in written]
+    return tuple(merged)
+
+
+def _env_configured(name: str) -> bool:
+    if name == "anthropic":
+        return bool(settings.ANTHROPIC_API_KEY or settings.ANTHROPIC_BASE_URL)
+    return bool(settings.OPENAI_BASE_URL)
+
+
+ENV_LABELS = {"anthropic": "Anthropic", "openai": "OpenAI-compatible"}
+
+
+def provider_offers() -> list[ProviderOffer]:
+    """Every provider a person can pick now, each with its models: the environment's,
+    then the enabled connections by name, then the offline demo."""
+    rows = {row.name: row for row in ProviderConnection.objects.all()}
+    offers = []
+    for name in ("anthropic", "openai"):
+        row = rows.pop(name, None)
+        if not _env_configured(name):
+            continue
+        models = connection_models(row) if row is not None else ()
+        offers.append(
+            ProviderOffer(name, ENV_LABELS[name], name, models or (_default_entry(name),))
+        )
+    for row in rows.values():
+        if row.enabled and not row.from_env:
+            models = connection_models(row) or (_default_entry(row.kind),)
+            offers.append(ProviderOffer(row.name, row.name, row.kind, models))
+    offers.append(ProviderOffer(DEMO, "Offline demo", DEMO, (ModelEntry(DEMO, None, 0, 0),)))
+    return offers
+
+
+def _default_entry(kind: str) -> ModelEntry:
+    if kind == default_provider_name() and settings.TOOLHUB_MODEL:
+        return ModelEntry(settings.TOOLHUB_MODEL)
+    return ModelEntry(DEFAULT_MODELS[kind])
+
+
+def default_provider_name() -> str:
+    return str(settings.TOOLHUB_PROVIDER)
+
+
+def provider_offer(name: str) -> ProviderOffer | None:
+    """The provider ``name`` names (``""``: the configured default), if it can be used."""
+    chosen = name or default_provider_name()
+    return next((offer for offer in provider_offers() if offer.name == chosen), None)
+
+
+def model_entry(*, provider: str, model: str) -> ModelEntry | None:
+    """What is known of ``model`` at ``provider``: its window and prices."""
+    offer = provider_offer(provider)
+    return offer.model(model) if offer is not None else None
+
+
+def model_price(*, provider: str, model: str) -> Price | None:
+    entry = model_entry(provider=provider, model=model)
+    return entry.price if entry is not None else price_of(model)
+
+
+def listed_prices() -> dict[str, Price]:
+    """Every price staff wrote for a model, by model id (the usage page prices calls
+    that name only their model)."""
+    prices: dict[str, Price] = {}
+    for offer in provider_offers():
+        for entry in offer.models:
+            if entry.input is not None and entry.output is not None:
+                prices.setdefault(entry.id, Price(entry.input, entry.output))
+    return prices
+
+
+def provider_known(name: Any) -> bool:
+    """Whether an agent may name ``name``: empty (the configured default), a built-in
+    provider, or a connection (turned off or not: a turn says so)."""
+    if not isinstance(name, str):
+        return False
+    if name in ("", *BUILTIN):
+        return True
+    return ProviderConnection.objects.filter(name=name, from_env=False).exists()
+
+
+def connection_get(name: str) -> ProviderConnection | None:
+    """The stored connection by name (built from by the providers), enabled or not."""
+    return ProviderConnection.objects.filter(name=name).first()
+
+
+def connections_all() -> list[ProviderConnection]:
+    return list(ProviderConnection.objects.all())
+
+
+def _staff(user: Any) -> None:
+    if not user.is_staff:
+        raise Forbidden("model providers are managed by staff")
+
+
+def _clean_url(base_url: str, kind: str) -> str:
+    base_url = base_url.strip()
+    if not base_url:
+        if kind == ProviderConnection.Kind.OPENAI:
+            raise Invalid(
+                "an OpenAI-compatible provider needs its base URL (…/v1)",
+                fields={"base_url": ["required"]},
+            )
+        return ""
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or len(base_url) > 500:
+        raise Invalid("the base URL is an http or https URL", fields={"base_url": ["url"]})
+    return base_url.rstrip("/")
+
+
+def connection_save(
+    *,
+    user: Any,
+    name: str,
+    kind: str,
+    base_url: str,
+    api_key: str | None,
+    manual: str,
+    enabled: bool = True,
+) -> ProviderConnection:
+    """Create or change the connection ``name``; ``api_key`` ``None`` keeps the stored
+    key (the page never shows it back), ``""`` clears it. A built-in provider's name
+    stores only its models (URL and key stay the environment's)."""
+    _staff(user)
+    name = name.strip().lower()
+    from_env = name in BUILTIN
+    if name == DEMO:
+        raise Invalid("the offline demo needs no connection", fields={"name": ["demo"]})
+    if from_env:
+        kind, base_url, api_key = name, "", ""
+    else:
+        try:
+            connection_name_validator(name)
+        except ValidationError as exc:
+            raise Invalid(f"name: {exc.messages[0]}", fields={"name": ["invalid"]}) from None
+    if kind not in ProviderConnection.Kind.values:
+        raise Invalid("kind is anthropic or openai", fields={"kind": ["choice"]})
+    base_url = _clean_url(base_url, kind) if not from_env else ""
+    manual_parse(manual)
+    if api_key is not None and (len(api_key) > 1_000 or not api_key.isprintable()):
+        raise Invalid("the key is up to 1,000 printable characters", fields={"api_key": ["key"]})
+    fields: dict[str, Any] = {
+        "kind": kind,
+        "base_url": base_url,
+        "manual": manual.strip(),
+        "enabled": enabled,
+        "from_env": from_env,
+    }
+    if api_key is not None:
+        fields["api_key"] = api_key.strip()
+    try:
+        with transaction.atomic():
+            connection, created = ProviderConnection.objects.update_or_create(
+                name=name, defaults=fields
+            )
+            changed = sorted(set(fields) - {"api_key"}) + (["key"] if "api_key" in fields else [])
+            audit(
+                user,
+                connection,
+                ADDITION if created else CHANGE,
+                f"{'added' if created else 'changed'} model provider {name}: {', '.join(changed)}",
+            )
+    except IntegrityError:
+        raise Conflict(f"a provider named {name} exists", fields={"name": ["taken"]}) from None
+    return connection
+
+
+def connection_listing_store(
+    *, name: str, listed: list[dict[str, Any]] | None, problem: str = ""
+) -> None:
+    """Keep what the provider's models endpoint answered (``None``: it could not be
+    asked; the list it gave before stays)."""
+    fields: dict[str, Any] = {"listing_problem": problem[:500]}
+    if listed is not None:
+        fields["listed"] = listed[:LISTED_MODELS]
+        fields["listed_at"] = timezone.now()
+    ProviderConnection.objects.filter(name=name).update(**fields)
+
+
+def connection_delete(*, user: Any, name: str) -> None:
+    """Remove a connection. Agents and chats that name it fail their next turn saying
+    the provider is gone, until they pick another."""
+    _staff(user)
+    connection = ProviderConnection.objects.filter(name=name).first()
+    if connection is None:
+        raise NotFound("no such provider connection")
+    with transaction.atomic():
+        audit(user, connection, DELETION, f"removed model provider {name}")
+        connection.delete()

@@ -1,0 +1,192 @@
+"""Model providers staff connect in the app, and the model a person picks per chat
+(docs/models.md): the models endpoints of the fake Anthropic and OpenAI servers are asked
+over real HTTP, the key is write-only and sealed, and a chat's turn goes to the provider
+and model it picked, with that model's window and prices.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+
+from profiles_app.models import Agent, ProviderConnection
+from profiles_app.services.connections import provider_offer
+from sessions_app.transcript import session_transcript
+from tests.conftest import closed_port_url
+from tests.fakes import FakeAnthropic, FakeOpenAI
+from tests.integration.chat import rest_turn
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SECRET = "sk-test-0123456789-secret"
+
+
+def _save(client, **fields):
+    form = {"name": "local", "kind": "openai", "base_url": "", "api_key": "", "manual": ""}
+    return client.post(reverse("ops_provider_save"), {**form, **fields}, follow=True)
+
+
+def _stored_key_column(name: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT api_key FROM profiles_app_providerconnection WHERE name = %s", [name]
+        )
+        return cursor.fetchone()[0]
+
+
+def test_staff_connect_a_compatible_server_whose_models_are_listed_and_whose_key_never_shows(
+    client, staff, owner
+):
+    with FakeOpenAI(
+        models={"llama-a": {"max_model_len": 8192}, "llama-b": {}}, api_key=SECRET
+    ) as fake:
+        client.force_login(staff)
+        saved = _save(client, base_url=f"{fake.url}/v1", api_key=SECRET)
+
+        page = saved.content.decode()
+        assert "Saved local: it lists 2 models." in page
+        assert re.search(r"<code>llama-a</code></td><td>8,192</td>", page)
+        # Asked with the key; the key is never sent back, and is sealed at rest.
+        (listing,) = [seen for seen in fake.lookups if seen.path == "/v1/models"]
+        assert listing.headers["authorization"] == f"Bearer {SECRET}"
+        assert SECRET not in page
+        assert SECRET not in _stored_key_column("local")
+        assert ProviderConnection.objects.get(name="local").api_key == SECRET
+
+        # Saved again with the box empty, the key stays; "Remove the stored key" clears it.
+        _save(client, base_url=f"{fake.url}/v1", manual="llama-c")
+        assert ProviderConnection.objects.get(name="local").api_key == SECRET
+        _save(client, base_url=f"{fake.url}/v1", clear_key="on")
+        assert ProviderConnection.objects.get(name="local").api_key == ""
+
+    # Nobody but staff sees or changes them.
+    client.force_login(owner)
+    assert client.get(reverse("ops_providers")).status_code == 404
+    assert client.post(reverse("ops_provider_save"), {"name": "mine"}).status_code == 404
+    assert client.post(reverse("ops_provider_delete", args=["local"])).status_code == 404
+    assert list(ProviderConnection.objects.values_list("name", flat=True)) == ["local"]
+
+
+def test_a_provider_that_cannot_list_its_models_offers_the_ones_staff_wrote(client, staff):
+    client.force_login(staff)
+
+    saved = _save(client, base_url=closed_port_url("http"), manual="model-x, 32000, 1, 2")
+
+    assert "its models could not be listed" in saved.content.decode()
+    offer = provider_offer("local")
+    assert [(m.id, m.window, m.input, m.output) for m in offer.models] == [
+        ("model-x", 32000, 1.0, 2.0)
+    ]
+    # A bad line is refused saying which, and nothing typed is lost.
+    for manual, said in [
+        ("ok-model\nbad model id, 10", "line 2"),
+        ("m, 12", "line 1: the window is in tokens"),
+        ("m, 8000, cheap", "line 1: a price is a number"),
+        ("m, 8000, nan", "line 1: a price is out of range"),
+    ]:
+        refused = _save(client, name="other", base_url=closed_port_url("http"), manual=manual)
+        assert refused.status_code == 400
+        assert said in refused.content.decode()
+        assert manual.split("\n")[0] in refused.content.decode()
+    assert not ProviderConnection.objects.filter(name="other").exists()
+    for name, said in [
+        ("demo", "needs no connection"),
+        ("Bad Name", "lower-case"),
+        ("x" * 41, "1 to 40"),
+    ]:
+        assert said in _save(client, name=name, base_url="http://h/v1").content.decode()
+
+
+def _pick(client, session_id, value: str):
+    return client.post(reverse("chat_options", args=[session_id]), {"model": value})
+
+
+def test_a_chat_picks_a_connections_model_and_its_turn_goes_there_with_its_window_and_price(
+    client, api, staff, owner
+):
+    with FakeOpenAI(models={"llama-b": {"max_model_len": 16000}, "llama-z": {}}) as fake:
+        client.force_login(staff)
+        _save(client, base_url=f"{fake.url}/v1", manual="llama-b, , 0.5, 1.5")
+        rest = api(owner)
+        session = rest.post("/api/sessions/", {}, format="json").json()["id"]
+        client.force_login(owner)
+
+        picked = _pick(client, session, "local:llama-b")
+        assert "From your next message, the model is llama-b." in picked.content.decode()
+        events = rest_turn(rest, session)
+
+        (started,) = [e["data"] for e in events if e["kind"] == "turn_started"]
+        assert (started["model"], started["context_window"], started["price"]) == (
+            "llama-b",
+            16000,
+            [0.5, 1.5],
+        )
+        asked = [seen for seen in fake.requests if seen.path == "/v1/chat/completions"]
+        assert asked[0].body["model"] == "llama-b"
+        end = session_transcript(session_id=session).context
+        assert end.cost.startswith("$") or end.cost == "under $0.0001"
+        inspector = client.get(reverse("chat_inspector", args=[session])).content.decode()
+        assert "with the model <code>llama-b</code>" in inspector
+
+        # Only what a provider offers can be picked; a refusal changes nothing.
+        for value in ("local:nope", "nosuch:llama-b", "local", ":llama-b", "local:llama-b\x00"):
+            assert _pick(client, session, value).status_code == 400, value
+        ProviderConnection.objects.filter(name="local").update(enabled=False)
+        assert _pick(client, session, "local:llama-z").status_code == 400
+
+        # Back to the agent's model.
+        assert "the agent&#x27;s model answers" in _pick(client, session, "").content.decode()
+        (started,) = [e["data"] for e in rest_turn(rest, session) if e["kind"] == "turn_started"]
+        assert started["model"] == "demo"
+
+
+def test_an_anthropic_connection_lists_every_page_of_models_and_a_chat_uses_one(
+    client, api, staff, owner
+):
+    models = {"claude-a": 100_000, "claude-b": 200_000, "claude-c": 50_000}
+    with FakeAnthropic(models=models, page_size=2) as fake:
+        client.force_login(staff)
+        saved = _save(client, name="anth", kind="anthropic", base_url=fake.url, api_key="ak-1")
+        assert "Saved anth: it lists 3 models." in saved.content.decode()
+        assert sum(seen.path == "/v1/models" for seen in fake.lookups) == 2
+
+        rest = api(owner)
+        session = rest.post("/api/sessions/", {}, format="json").json()["id"]
+        client.force_login(owner)
+        _pick(client, session, "anth:claude-b")
+        (started,) = [e["data"] for e in rest_turn(rest, session) if e["kind"] == "turn_started"]
+        assert (started["model"], started["context_window"]) == ("claude-b", 200_000)
+        sent = [seen for seen in fake.requests if seen.path == "/v1/messages"]
+        assert sent[0].body["model"] == "claude-b"
+        # The SDK sends the key as x-api-key or, in 2.x, as a bearer token.
+        headers = sent[0].headers
+        assert "ak-1" in (headers.get("x-api-key"), headers.get("authorization", "")[7:])
+
+        # Removed by staff, the chat's next turn says the provider is gone.
+        client.force_login(staff)
+        client.post(reverse("ops_provider_delete", args=["anth"]))
+        failed = [e["data"] for e in rest_turn(rest, session) if e["kind"] == "turn_failed"]
+        assert "no provider named 'anth'" in failed[0]["message"]
+
+
+def test_an_agent_names_a_connection_as_its_provider_and_its_chats_use_it(
+    client, api, staff, owner
+):
+    with FakeOpenAI(models={"llama-a": {}}) as fake:
+        client.force_login(staff)
+        _save(client, base_url=f"{fake.url}/v1")
+        agent = Agent.objects.create(owner=owner, name="Local", provider="local")
+        rest = api(owner)
+        session = rest.post("/api/sessions/", {"agent": agent.pk}, format="json").json()["id"]
+
+        (started,) = [e["data"] for e in rest_turn(rest, session) if e["kind"] == "turn_started"]
+
+        # The agent names no model: the connection's first.
+        assert started["model"] == "llama-a"
+        unknown = rest.patch(
+            f"/api/agents/{agent.pk}/", {"provider": "nowhere", "version": 1}, format="json"
+        )
+        assert unknown.status_code == 400
