@@ -35,7 +35,7 @@ from typing import Any
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from agent_app.delivery import EventCursor, LiveTranscript, TailGate, session_group
+from agent_app.delivery import EventCursor, LiveTranscript, TailGate
 from agent_app.frames import (
     Frame,
     FrameError,
@@ -55,7 +55,7 @@ from sessions_app.eventlog import event_frames_after
 from sessions_app.models import ChatSession
 from sessions_app.services import session_get_for_user
 from sessions_app.transcript import last_user_message, transcript_seed
-from toolhub.lib.catalog_news import CATALOG_GROUP
+from toolhub.lib.catalog_news import CATALOG_GROUP, session_group
 from toolhub.lib.errors import Invalid, NotFound, ServiceError
 from toolhub.lib.outage import REDIS_ERRORS
 from toolhub.lib.redis_codecs import DISCARDED
@@ -254,6 +254,12 @@ class SessionConsumer(AsyncWebsocketConsumer):
         # which did not ask for the page's items, are not told.
         if self.cursor is not None and self.cursor.resumed and self.transcript is not None:
             await self._send({"type": "catalog_changed"})
+
+    async def options_changed(self, message: dict[str, Any]) -> None:
+        # A page draws its options panel again (toolhub.lib.catalog_news); API clients
+        # are not told.
+        if self.cursor is not None and self.cursor.resumed and self.transcript is not None:
+            await self._send({"type": "options_changed", "tab": str(message.get("tab", ""))})
 
     async def session_tail(self, message: dict[str, Any]) -> None:
         if self.cursor is not None and self.cursor.resumed:

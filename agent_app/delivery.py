@@ -33,6 +33,7 @@ from channels.layers import get_channel_layer
 from sessions_app.eventlog import EVENTS_PAGE_MAX, TERMINAL
 from sessions_app.models import SessionEvent
 from sessions_app.transcript import Transcript, item_html
+from toolhub.lib.catalog_news import session_group
 from toolhub.lib.event_frames import Frame, event_frames
 from toolhub.tools import TailUpdate
 
@@ -40,10 +41,6 @@ logger = logging.getLogger(__name__)
 
 
 # --- to every socket of a session ---------------------------------------------------------
-
-
-def session_group(session_id: Any) -> str:
-    return f"session.{session_id}"
 
 
 async def notify_events(session_id: Any, events: list[SessionEvent]) -> None:

@@ -51,6 +51,7 @@ from sessions_app.services import (
 from sessions_app.starters import chat_starters
 from sessions_app.transcript import session_transcript, transcript_html
 from sessions_app.usage import usage_of
+from toolhub.lib.catalog_news import chat_options_changed
 from toolhub.lib.downloads import attachment
 from toolhub.lib.errors import ServiceError, found_or_404
 from toolhub.tools import DEFAULT_PRESET, ToolIntent
@@ -193,22 +194,28 @@ def _options_context(request: HttpRequest, session: ChatSession) -> dict[str, An
     }
 
 
-@require_POST
+@require_http_methods(["GET", "HEAD", "POST"])
 @login_required
 def chat_options(request: HttpRequest, session_id: Any) -> HttpResponse:
-    """Apply a choice of the composer's options panel when it is made (agent, profile,
-    Tools, Web search, plan mode): stored at once, answered with the panel drawn again
-    for the chat as it now is and a line saying what changed. A refused choice answers
-    the panel as stored, with why, so the controls never show what will not be used."""
+    """The composer's options panel for the chat as stored (GET: a tab drawing it again
+    after another changed it), or a choice applied when it is made (POST: agent, model,
+    profile, Tools, Web search, plan mode), answered with the panel drawn again and a line
+    saying what changed; the chat's other tabs are told. A refused choice answers the
+    panel as stored, with why, so the controls never show what will not be used."""
     session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
-    choices = {key: str(request.POST[key]) for key in request.POST if key != "csrfmiddlewaretoken"}
     status, saved, failed = 200, "", ""
-    try:
-        session = composer_apply(user=request.user, session=session, choices=choices)
-        saved = composer_applied_words(session=session, choices=choices)
-    except ServiceError as exc:
-        status, failed = exc.status, exc.message
-        session.refresh_from_db()
+    if request.method == "POST":
+        # The page's tab id rides along, for the news to its other tabs.
+        unsent = {"csrfmiddlewaretoken", "tab"}
+        choices = {key: str(request.POST[key]) for key in request.POST if key not in unsent}
+        try:
+            session = composer_apply(user=request.user, session=session, choices=choices)
+            saved = composer_applied_words(session=session, choices=choices)
+        except ServiceError as exc:
+            status, failed = exc.status, exc.message
+            session.refresh_from_db()
+        else:
+            chat_options_changed(session_id=session.pk, tab=request.POST.get("tab", ""))
     context = {**_options_context(request, session), "saved": saved, "failed": failed}
     return render(request, "sessions_app/chat.html#options", context, status=status)
 

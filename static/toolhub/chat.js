@@ -229,6 +229,11 @@ function draw(frame) {
     if (follow) toLatest();
     return;
   }
+  if (frame.type === "options_changed") {
+    // Another tab changed this chat's options: draw them as stored.
+    if (frame.tab !== TAB) refreshOptions();
+    return;
+  }
   if (frame.type === "catalog_changed") {
     // Every open chat hears it at once: spread their requests over a second and a half.
     refreshInspector(300 + Math.random() * 1500);
@@ -357,7 +362,11 @@ function connect() {
     // (spread, as every page reconnects at once; one closed at once, as when Redis is
     // out of reach, does not ask).
     if (!firstSocket) {
-      reconnectRefresh = setTimeout(() => refreshInspector(0), 300 + Math.random() * 1500);
+      reconnectRefresh = setTimeout(() => {
+        refreshInspector(0);
+        // News of another tab's choices may have come while this one was away.
+        refreshOptions();
+      }, 300 + Math.random() * 1500);
     }
     firstSocket = false;
   });
@@ -1053,6 +1062,8 @@ optionsPanel.addEventListener("keydown", (key) => {
 // one in flight; a message sent meanwhile waits for them (the submit handler awaits).
 let unsent = {};
 let applying = Promise.resolve();
+// This page among the chat's tabs: the news of its own choices is not for it.
+const TAB = Math.random().toString(36).slice(2);
 function applyChoice(name, value) {
   unsent[name] = value;
   applying = applying.then(applyChoices);
@@ -1067,7 +1078,7 @@ async function applyChoices() {
     response = await fetch(optionsPanel.dataset.optionsUrl, {
       method: "POST",
       headers: { "X-CSRFToken": csrfToken },
-      body: new URLSearchParams(choices),
+      body: new URLSearchParams({ ...choices, tab: TAB }),
     });
   } catch {
     optionsFailed("the server could not be reached; your choice is not saved.");
@@ -1080,6 +1091,21 @@ async function applyChoices() {
   }
   // A later choice is on its way: its answer draws the panel.
   if (Object.keys(unsent).length === 0) drawOptions(html);
+}
+// The panel as stored, drawn again unless a choice of this tab is on its way (its own
+// answer draws it then).
+async function refreshOptions() {
+  if (Object.keys(unsent).length) return;
+  let response;
+  try {
+    response = await fetch(optionsPanel.dataset.optionsUrl);
+  } catch {
+    return;
+  }
+  const html = await response.text();
+  if (response.ok && html.includes('id="composer-follow"') && !Object.keys(unsent).length) {
+    drawOptions(html);
+  }
 }
 function drawOptions(html) {
   const focused = optionsPanel.contains(document.activeElement) ? document.activeElement.id : "";

@@ -160,3 +160,28 @@ def test_a_message_sent_right_after_a_choice_uses_it_without_a_reload(product, p
     expect(page.locator("#agent option:checked")).to_have_text(first)
     expect(page.get_by_label("Profile", exact=True)).to_have_value("research")
     assert page.console_errors == []
+
+
+def test_a_choice_made_in_one_tab_shows_in_the_other_before_it_sends(product, page):
+    open_new_chat(page, *product)
+    other = page.context.new_page()
+    other.goto(page.url)
+    expect(other.locator(".inspector h2")).to_have_text("Next turn")
+    open_options(other)
+    expect(other.locator("#tools-follow")).to_be_checked()
+
+    open_options(page)
+    page.locator("#tools-off").check()
+    expect(page.locator("#tools-off")).to_be_checked()
+    page.locator("#plan-mode").check()
+
+    # Told over its socket, the other tab draws the options as stored, unasked.
+    expect(other.locator("#tools-off")).to_be_checked(timeout=10_000)
+    expect(other.locator("#plan-mode")).to_be_checked(timeout=10_000)
+    expect(other.get_by_role("button", name="Plan mode")).to_be_visible()
+    other.get_by_label("Message").fill("from the other tab")
+    other.get_by_label("Message").press("Enter")
+    expect(other.locator(".turn-end")).to_have_count(1, timeout=20_000)
+    inspector = other.get_by_role("complementary", name="Next turn")
+    expect(inspector).to_contain_text("None: this turn sends no tools.", timeout=10_000)
+    assert page.console_errors == []

@@ -1,5 +1,6 @@
 """News for every open chat that the tools on offer changed: an operator disabled or
-enabled a tool, or an MCP server was added, changed or removed.
+enabled a tool, or an MCP server was added, changed or removed; and news for one chat's
+tabs that its options (agent, model, profile, toggles) changed in one of them.
 
 Every session socket is in ``CATALOG_GROUP``; a ``catalog.changed`` message makes each
 page refresh its inspector, so an open chat shows the change before its next turn. The
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -37,3 +39,22 @@ def catalog_changed() -> None:
 def catalog_changed_now() -> None:
     with contextlib.suppress(*REDIS_ERRORS):
         async_to_sync(get_channel_layer().group_send)(CATALOG_GROUP, MESSAGE)
+
+
+def session_group(session_id: Any) -> str:
+    """The channel layer group of a chat's sockets."""
+    return f"session.{session_id}"
+
+
+def chat_options_changed(*, session_id: Any, tab: str) -> None:
+    """Tell a chat's pages that its options changed, once the caller's transaction
+    commits: each draws its options panel again from the chat as stored, so what a tab's
+    controls show is what its next message uses; ``tab`` (the page that made the change,
+    which drew it already) ignores it."""
+    message = {"type": "options.changed", "tab": tab[:64]}
+
+    def send() -> None:
+        with contextlib.suppress(*REDIS_ERRORS):
+            async_to_sync(get_channel_layer().group_send)(session_group(session_id), message)
+
+    transaction.on_commit(send)
