@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from django.db import transaction
+
 from profiles_app.services import global_disables, profile_lookup_preloaded
 from sessions_app.models import ChatSession
 from sessions_app.services import session_context, session_intent_merge, session_update
@@ -239,10 +241,15 @@ def composer_apply(*, user: Any, session: ChatSession, choices: Mapping[str, str
     ``toolset`` a profile's name or ``default``,
     ``tools``/``web_search`` follow, on or off, ``plan_mode`` on or off) and return the
     chat as it now is. Another field is refused, so a misspelt one never passes as
-    applied."""
+    applied; the choices apply all or none (a burst of them comes as one request)."""
     unknown = sorted(set(choices) - set(CHOICES))
     if unknown:
         raise Invalid(f"unknown choice {unknown[0]}", fields={unknown[0]: ["unknown"]})
+    with transaction.atomic():
+        return _apply(user=user, session=session, choices=choices)
+
+
+def _apply(*, user: Any, session: ChatSession, choices: Mapping[str, str]) -> ChatSession:
     if "agent" in choices:
         chosen = choices["agent"]
         agent: Any = int(chosen) if chosen.isascii() and chosen.isdigit() else chosen

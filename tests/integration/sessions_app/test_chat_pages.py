@@ -233,6 +233,8 @@ def test_each_composer_choice_is_stored_when_made_and_a_bad_one_changes_nothing(
         {"plan_mode": "yes"},
         {"colour": "red"},
         {"toolset": "\x00"},
+        # All or none: a good choice beside a bad one is not kept either.
+        {"model": "demo:demo", "tools": "sideways"},
     ):
         refused = client.post(url, bad)
         assert refused.status_code in (400, 404), bad
