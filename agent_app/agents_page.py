@@ -77,9 +77,10 @@ def _configured(value: str) -> tuple[str, str]:
     return "", "offline, on this server"
 
 
-def provider_states() -> list[ProviderState]:
+def provider_states(*, staff: bool) -> list[ProviderState]:
     """Each provider an agent can name, and whether a turn with it can reach it here: the
-    built-in ones, then the connections staff made (docs/models.md)."""
+    built-in ones, then the connections staff made (docs/models.md). Where each reaches
+    is for ``staff`` only: a URL may name an inner host or carry a credential."""
     states = []
     for value, label in Agent.Provider.choices:
         chosen = value or settings.TOOLHUB_PROVIDER
@@ -91,12 +92,14 @@ def provider_states() -> list[ProviderState]:
             problem, reaches = _configured(chosen)
         if not value:
             label = f"{label} ({chosen})"
-        states.append(ProviderState(value, label, problem, reaches))
+        # The demo's "offline, on this server" is no address; the others' URLs are.
+        shown = reaches if staff or chosen == "demo" else ""
+        states.append(ProviderState(value, label, problem, shown))
     for connection in connections_all():
         if connection.from_env:
             continue
         problem = "" if connection.enabled else "turned off by staff"
-        reaches = connection.base_url or "api.anthropic.com"
+        reaches = (connection.base_url or "api.anthropic.com") if staff else ""
         states.append(ProviderState(connection.name, connection.name, problem, reaches))
     return states
 
@@ -232,7 +235,7 @@ def _page(
         "stored": _form_of(chosen) if form else None,
         "new_name": new_name,
         "toolsets": [view.name for view in profiles_for_user(user=request.user)],
-        "providers": provider_states(),
+        "providers": provider_states(staff=request.user.is_staff),
         # The Model box suggests what the providers list (any id may still be typed).
         "model_suggestions": sorted(
             {entry.id for offer in provider_offers() for entry in offer.models}

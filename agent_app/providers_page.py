@@ -77,11 +77,11 @@ def models_refresh(*, user: Any, name: str) -> tuple[int, str]:
     except TimeoutError:
         problem = f"no answer within {LIST_SECONDS:.0f} s"
     except Exception as exc:
-        log.info("listing %s's models failed: %r", name, exc)
+        # By type only: an error's words may hold the request's headers, the key among them.
+        log.info("listing %s's models failed: %s", name, type(exc).__name__)
         problem = f"its answer could not be read ({type(exc).__name__})"
     else:
-        connection_listing_store(name=name, listed=listed)
-        return len(listed), ""
+        return connection_listing_store(name=name, listed=listed), ""
     connection_listing_store(name=name, listed=None, problem=problem)
     return 0, problem
 

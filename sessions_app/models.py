@@ -124,6 +124,10 @@ class ProviderCall(models.Model):
     # The provider reported no usage: input and output are toolhub's own count.
     usage_estimated = models.BooleanField(default=False)
     latency_ms = models.PositiveIntegerField(default=0)
+    # The prices the call was made at, US dollars per million tokens, when its provider's
+    # list gives them (docs/models.md); empty: the price table's, by model.
+    price_input = models.FloatField(null=True, blank=True)
+    price_output = models.FloatField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -14,7 +14,6 @@ from typing import Any
 
 from django.db.models import Count, F, Sum
 
-from profiles_app.services.connections import listed_prices
 from sessions_app.models import ProviderCall
 from toolhub.lib.prices import Price, cost_usd
 
@@ -85,6 +84,8 @@ class Usage:
         }
 
 
+# Calls are grouped by the prices they were made at as well as by model.
+PRICED = ("price_input", "price_output")
 _SUMS = {
     "calls": Count("id"),
     "input": Sum("input_tokens"),
@@ -94,10 +95,12 @@ _SUMS = {
 }
 
 
-def _tokens(row: Mapping[str, Any], prices: Mapping[str, Price]) -> Tokens:
+def _tokens(row: Mapping[str, Any]) -> Tokens:
+    """One group of calls: one model at one price (the calls' own, else the table's)."""
     counts = {key: row[key] or 0 for key in ("input", "output", "cache_read", "cache_write")}
+    priced = row["price_input"] is not None and row["price_output"] is not None
     cost = cost_usd(
-        price=prices.get(row["model"]),
+        price=Price(row["price_input"], row["price_output"]) if priced else None,
         model=row["model"],
         input_tokens=counts["input"],
         output_tokens=counts["output"],
@@ -110,14 +113,15 @@ def _tokens(row: Mapping[str, Any], prices: Mapping[str, Price]) -> Tokens:
 def usage_of(*, user: Any, session_id: Any = None) -> Usage:
     """``user``'s usage by model, in total, and for their chats that used the most tokens
     (``CHATS_LISTED``); only ``session_id``'s when given (it must be theirs). Three grouped
-    queries, however many chats and calls there are (and one of the providers' prices)."""
-    prices = listed_prices()
+    queries, however many chats and calls there are. Each call is priced at the prices it
+    was made at (two providers may price one model id apart), else the table's."""
     calls = ProviderCall.objects.filter(session__owner=user)
     if session_id is not None:
         calls = calls.filter(session_id=session_id)
     by_model: dict[str, Tokens] = {}
-    for row in calls.values("model").annotate(**_SUMS).order_by("model"):
-        by_model[row["model"] or "unknown"] = _tokens(row, prices)
+    for row in calls.values("model", *PRICED).annotate(**_SUMS).order_by("model"):
+        name = row["model"] or "unknown"
+        by_model[name] = by_model.get(name, Tokens()) + _tokens(row)
     total = sum(by_model.values(), Tokens())
     everything = Sum(
         F("input_tokens")
@@ -134,13 +138,13 @@ def usage_of(*, user: Any, session_id: Any = None) -> Usage:
     chats: dict[Any, ChatUsage] = {}
     rows = (
         calls.filter(session_id__in=top)
-        .values("session_id", "session__title", "session__deleted", "model")
+        .values("session_id", "session__title", "session__deleted", "model", *PRICED)
         .annotate(**_SUMS)
         .order_by("session_id", "model")
     )
     for row in rows:
         known = chats.get(row["session_id"])
-        tokens = _tokens(row, prices) if known is None else known.tokens + _tokens(row, prices)
+        tokens = _tokens(row) if known is None else known.tokens + _tokens(row)
         chats[row["session_id"]] = ChatUsage(
             str(row["session_id"]),
             row["session__title"],

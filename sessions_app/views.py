@@ -168,6 +168,8 @@ def _options_context(request: HttpRequest, session: ChatSession) -> dict[str, An
     follow = session_composer_follow(session=session, toolsets=toolsets)
     tools_state, web_state = composer_state(intent.enabled), composer_state(intent.web_search)
     agents = shared_first(agents_visible_to(request.user))
+    offers = provider_offers()
+    picked = f"{session.provider}:{session.model}" if session.provider else ""
     return {
         "session": session,
         "toolsets": toolsets,
@@ -188,9 +190,14 @@ def _options_context(request: HttpRequest, session: ChatSession) -> dict[str, An
         # "default" in the Profile select follows the agent: it says so when the agent
         # names a toolset of its own.
         "agent_toolset": ToolIntent.parse(session.agent.tool_intent).toolset,
-        # The Model select: the agent's, or one a provider offers ("provider:model").
-        "model_offers": provider_offers(),
-        "model_value": f"{session.provider}:{session.model}" if session.provider else "",
+        # The Model select: the agent's, or one a provider offers ("provider:model"); a
+        # pick no longer offered stays shown, said so, as the turn will fail on it.
+        "model_offers": offers,
+        "model_value": picked,
+        "model_gone": bool(picked)
+        and not any(
+            f"{offer.name}:{entry.id}" == picked for offer in offers for entry in offer.models
+        ),
     }
 
 

@@ -379,6 +379,9 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # Escaped, not raw UTF-8: a refusal that echoes what was sent (DRF's "is not a valid
+    # choice") can hold a lone surrogate, which UTF-8 cannot encode: a 500 otherwise.
+    "UNICODE_JSON": False,
     "DEFAULT_PARSER_CLASSES": ["toolhub.lib.parsers.BoundedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "toolhub.lib.api.exception_handler",

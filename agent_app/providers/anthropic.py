@@ -101,7 +101,7 @@ class AnthropicProvider:
         with _mapped_errors():
             async for info in self._clients.get().models.list(limit=100):
                 window = believable(getattr(info, "max_input_tokens", None))
-                listed.append({"id": info.id[:100], "window": window})
+                listed.append({"id": info.id, "window": window})
                 if len(listed) >= LISTED:
                     break
         return listed

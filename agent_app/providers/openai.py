@@ -105,7 +105,7 @@ class OpenAIProvider:
         if not isinstance(entries, list):
             raise ProviderError("provider_no_models", f"{self.origin}/models lists no models")
         return [
-            {"id": entry["id"][:100], "window": _listed_window({"data": [entry]}, entry["id"])}
+            {"id": entry["id"], "window": _listed_window({"data": [entry]}, entry["id"])}
             for entry in entries
             if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"]
         ]

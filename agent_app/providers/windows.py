@@ -96,7 +96,8 @@ async def window_discover(*, agent: Agent, session: ChatSession | None = None) -
         tokens = await asyncio.wait_for(provider.model_window(model), ASK_SECONDS)
     except Exception as exc:
         # A server that cannot say now is asked again after a while, never on every turn.
-        log.info("asking %s for %s's window failed: %r", provider.name, model, exc)
+        # By type only: an error's words may hold the request's headers, a key among them.
+        log.info("asking %s for %s's window failed: %s", provider.name, model, type(exc).__name__)
         tokens = None
     await asyncio.to_thread(window_remember, origin=provider.origin, model=model, tokens=tokens)
 

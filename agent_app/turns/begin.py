@@ -28,6 +28,7 @@ from sessions_app.models import ChatSession, SessionEvent
 from sessions_app.services import turn_context, turn_frame_apply
 from toolhub.lib.errors import NotFound
 from toolhub.lib.model_windows import ContextWindow
+from toolhub.lib.prices import Price
 from toolhub.lib.titles import title_from
 from toolhub.tools import (
     DEFAULT_PRESET,
@@ -55,6 +56,8 @@ class PreparedTurn:
     system: str
     window: ContextWindow
     title: str
+    # What the model's calls cost per million tokens, when its provider's list says.
+    price: Price | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,7 @@ def _prepare(
         turn_frame_apply(session=session, patch=patch, rewind_to=rewind_to, last_seq=history_seq)
         raise
     window = turn_window(agent=agent, provider=provider, session=session)
+    model = turn_model(agent=agent, provider=provider, session=session)
     context = turn_context(
         session=session,
         patch=patch,
@@ -111,10 +115,11 @@ def _prepare(
             loadable=frozenset(tool.name for tool in resolved.deferred),
         ),
         provider=provider,
-        model=turn_model(agent=agent, provider=provider, session=session),
+        model=model,
         system=agent.system_prompt,
         window=window,
         title=context.title,
+        price=model_price(provider=provider_name, model=model),
     )
 
 
@@ -144,14 +149,8 @@ def _started(prep: PreparedTurn) -> dict[str, Any]:
         "context_window": prep.window.tokens,
         "context_source": prep.window.source,
         # The prices the cost is counted at, when known (a connection's own, or the list's).
-        "price": _price(prep),
+        "price": None if prep.price is None else [prep.price.input, prep.price.output],
     }
-
-
-def _price(prep: PreparedTurn) -> list[float] | None:
-    name, _ = turn_choice(agent=prep.session.agent, session=prep.session)
-    price = model_price(provider=name, model=prep.model)
-    return None if price is None else [price.input, price.output]
 
 
 class TurnBusy(Exception):

@@ -226,6 +226,8 @@ def _call_record(
         "estimated_input_tokens": estimate,
         "usage_estimated": bool(usage.get("estimated")),
         "latency_ms": latency_ms,
+        "price_input": None if prep.price is None else prep.price.input,
+        "price_output": None if prep.price is None else prep.price.output,
     }
 
 

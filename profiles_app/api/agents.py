@@ -27,7 +27,8 @@ class AgentSerializer(serializers.Serializer):
     shared = serializers.BooleanField(required=False)
     description = text_field(required=False, blank=True, max_length=500)
     system_prompt = text_field(required=False, blank=True, max_length=20_000)
-    provider = serializers.ChoiceField(["", "demo", "anthropic", "openai"], required=False)
+    # A built-in provider or a connection staff made (docs/models.md); the service checks.
+    provider = serializers.CharField(required=False, allow_blank=True, max_length=40)
     model = text_field(required=False, blank=True, max_length=100)
     context_window = serializers.IntegerField(
         required=False,

@@ -104,9 +104,10 @@ def _clean(fields: dict[str, Any], user: Any, *, shared: bool) -> dict[str, Any]
             toolset_check_exists(user=user, name=intent.toolset, field="tool_intent", shared=shared)
             value = intent.to_json()
         elif key == "strategy" and value not in STRATEGIES:
-            raise Invalid("unknown strategy", fields={"strategy": [str(value)]})
+            # The value is not echoed: it may not even be encodable (a lone surrogate).
+            raise Invalid("unknown strategy", fields={"strategy": ["unknown"]})
         elif key == "provider" and not provider_known(value):
-            raise Invalid("unknown provider", fields={"provider": [str(value)[:40]]})
+            raise Invalid("unknown provider", fields={"provider": ["unknown"]})
         elif (
             key in ("context_window", "tier_budget")
             and value is not None

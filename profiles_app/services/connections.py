@@ -38,7 +38,26 @@ DEMO = "demo"
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "llama3.1", DEMO: DEMO}
 BUILTIN = tuple(DEFAULT_MODELS)
 MANUAL_LINES = 500
+MANUAL_CHARS = 20_000
 LISTED_MODELS = 2_000
+MODEL_ID_CHARS = 100
+
+
+def storable(text: str, *, lines: bool = False) -> bool:
+    """No control character (but line breaks and tabs where ``lines``) and no lone
+    surrogate: what PostgreSQL's text and JSON can hold, and a page can show."""
+    allowed = "\n\r\t" if lines else ""
+    return all(char.isprintable() or char in allowed for char in text)
+
+
+def model_id_ok(model_id: Any) -> bool:
+    """What a model's id may be, listed by a provider or written by staff."""
+    return (
+        isinstance(model_id, str)
+        and 0 < len(model_id) <= MODEL_ID_CHARS
+        and storable(model_id)
+        and " " not in model_id
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +95,12 @@ def manual_parse(text: str) -> list[ModelEntry]:
     (``claude-sonnet-4-6, 200000, 3, 15``; ``llama3.1:8b, 8192``). Blank lines and lines
     starting with ``#`` are skipped; a bad line is refused saying which."""
     entries: dict[str, ModelEntry] = {}
+    if len(text) > MANUAL_CHARS:
+        raise Invalid(
+            f"at most {MANUAL_CHARS:,} characters of model lines", fields={"manual": ["long"]}
+        )
+    if not storable(text, lines=True):
+        raise Invalid("the model lines hold a control character", fields={"manual": ["character"]})
     lines = text.splitlines()
     if len(lines) > MANUAL_LINES:
         raise Invalid(f"at most {MANUAL_LINES} model lines", fields={"manual": ["too many"]})
@@ -94,7 +119,7 @@ def _entry(parts: list[str]) -> ModelEntry:
     model_id, *rest = parts
     if len(rest) > 3:
         raise ValueError("a model id and at most a window and two prices")
-    if len(model_id) > 100 or not model_id.isprintable() or " " in model_id:
+    if not model_id_ok(model_id):
         raise ValueError("a model id is up to 100 characters with no spaces")
     window = _number(rest[0], "the window", whole=True) if rest and rest[0] else None
     prices = [_number(part, "a price", whole=False) if part else None for part in rest[1:]]
@@ -124,7 +149,7 @@ def connection_models(connection: ProviderConnection) -> tuple[ModelEntry, ...]:
     written = {entry.id for entry in manual}
     listed = {}
     for item in connection.listed[:LISTED_MODELS]:
-        if isinstance(item, dict) and isinstance(item.get("id"), str):
+        if isinstance(item, dict) and model_id_ok(item.get("id")):
             window = item.get("window")
             listed[item["id"]] = ModelEntry(
                 item["id"], window=window if isinstance(window, int) else None
@@ -197,17 +222,6 @@ def model_price(*, provider: str, model: str) -> Price | None:
     return entry.price if entry is not None else price_of(model)
 
 
-def listed_prices() -> dict[str, Price]:
-    """Every price staff wrote for a model, by model id (the usage page prices calls
-    that name only their model)."""
-    prices: dict[str, Price] = {}
-    for offer in provider_offers():
-        for entry in offer.models:
-            if entry.input is not None and entry.output is not None:
-                prices.setdefault(entry.id, Price(entry.input, entry.output))
-    return prices
-
-
 def provider_known(name: Any) -> bool:
     """Whether an agent may name ``name``: empty (the configured default), a built-in
     provider, or a connection (turned off or not: a turn says so)."""
@@ -215,11 +229,22 @@ def provider_known(name: Any) -> bool:
         return False
     if name in ("", *BUILTIN):
         return True
-    return ProviderConnection.objects.filter(name=name, from_env=False).exists()
+    connection = connection_get(name)
+    return connection is not None and not connection.from_env
+
+
+def _could_be_name(name: str) -> bool:
+    try:
+        connection_name_validator(name)
+    except ValidationError:
+        return False
+    return True
 
 
 def connection_get(name: str) -> ProviderConnection | None:
     """The stored connection by name (built from by the providers), enabled or not."""
+    if not _could_be_name(name):
+        return None
     return ProviderConnection.objects.filter(name=name).first()
 
 
@@ -241,8 +266,18 @@ def _clean_url(base_url: str, kind: str) -> str:
                 fields={"base_url": ["required"]},
             )
         return ""
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or len(base_url) > 500:
+    try:
+        parts = urlsplit(base_url)
+        scheme, host = parts.scheme, parts.hostname
+    except ValueError:
+        scheme, host = "", None
+    if (
+        len(base_url) > 500
+        or not storable(base_url)
+        or " " in base_url
+        or scheme not in ("http", "https")
+        or not host
+    ):
         raise Invalid("the base URL is an http or https URL", fields={"base_url": ["url"]})
     return base_url.rstrip("/")
 
@@ -276,8 +311,14 @@ def connection_save(
         raise Invalid("kind is anthropic or openai", fields={"kind": ["choice"]})
     base_url = _clean_url(base_url, kind) if not from_env else ""
     manual_parse(manual)
-    if api_key is not None and (len(api_key) > 1_000 or not api_key.isprintable()):
-        raise Invalid("the key is up to 1,000 printable characters", fields={"api_key": ["key"]})
+    # A header carries the key: ASCII only (a pasted ellipsis or Cyrillic letter would
+    # fail every request, with the key in the error).
+    if api_key is not None and (
+        len(api_key) > 1_000 or not (api_key.isascii() and api_key.isprintable())
+    ):
+        raise Invalid(
+            "the key is up to 1,000 printable ASCII characters", fields={"api_key": ["key"]}
+        )
     fields: dict[str, Any] = {
         "kind": kind,
         "base_url": base_url,
@@ -306,21 +347,32 @@ def connection_save(
 
 def connection_listing_store(
     *, name: str, listed: list[dict[str, Any]] | None, problem: str = ""
-) -> None:
+) -> int:
     """Keep what the provider's models endpoint answered (``None``: it could not be
-    asked; the list it gave before stays)."""
-    fields: dict[str, Any] = {"listing_problem": problem[:500]}
+    asked; the list it gave before stays); returns how many models were kept."""
+    # A provider's words and ids are whatever it sent: only what can be stored and shown
+    # is kept (no NUL, no lone surrogate, an id as staff could write it).
+    fields: dict[str, Any] = {"listing_problem": "".join(filter(storable, problem))[:500]}
     if listed is not None:
-        fields["listed"] = listed[:LISTED_MODELS]
+        kept = []
+        for item in listed:
+            window = item.get("window") if isinstance(item, dict) else None
+            if isinstance(item, dict) and model_id_ok(item.get("id")):
+                ok = isinstance(window, int) and not isinstance(window, bool)
+                kept.append({"id": item["id"], "window": window if ok else None})
+            if len(kept) >= LISTED_MODELS:
+                break
+        fields["listed"] = kept
         fields["listed_at"] = timezone.now()
     ProviderConnection.objects.filter(name=name).update(**fields)
+    return len(fields.get("listed", ()))
 
 
 def connection_delete(*, user: Any, name: str) -> None:
     """Remove a connection. Agents and chats that name it fail their next turn saying
     the provider is gone, until they pick another."""
     _staff(user)
-    connection = ProviderConnection.objects.filter(name=name).first()
+    connection = connection_get(name)
     if connection is None:
         raise NotFound("no such provider connection")
     with transaction.atomic():

@@ -154,15 +154,20 @@ def test_deleting_an_agent_moves_its_chats_to_default_and_keeps_them(client, own
     assert LogEntry.objects.filter(change_message="deleted shared agent Team").exists()
 
 
-def test_the_page_says_which_providers_are_configured_here(client, owner, settings):
+def test_the_page_says_which_providers_are_configured_here(client, owner, staff, settings):
     settings.ANTHROPIC_API_KEY, settings.ANTHROPIC_BASE_URL = "", ""
-    settings.OPENAI_BASE_URL = "http://127.0.0.1:11434/v1"
+    settings.OPENAI_BASE_URL = "http://user:pw@inner.example:11434/v1"
     agent = Agent.objects.create(owner=owner, name="Reviewer")
     client.force_login(owner)
     page = client.get(reverse("agent_page", args=[agent.pk])).content.decode()
     assert "Anthropic: not configured: no ANTHROPIC_API_KEY is set" in page
-    assert "OpenAI-compatible: configured (http://127.0.0.1:11434/v1)" in page
     assert "Anthropic — unavailable</option>" in page
+    # Where a provider is, an inner host or a credential in its URL, is for staff.
+    assert "OpenAI-compatible: configured</li>" in page
+    assert "inner.example" not in page
+    client.force_login(staff)
+    page = client.get(reverse("agents")).content.decode()
+    assert "OpenAI-compatible: configured (http://user:pw@inner.example:11434/v1)" in page
 
 
 def test_a_refused_edit_keeps_what_was_typed(client, owner):

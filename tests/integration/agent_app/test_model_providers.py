@@ -6,6 +6,7 @@ and model it picked, with that model's window and prices.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -14,6 +15,7 @@ from django.urls import reverse
 
 from profiles_app.models import Agent, ProviderConnection
 from profiles_app.services.connections import provider_offer
+from sessions_app.models import ProviderCall
 from sessions_app.transcript import session_transcript
 from tests.conftest import closed_port_url
 from tests.fakes import FakeAnthropic, FakeOpenAI
@@ -126,6 +128,9 @@ def test_a_chat_picks_a_connections_model_and_its_turn_goes_there_with_its_windo
         )
         asked = [seen for seen in fake.requests if seen.path == "/v1/chat/completions"]
         assert asked[0].body["model"] == "llama-b"
+        # Each call keeps the prices it was made at, for the usage page.
+        call = ProviderCall.objects.get(session_id=session)
+        assert (call.price_input, call.price_output) == (0.5, 1.5)
         end = session_transcript(session_id=session).context
         assert end.cost.startswith("$") or end.cost == "under $0.0001"
         inspector = client.get(reverse("chat_inspector", args=[session])).content.decode()
@@ -186,7 +191,85 @@ def test_an_agent_names_a_connection_as_its_provider_and_its_chats_use_it(
 
         # The agent names no model: the connection's first.
         assert started["model"] == "llama-a"
-        unknown = rest.patch(
-            f"/api/agents/{agent.pk}/", {"provider": "nowhere", "version": 1}, format="json"
-        )
-        assert unknown.status_code == 400
+        for field, value in (
+            ("provider", "nowhere"),
+            ("provider", "\ud800"),
+            ("strategy", "\ud800"),
+        ):
+            unknown = rest.patch(
+                f"/api/agents/{agent.pk}/",
+                data=json.dumps({field: value, "version": 1}),
+                content_type="application/json",
+            )
+            # Refused, the odd value not echoed (a lone surrogate cannot be encoded).
+            assert unknown.status_code == 400, (field, value)
+
+
+def test_what_a_provider_or_a_form_sends_that_cannot_be_stored_is_refused_not_a_500(
+    client, staff, owner, caplog
+):
+    client.force_login(staff)
+    odd = {"a\x00b": {}, "\ud800x": {}, "has space": {}, "x" * 101: {}, "good-one": {}}
+    with FakeOpenAI(models=odd) as fake:
+        saved = _save(client, base_url=f"{fake.url}/v1")
+        # Only the ids that can be stored and shown are kept.
+        assert "Saved local: it lists 1 model." in saved.content.decode()
+        assert [m.id for m in provider_offer("local").models] == ["good-one"]
+
+    # A key with a letter no HTTP header can carry is refused before it is stored: it
+    # would fail every request, with the key in the error.
+    refused = _save(client, name="other", base_url="http://h.example/v1", api_key="sk-ключ-1")
+    assert (refused.status_code, "printable ASCII" in refused.content.decode()) == (400, True)
+    for fields in (
+        {"manual": "# a note \x00\nm-1"},
+        {"manual": "m, " + " " * 30_000 + "1000"},
+        {"base_url": "http://h/v1\x00"},
+        {"base_url": "http://[::1/v1"},
+        {"base_url": "ftp://h/v1"},
+    ):
+        answer = _save(client, name="other", **{"base_url": "http://h.example/v1", **fields})
+        assert answer.status_code == 400, fields
+    assert not ProviderConnection.objects.filter(name="other").exists()
+    for action in ("refresh", "delete"):
+        assert client.post(f"/ops/providers/%00/{action}/").status_code == 404
+        assert client.post(f"/ops/providers/{'x' * 300}/{action}/").status_code == 404
+    assert "ключ" not in caplog.text
+
+
+def test_a_pick_no_longer_offered_stays_shown_and_urls_are_for_staff(client, staff, owner):
+    client.force_login(staff)
+    _save(client, base_url="http://user:pw@inner.example:8000/v1", manual="m-1")
+    from sessions_app.services import session_create
+
+    chat = session_create(user=owner)
+    client.force_login(owner)
+    _pick(client, chat.pk, "local:m-1")
+    ProviderConnection.objects.filter(name="local").delete()
+
+    panel = client.get(reverse("chat_options", args=[chat.pk])).content.decode()
+    assert '<option value="local:m-1" selected>m-1 at local: no longer offered</option>' in panel
+    page = client.get(reverse("agents")).content.decode()
+    assert "inner.example" not in page
+
+
+def test_calls_are_priced_at_the_prices_they_were_made_at(owner):
+    from sessions_app.models import ProviderCall
+    from sessions_app.services import session_create
+    from sessions_app.usage import usage_of
+
+    chat = session_create(user=owner)
+    million = {"input_tokens": 1_000_000, "output_tokens": 1_000_000, "fingerprint": "f"}
+    # One model id at two providers with their own prices, and a call of before prices.
+    ProviderCall.objects.create(
+        session=chat, turn="a", model="gpt-x", price_input=0, price_output=0, **million
+    )
+    ProviderCall.objects.create(
+        session=chat, turn="b", model="gpt-x", price_input=10, price_output=30, **million
+    )
+    ProviderCall.objects.create(session=chat, turn="c", model="claude-sonnet-4-6", **million)
+
+    usage = usage_of(user=owner)
+
+    assert usage.by_model["gpt-x"].cost == pytest.approx(40.0)
+    assert usage.by_model["claude-sonnet-4-6"].cost == pytest.approx(18.0)
+    assert usage.chats[0].tokens.cost == pytest.approx(58.0)
