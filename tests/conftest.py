@@ -15,7 +15,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -411,6 +412,29 @@ def celery_worker(
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(5)
+
+
+@contextmanager
+def started_together(*managers: AbstractContextManager[Any]) -> Iterator[list[Any]]:
+    """Enter ``managers`` (daphne, celery_worker) each on a thread of its own, so processes
+    that take seconds to start start side by side rather than one after the other; yields
+    what each yielded, in order, and exits them in reverse order. If one fails to start,
+    those that did are stopped and the failure raised."""
+    with ExitStack() as stack:
+        with ThreadPoolExecutor(max_workers=len(managers)) as pool:
+            futures = [pool.submit(manager.__enter__) for manager in managers]
+        entered: list[Any] = []
+        failure: BaseException | None = None
+        for manager, future in zip(managers, futures, strict=True):
+            try:
+                entered.append(future.result())
+            except BaseException as exc:  # raised once the others are stopped
+                failure = failure or exc
+            else:
+                stack.push(manager)
+        if failure is not None:
+            raise failure
+        yield entered
 
 
 @pytest.fixture

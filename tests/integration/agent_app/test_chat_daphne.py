@@ -19,7 +19,7 @@ from channels_redis.core import RedisChannelLayer
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from tests.conftest import app_env, daphne
+from tests.conftest import app_env, daphne, started_together
 from tests.fakes import FakeAnthropic, Reply
 from tests.products import seeded_database
 from tests.workers import redis_db
@@ -45,9 +45,9 @@ def stack(tmp_path_factory, postgres_url, redis_url):
         )
         token = seed.token
         logs = [env["TOOLHUB_VAR_DIR"] + f"/daphne-{n}.log" for n in (1, 2)]
-        with (
-            daphne(env, log=Path(logs[0])) as first,
-            daphne(env, log=Path(logs[1])) as second,
+        with started_together(daphne(env, log=Path(logs[0])), daphne(env, log=Path(logs[1]))) as (
+            first,
+            second,
         ):
             _LOGS[:] = logs
             yield first, second, token, model

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import app_env, celery_worker, daphne, manage
+from tests.conftest import app_env, celery_worker, daphne, manage, started_together
 from tests.mcp import SERVER
 from tests.products import seeded_var_dir
 from tests.workers import redis_db
@@ -50,7 +50,9 @@ def test_web_and_worker_processes_connect_on_start_and_follow_new_servers(tmp_pa
     assert made.returncode == 0, made.stderr
     worker_log = tmp_path / "worker.log"
 
-    with daphne(env, log=tmp_path / "daphne.log") as base, celery_worker(env, log=worker_log):
+    with started_together(
+        daphne(env, log=tmp_path / "daphne.log"), celery_worker(env, log=worker_log)
+    ) as (base, _):
         _eventually(lambda: "first__echo" in _tools(base, token))
         _eventually(lambda: "MCP server first connected: 12 tools" in worker_log.read_text())
 

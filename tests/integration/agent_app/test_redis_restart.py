@@ -26,7 +26,7 @@ from asgiref.sync import sync_to_async
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from tests.conftest import app_env, celery_worker, daphne, need
+from tests.conftest import app_env, celery_worker, daphne, need, started_together
 from tests.fakes import FakeAnthropic, Reply
 from tests.integration.faults import RedisServer, TcpProxy, redis_server
 
@@ -88,10 +88,10 @@ def stack(django_db_setup, django_db_blocker, tmp_path_factory):
             TOOLHUB_RUN_RESEND_AFTER="2",
             TOOLHUB_SEMANTIC_SEARCH="0",
         )
-        with (
-            celery_worker(env, log=logs / "worker.log", as_deployed=True) as worker,
-            daphne(env, log=logs / "daphne.log") as base,
-        ):
+        with started_together(
+            celery_worker(env, log=logs / "worker.log", as_deployed=True),
+            daphne(env, log=logs / "daphne.log"),
+        ) as (worker, base):
             yield Stack(base, redis, model, worker, env, logs)
 
 

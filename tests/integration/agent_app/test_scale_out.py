@@ -18,7 +18,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import WebSocketException
 
-from tests.conftest import app_env, celery_worker, daphne
+from tests.conftest import app_env, celery_worker, daphne, started_together
 from tests.fakes import FakeAnthropic, Reply
 from tests.products import seeded_database
 from tests.workers import redis_db
@@ -57,12 +57,12 @@ def cluster(tmp_path_factory, postgres_url, redis_url):
             TOOLHUB_SEMANTIC_SEARCH="0",
         )
         token = seed.token
-        with (
-            celery_worker(env, log=var / "worker-1.log") as worker_1,
-            celery_worker(env, log=var / "worker-2.log") as worker_2,
-            daphne(env, log=var / "daphne-1.log") as first,
-            daphne(env, log=var / "daphne-2.log") as second,
-        ):
+        with started_together(
+            celery_worker(env, log=var / "worker-1.log"),
+            celery_worker(env, log=var / "worker-2.log"),
+            daphne(env, log=var / "daphne-1.log"),
+            daphne(env, log=var / "daphne-2.log"),
+        ) as (worker_1, worker_2, first, second):
             yield (first, second), (worker_1, worker_2), token, var
 
 

@@ -24,7 +24,7 @@ import psycopg
 import pytest
 from websockets.asyncio.client import connect
 
-from tests.conftest import app_env, daphne
+from tests.conftest import app_env, daphne, started_together
 from tests.fakes import FakeAnthropic, Reply
 from tests.products import seeded_database
 
@@ -98,10 +98,10 @@ def _command_pids() -> list[int]:
 def servers(setup):
     env, var_dir, token, model, _ = setup
     started: list[subprocess.Popen] = []
-    with (
-        daphne(env, log=var_dir / "first.log", started=started) as first,
-        daphne(env, log=var_dir / "second.log") as second,
-    ):
+    with started_together(
+        daphne(env, log=var_dir / "first.log", started=started),
+        daphne(env, log=var_dir / "second.log"),
+    ) as (first, second):
         yield first, started[0], second, token, model
 
 

@@ -4,6 +4,7 @@ starts beside it, is started again when it dies, and stops with it."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -47,9 +48,12 @@ def _wait_healthy(url: str, process: subprocess.Popen, seconds: float = 90) -> h
     raise AssertionError("the product did not answer in time")
 
 
-def _ping_workers(env: dict[str, str]) -> str:
+def _ping_workers(env: dict[str, str], *, node: str | None = None) -> str:
+    """What ``celery inspect ping`` says: after its whole timeout, or, asked of one
+    ``node``, as soon as that node answers."""
+    ping = [ROOT / ".venv/bin/celery", "-A", "toolhub", "inspect", "ping", "--timeout", "3"]
     result = subprocess.run(
-        [str(ROOT / ".venv/bin/celery"), "-A", "toolhub", "inspect", "ping", "--timeout", "3"],
+        [*ping, *(["--destination", node] if node else [])],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -60,12 +64,14 @@ def _ping_workers(env: dict[str, str]) -> str:
     return result.stdout + result.stderr
 
 
-def _worker_answers(env: dict[str, str], seconds: float = 60) -> bool:
+def _ready_worker(log: Path, starts: int, seconds: float = 60) -> str:
+    """The node name of the ``starts``-th worker bin/run started, once it says it is ready:
+    a ping before then only waits out its whole timeout, again and again while it starts."""
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if "pong" in _ping_workers(env):
-            return True
-    return False
+    while len(ready := re.findall(r"(\S+@\S+) ready\.", log.read_text())) < starts:
+        assert time.monotonic() < deadline, f"no worker ready:\n{log.read_text()[-3000:]}"
+        time.sleep(0.2)
+    return ready[-1]
 
 
 def _processes(session: int) -> dict[int, tuple[int, list[bytes]]]:
@@ -112,7 +118,7 @@ def test_with_redis_the_run_script_serves_and_keeps_a_worker_that_stops_with_it(
             health = _wait_healthy(f"http://127.0.0.1:{port}/healthz", process)
             assert health.status_code == 200
             assert health.json()["checks"]["broker"]["detail"] == "redis"
-            assert _worker_answers(env)
+            assert "pong" in _ping_workers(env, node=_ready_worker(log, 1))
 
             # A worker that dies (here: killed) is started again, and answers.
             (first,) = _workers(process.pid)
@@ -123,7 +129,7 @@ def test_with_redis_the_run_script_serves_and_keeps_a_worker_that_stops_with_it(
                 time.sleep(0.2)
             (second,) = _workers(process.pid)
             assert second != first
-            assert _worker_answers(env)
+            assert "pong" in _ping_workers(env, node=_ready_worker(log, 2))
         finally:
             # Ctrl-C in a terminal signals the whole foreground process group.
             os.killpg(process.pid, signal.SIGINT)
