@@ -31,6 +31,13 @@ class SessionSerializer(serializers.Serializer):
     agent = serializers.IntegerField(required=False, allow_null=True)
     intent = IntentField(required=False)
     plan_mode = serializers.BooleanField(required=False)
+    model = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=200,
+        help_text="The chat's model as provider:model (one GET /api/models/ lists); '': the "
+        "agent's",
+    )
     allowed_tools = ToolNameListField(
         child=serializers.CharField(),
         required=False,
@@ -63,6 +70,7 @@ def _session_json(session: ChatSession) -> dict[str, Any]:
         "agent": session.agent_id,
         "intent": session.tool_intent,
         "plan_mode": session.plan_mode,
+        "model": f"{session.provider}:{session.model}" if session.provider else "",
         "allowed_tools": list(session.allowed_tools or ()),
         "version": session.version,
         "created": session.created.isoformat(),
@@ -91,6 +99,7 @@ class SessionListView(APIView):
             intent=data.get("intent"),
             plan_mode=data.get("plan_mode"),
             allowed_tools=data.get("allowed_tools", []),
+            model=data.get("model", ""),
         )
         return _respond(session, 201)
 
@@ -108,7 +117,7 @@ class SessionDetailView(APIView):
     def patch(self, request: Request, session_id: Any) -> Response:
         session = services.session_get_for_user(user=request.user, session_id=session_id)
         data = validated_body(request, SessionSerializer, partial=True)
-        editable = ("title", "agent", "intent", "plan_mode", "allowed_tools")
+        editable = ("title", "agent", "intent", "plan_mode", "allowed_tools", "model")
         fields = {key: value for key, value in data.items() if key in editable}
         session = services.session_update(
             user=request.user, session=session, version=read_version(request), **fields

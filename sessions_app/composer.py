@@ -255,10 +255,8 @@ def _apply(*, user: Any, session: ChatSession, choices: Mapping[str, str]) -> Ch
         agent: Any = int(chosen) if chosen.isascii() and chosen.isdigit() else chosen
         session = session_update(user=user, session=session, version=session.version, agent=agent)
     if "model" in choices:
-        # "provider:model", the provider's name holding no colon (a model id may: llama3:8b).
-        provider, _, model = choices["model"].partition(":")
         session = session_update(
-            user=user, session=session, version=session.version, model=(provider, model)
+            user=user, session=session, version=session.version, model=choices["model"]
         )
     patch: dict[str, Any] = {}
     if "toolset" in choices:

@@ -8,7 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from agent_app import api as turns
 from agent_app import api_mcp
-from profiles_app.api import agents, operators, preferences, profiles
+from profiles_app.api import agents, models, operators, preferences, profiles
 from sessions_app import api as sessions
 from toolhub.lib.api import not_found
 
@@ -32,6 +32,7 @@ urlpatterns = [
     path("tool-policies/<str:tool>/", operators.ToolPolicyDetailView.as_view()),
     path("audit/", operators.AuditView.as_view()),
     path("settings/", preferences.SettingsView.as_view()),
+    path("models/", models.ModelListView.as_view()),
     path("usage/", sessions.UsageView.as_view()),
     path("sessions/", sessions.SessionListView.as_view()),
     path("sessions/<uuid:session_id>/", sessions.SessionDetailView.as_view()),

@@ -211,9 +211,12 @@ def session_create(
     intent: Any = None,
     plan_mode: bool | None = None,
     allowed_tools: Any = (),
+    model: str = "",
 ) -> ChatSession:
-    """A new chat; ``plan_mode`` ``None`` starts as its agent says."""
+    """A new chat; ``plan_mode`` ``None`` starts as its agent says, ``model`` ``""`` with
+    its agent's."""
     chosen = _clean_agent(user, agent, new_chat=True)
+    provider, model = _clean_model(model)
     if plan_mode is None:
         plan_mode = chosen.plan_mode
     if not isinstance(plan_mode, bool):
@@ -225,6 +228,8 @@ def session_create(
         tool_intent=_clean_intent(_new_chat_intent(intent, user, chosen), user),
         plan_mode=plan_mode,
         allowed_tools=clean_tools(list(allowed_tools) if allowed_tools else [], "allowed_tools"),
+        provider=provider,
+        model=model,
     )
 
 
@@ -292,22 +297,18 @@ def session_update(
 
 
 def _clean_model(value: Any) -> tuple[str, str]:
-    """A chat's model pick: ``(provider, model)`` one of the providers offers, or
-    ``("", "")`` for the agent's."""
-    if value in (None, "", ("", "")):
+    """A chat's model pick, ``"provider:model"`` (the provider's name holds no colon, a
+    model id may: ``llama3:8b``), as ``(provider, model)`` one of the providers offers;
+    ``""`` is the agent's."""
+    if not isinstance(value, str):
+        raise Invalid("a model is picked as provider:model", fields={"model": ["text"]})
+    if not value:
         return "", ""
-    if (
-        not isinstance(value, tuple | list)
-        or len(value) != 2
-        or not all(isinstance(part, str) for part in value)
-    ):
-        raise Invalid("a model is picked as its provider and its id", fields={"model": ["pair"]})
-    provider, model = value
+    provider, _, model = value.partition(":")
     offer = provider_offer(provider) if provider else None
     if offer is None:
-        raise Invalid(
-            f"no provider named {provider[:40]!r} is offered", fields={"model": ["provider"]}
-        )
+        said = f"no provider named {provider[:40]!r} is offered"
+        raise Invalid(said, fields={"model": ["provider"]})
     if offer.model(model) is None:
         raise Invalid(f"{offer.label} offers no model {model[:100]!r}", fields={"model": ["model"]})
     return provider, model

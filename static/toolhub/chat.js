@@ -107,10 +107,12 @@ function place(id, html) {
   return next;
 }
 
-// A click on a card's summary (Enter and Space on it click too) is the person's choice.
+// A card the person used (opened or folded it, answered its approval, question or form:
+// a click, which Enter and Space on a control make too) is theirs: it stays as they
+// left it, open on what they answered, when the server draws it done.
 list.addEventListener("click", (click) => {
-  const summary = click.target.closest(".tool-card > summary");
-  if (summary) summary.parentElement.dataset.personSet = "";
+  const card = click.target.closest(".tool-card");
+  if (card) card.dataset.personSet = "";
 });
 
 // Every code block of an answer gets its own Copy button (the answer's HTML is the
@@ -456,8 +458,15 @@ function editMessage(item) {
 }
 
 function answer(text) {
+  answering();
   send({ type: "chat", text });
   input.focus();
+}
+
+// The question answered (on its card or from the composer): its card is the person's.
+function answering() {
+  const asking = list.querySelector('.tool-card[data-asking="waiting"]');
+  if (asking) asking.dataset.personSet = "";
 }
 
 list.addEventListener("click", async (clicked) => {
@@ -653,6 +662,7 @@ form.addEventListener("submit", async (submitted) => {
   // refuses it otherwise), so it carries no intent.
   const frame = { type: "chat", text };
   if (!running) frame.intent = composerIntent();
+  else answering();
   const problem = tooLong(text, frame);
   composerError.hidden = !problem;
   composerError.textContent = problem;

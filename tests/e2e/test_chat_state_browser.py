@@ -29,6 +29,10 @@ def test_an_approval_answered_in_one_tab_is_answered_in_the_other(product, page)
         expect(card).to_have_attribute("data-status", "ok", timeout=20_000)
         expect(card.locator(".approval-state")).to_have_text("Allowed by you.")
         expect(tab.get_by_role("button", name="Allow once: bash")).to_have_count(0)
+    # Done, the card stays open where the person answered it, and folds where they
+    # never touched it, as a finished call is drawn.
+    expect(page.locator(".tool-card")).to_have_js_property("open", True)
+    expect(other.locator(".tool-card")).to_have_js_property("open", False)
     other.screenshot(path=SCREENSHOTS / "second_tab_after_allow.png")
     assert page.console_errors == []
 

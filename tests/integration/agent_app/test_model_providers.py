@@ -136,6 +136,27 @@ def test_a_chat_picks_a_connections_model_and_its_turn_goes_there_with_its_windo
         inspector = client.get(reverse("chat_inspector", args=[session])).content.decode()
         assert "with the model <code>llama-b</code>" in inspector
 
+        # The API lists the same models and picks one as the composer does.
+        listed = {offer["name"]: offer for offer in rest.get("/api/models/").json()}
+        assert [m["id"] for m in listed["local"]["models"]] == ["llama-b", "llama-z"]
+        assert listed["local"]["models"][0] == {
+            "id": "llama-b",
+            "window": 16000,
+            "input": 0.5,
+            "output": 1.5,
+        }
+        fetched = rest.get(f"/api/sessions/{session}/")
+        assert fetched.json()["model"] == "local:llama-b"
+        for value, status in (("local:nope", 400), ("local:llama-z", 200)):
+            patched = rest.patch(
+                f"/api/sessions/{session}/",
+                {"model": value},
+                format="json",
+                HTTP_IF_MATCH=rest.get(f"/api/sessions/{session}/")["ETag"],
+            )
+            assert patched.status_code == status, patched.content
+        assert rest.get(f"/api/sessions/{session}/").json()["model"] == "local:llama-z"
+
         # Only what a provider offers can be picked; a refusal changes nothing.
         for value in ("local:nope", "nosuch:llama-b", "local", ":llama-b", "local:llama-b\x00"):
             assert _pick(client, session, value).status_code == 400, value

@@ -137,6 +137,11 @@ def _as_documented(case: schemathesis.Case, *, agent_id: int) -> None:
         body["new_chat_agent"] = agent_id
     if isinstance(body.get("new_chat_toolset"), str):
         body["new_chat_toolset"] = DEFAULT_PRESET
+    # Nor which providers and models are offered here: name the offline demo's.
+    if isinstance(body.get("provider"), str):
+        body["provider"] = "demo"
+    if isinstance(body.get("model"), str) and "provider" not in body:
+        body["model"] = "demo:demo"
     for key in ("intent", "tool_intent"):
         intent = body.get(key)
         if isinstance(intent, dict) and isinstance(intent.get("toolset"), str):
