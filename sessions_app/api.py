@@ -17,12 +17,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from sessions_app import eventlog, services
+from sessions_app.export import export_download
 from sessions_app.models import ChatSession
 from sessions_app.result_files import result_file_get
 from sessions_app.usage import usage_of
 from toolhub.lib.api import IF_MATCH, error, error_responses, etag, read_version, validated_body
 from toolhub.lib.api_schema import IntentField, ToolNameListField, text_field
 from toolhub.lib.downloads import AnyAccept, attachment
+from toolhub.lib.errors import Invalid
 
 
 class SessionSerializer(serializers.Serializer):
@@ -267,3 +269,28 @@ class SessionUsageView(APIView):
     def get(self, request: Request, session_id: Any) -> Response:
         session = services.session_get_for_user(user=request.user, session_id=session_id)
         return Response(usage_of(user=request.user, session_id=session.pk).to_json())
+
+
+class SessionExportView(APIView):
+    """The chat taken out, as the chat page's menu offers it (``sessions_app.export``)."""
+
+    content_negotiation_class = AnyAccept
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "format",
+                {"type": "string", "enum": ["markdown", "json"]},
+                description="markdown: the conversation to read; json (the default): "
+                "everything, the event log with every version of an edited message",
+            )
+        ],
+        responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
+        description="The chat as a download, named after its title. Only its owner can.",
+    )
+    def get(self, request: Request, session_id: Any) -> HttpResponse:
+        session = services.session_get_for_user(user=request.user, session_id=session_id)
+        form = request.query_params.get("format", "json")
+        if form not in ("markdown", "json"):
+            raise Invalid("format is markdown or json", fields={"format": ["choice"]})
+        return export_download(session=session, form=form)

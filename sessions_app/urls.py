@@ -14,6 +14,7 @@ urlpatterns = [
     path("chat/<uuid:session_id>/", views.chat_session, name="chat_session"),
     path("chat/<uuid:session_id>/options/", views.chat_options, name="chat_options"),
     path("chat/<uuid:session_id>/rename/", views.chat_rename, name="chat_rename"),
+    path("chat/<uuid:session_id>/export/<str:form>/", views.chat_export, name="chat_export"),
     path("chat/<uuid:session_id>/delete/", views.chat_delete, name="chat_delete"),
     path("chat/<uuid:session_id>/restore/", views.chat_restore, name="chat_restore"),
     path(

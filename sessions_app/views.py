@@ -35,6 +35,7 @@ from sessions_app.composer import (
     composer_state,
     session_composer_follow,
 )
+from sessions_app.export import export_download
 from sessions_app.limits import FRAME_MAX_BYTES, MESSAGE_MAX_CHARS
 from sessions_app.models import ChatSession
 from sessions_app.result_files import result_file_get
@@ -225,6 +226,15 @@ def chat_options(request: HttpRequest, session_id: Any) -> HttpResponse:
             chat_options_changed(session_id=session.pk, tab=request.POST.get("tab", ""))
     context = {**_options_context(request, session), "saved": saved, "failed": failed}
     return render(request, "sessions_app/chat.html#options", context, status=status)
+
+
+@require_safe
+@login_required
+def chat_export(request: HttpRequest, session_id: Any, form: str) -> HttpResponse:
+    """The chat as a download: Markdown to read, or JSON with everything
+    (``sessions_app.export``)."""
+    session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
+    return export_download(session=session, form=form)
 
 
 @require_POST

@@ -91,18 +91,14 @@ def _prepare(
         raise
     window = turn_window(agent=agent, provider=provider, session=session)
     model = turn_model(agent=agent, provider=provider, session=session)
+    strategy = turn_strategy(agent=agent, provider=provider)
     context = turn_context(
-        session=session,
-        patch=patch,
-        rewind_to=rewind_to,
-        last_seq=history_seq,
-        attended=attended,
-        channel=channel,
-        strategy=turn_strategy(agent=agent, provider=provider),
-        window=window.tokens,
-    )
+        session=session, patch=patch, rewind_to=rewind_to, last_seq=history_seq,
+        attended=attended, channel=channel, strategy=strategy, window=window.tokens,
+    )  # fmt: skip
     resolved = context.resolved
     turn = TurnTools(resolved, loaded=context.session.loaded_tools or ())
+    loadable = frozenset(tool.name for tool in resolved.deferred)
     return PreparedTurn(
         session=context.session,
         resolved=resolved,
@@ -110,9 +106,7 @@ def _prepare(
         tools=request_tools(provider=provider, resolved=resolved, turn=turn),
         ctx=context.ctx,
         messages=messages_from_events(
-            context.history,
-            native=resolved.strategy == "native",
-            loadable=frozenset(tool.name for tool in resolved.deferred),
+            context.history, native=resolved.strategy == "native", loadable=loadable
         ),
         provider=provider,
         model=model,

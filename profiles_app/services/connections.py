@@ -282,6 +282,41 @@ def _clean_url(base_url: str, kind: str) -> str:
     return base_url.rstrip("/")
 
 
+def _connection_fields(
+    *, name: str, kind: str, base_url: str, api_key: str | None, manual: str
+) -> dict[str, Any]:
+    """A connection's fields as stored, each checked; the key only when one is given."""
+    from_env = name in BUILTIN
+    if name == DEMO:
+        raise Invalid("the offline demo needs no connection", fields={"name": ["demo"]})
+    if from_env:
+        kind, base_url, api_key = name, "", ""
+    elif not _could_be_name(name):
+        raise Invalid(
+            "name: 1 to 40 lower-case letters, digits or dashes", fields={"name": ["invalid"]}
+        )
+    if kind not in ProviderConnection.Kind.values:
+        raise Invalid("kind is anthropic or openai", fields={"kind": ["choice"]})
+    manual_parse(manual)
+    # A header carries the key: ASCII only (a pasted ellipsis or Cyrillic letter would
+    # fail every request, with the key in the error).
+    if api_key is not None and (
+        len(api_key) > 1_000 or not (api_key.isascii() and api_key.isprintable())
+    ):
+        raise Invalid(
+            "the key is up to 1,000 printable ASCII characters", fields={"api_key": ["key"]}
+        )
+    fields: dict[str, Any] = {
+        "kind": kind,
+        "base_url": "" if from_env else _clean_url(base_url, kind),
+        "manual": manual.strip(),
+        "from_env": from_env,
+    }
+    if api_key is not None:
+        fields["api_key"] = api_key.strip()
+    return fields
+
+
 def connection_save(
     *,
     user: Any,
@@ -297,37 +332,10 @@ def connection_save(
     stores only its models (URL and key stay the environment's)."""
     _staff(user)
     name = name.strip().lower()
-    from_env = name in BUILTIN
-    if name == DEMO:
-        raise Invalid("the offline demo needs no connection", fields={"name": ["demo"]})
-    if from_env:
-        kind, base_url, api_key = name, "", ""
-    else:
-        try:
-            connection_name_validator(name)
-        except ValidationError as exc:
-            raise Invalid(f"name: {exc.messages[0]}", fields={"name": ["invalid"]}) from None
-    if kind not in ProviderConnection.Kind.values:
-        raise Invalid("kind is anthropic or openai", fields={"kind": ["choice"]})
-    base_url = _clean_url(base_url, kind) if not from_env else ""
-    manual_parse(manual)
-    # A header carries the key: ASCII only (a pasted ellipsis or Cyrillic letter would
-    # fail every request, with the key in the error).
-    if api_key is not None and (
-        len(api_key) > 1_000 or not (api_key.isascii() and api_key.isprintable())
-    ):
-        raise Invalid(
-            "the key is up to 1,000 printable ASCII characters", fields={"api_key": ["key"]}
-        )
-    fields: dict[str, Any] = {
-        "kind": kind,
-        "base_url": base_url,
-        "manual": manual.strip(),
-        "enabled": enabled,
-        "from_env": from_env,
-    }
-    if api_key is not None:
-        fields["api_key"] = api_key.strip()
+    fields = _connection_fields(
+        name=name, kind=kind, base_url=base_url, api_key=api_key, manual=manual
+    )
+    fields["enabled"] = enabled
     try:
         with transaction.atomic():
             connection, created = ProviderConnection.objects.update_or_create(
