@@ -54,7 +54,10 @@ def stack(tmp_path_factory, postgres_url, redis_url):
 
 
 async def _new_session(base: str, token: str) -> str:
-    async with httpx.AsyncClient(headers={"Authorization": f"Token {token}"}) as client:
+    # A server's first request may wait on its start (the provider SDK's import): on a
+    # loaded runner that took more than httpx's default 5 s once.
+    headers = {"Authorization": f"Token {token}"}
+    async with httpx.AsyncClient(headers=headers, timeout=30) as client:
         return (await client.post(f"{base}/api/sessions/", json={})).json()["id"]
 
 
