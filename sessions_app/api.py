@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from sessions_app import eventlog, services
-from sessions_app.export import export_download
+from sessions_app.export import chat_import, export_download
 from sessions_app.models import ChatSession
 from sessions_app.result_files import result_file_get
 from sessions_app.usage import usage_of
@@ -294,3 +294,14 @@ class SessionExportView(APIView):
         if form not in ("markdown", "json"):
             raise Invalid("format is markdown or json", fields={"format": ["choice"]})
         return export_download(session=session, form=form)
+
+
+class SessionImportView(APIView):
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={201: SessionSerializer},
+        description="A chat's JSON export (GET .../export/?format=json) as a new chat of "
+        "yours: its events, title, plan mode and intent; your default agent and model.",
+    )
+    def post(self, request: Request) -> Response:
+        return _respond(chat_import(user=request.user, document=request.data), 201)

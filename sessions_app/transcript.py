@@ -437,3 +437,7 @@ def _price(value: Any) -> Price | None:
     ):
         return Price(float(value[0]), float(value[1]))
     return None
+
+
+# Every kind of event the fold reads (an import takes only these, and ``title``).
+EVENT_KINDS = frozenset(_HANDLERS)

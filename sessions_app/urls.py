@@ -10,6 +10,7 @@ urlpatterns = [
     path("settings/", views.settings_page, name="settings"),
     path("chat/", views.chat, name="chat"),
     path("chat/new/", views.chat_new, name="chat_new"),
+    path("chat/import/", views.chat_import_page, name="chat_import"),
     path("chat/search/", views.chat_search, name="chat_search"),
     path("chat/<uuid:session_id>/", views.chat_session, name="chat_session"),
     path("chat/<uuid:session_id>/options/", views.chat_options, name="chat_options"),

@@ -35,7 +35,7 @@ from sessions_app.composer import (
     composer_state,
     session_composer_follow,
 )
-from sessions_app.export import export_download
+from sessions_app.export import IMPORT_MAX_BYTES, chat_import, document_read, export_download
 from sessions_app.limits import FRAME_MAX_BYTES, MESSAGE_MAX_CHARS
 from sessions_app.models import ChatSession
 from sessions_app.result_files import result_file_get
@@ -54,7 +54,7 @@ from sessions_app.transcript import session_transcript, transcript_html
 from sessions_app.usage import usage_of
 from toolhub.lib.catalog_news import chat_options_changed
 from toolhub.lib.downloads import attachment
-from toolhub.lib.errors import ServiceError, found_or_404
+from toolhub.lib.errors import Invalid, ServiceError, found_or_404
 from toolhub.tools import DEFAULT_PRESET, ToolIntent
 
 SESSIONS_SHOWN = 100
@@ -235,6 +235,23 @@ def chat_export(request: HttpRequest, session_id: Any, form: str) -> HttpRespons
     (``sessions_app.export``)."""
     session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
     return export_download(session=session, form=form)
+
+
+@require_POST
+@login_required
+def chat_import_page(request: HttpRequest) -> HttpResponse:
+    """A JSON export uploaded from the chats list, opened as a new chat of the person's."""
+    upload = request.FILES.get("file")
+    try:
+        if upload is None:
+            raise Invalid("choose a JSON export to import")
+        document = document_read(upload.read(IMPORT_MAX_BYTES + 1))
+        session = chat_import(user=request.user, document=document)
+    except ServiceError as exc:
+        messages.error(request, f"Not imported: {exc.message}.")
+        return redirect("chat")
+    messages.success(request, f"Imported “{session}”.")
+    return redirect("chat_session", session_id=session.pk)
 
 
 @require_POST

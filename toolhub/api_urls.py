@@ -35,6 +35,7 @@ urlpatterns = [
     path("models/", models.ModelListView.as_view()),
     path("usage/", sessions.UsageView.as_view()),
     path("sessions/", sessions.SessionListView.as_view()),
+    path("sessions/import/", sessions.SessionImportView.as_view()),
     path("sessions/<uuid:session_id>/", sessions.SessionDetailView.as_view()),
     path("sessions/<uuid:session_id>/events/", sessions.SessionEventsView.as_view()),
     path("sessions/<uuid:session_id>/usage/", sessions.SessionUsageView.as_view()),

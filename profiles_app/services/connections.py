@@ -43,7 +43,7 @@ LISTED_MODELS = 2_000
 MODEL_ID_CHARS = 100
 
 
-def storable(text: str, *, lines: bool = False) -> bool:
+def storable_and_shown(text: str, *, lines: bool = False) -> bool:
     """No control character (but line breaks and tabs where ``lines``) and no lone
     surrogate: what PostgreSQL's text and JSON can hold, and a page can show."""
     allowed = "\n\r\t" if lines else ""
@@ -55,7 +55,7 @@ def model_id_ok(model_id: Any) -> bool:
     return (
         isinstance(model_id, str)
         and 0 < len(model_id) <= MODEL_ID_CHARS
-        and storable(model_id)
+        and storable_and_shown(model_id)
         and " " not in model_id
     )
 
@@ -99,7 +99,7 @@ def manual_parse(text: str) -> list[ModelEntry]:
         raise Invalid(
             f"at most {MANUAL_CHARS:,} characters of model lines", fields={"manual": ["long"]}
         )
-    if not storable(text, lines=True):
+    if not storable_and_shown(text, lines=True):
         raise Invalid("the model lines hold a control character", fields={"manual": ["character"]})
     lines = text.splitlines()
     if len(lines) > MANUAL_LINES:
@@ -273,7 +273,7 @@ def _clean_url(base_url: str, kind: str) -> str:
         scheme, host = "", None
     if (
         len(base_url) > 500
-        or not storable(base_url)
+        or not storable_and_shown(base_url)
         or " " in base_url
         or scheme not in ("http", "https")
         or not host
@@ -360,7 +360,7 @@ def connection_listing_store(
     asked; the list it gave before stays); returns how many models were kept."""
     # A provider's words and ids are whatever it sent: only what can be stored and shown
     # is kept (no NUL, no lone surrogate, an id as staff could write it).
-    fields: dict[str, Any] = {"listing_problem": "".join(filter(storable, problem))[:500]}
+    fields: dict[str, Any] = {"listing_problem": "".join(filter(storable_and_shown, problem))[:500]}
     if listed is not None:
         kept = []
         for item in listed:

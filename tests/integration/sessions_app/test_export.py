@@ -93,3 +93,98 @@ def test_only_its_owner_exports_a_chat(client, api, owner, other_user):
     client.force_login(owner)
     assert client.get(reverse("chat_export", args=[chat.pk, "pdf"])).status_code == 404
     assert api(owner).get(f"/api/sessions/{chat.pk}/export/?format=pdf").status_code == 400
+
+
+def test_an_export_imports_as_a_new_chat_of_the_importer(client, api, owner, other_user):
+    from profiles_app.services import profile_create
+    from sessions_app.models import ChatSession, SessionEvent
+    from sessions_app.transcript import session_transcript
+
+    chat = _chat(owner, running=True)
+    profile_create(user=owner, name="mine", tools=["bash"])
+    type(chat).objects.filter(pk=chat.pk).update(tool_intent={"toolset": "mine", "enabled": False})
+    exported = json.loads(api(owner).get(f"/api/sessions/{chat.pk}/export/").content)
+
+    imported = api(other_user).post("/api/sessions/import/", exported, format="json")
+
+    assert imported.status_code == 201, imported.content
+    copy = ChatSession.objects.get(pk=imported.json()["id"])
+    assert (copy.owner, copy.title) == (other_user, "Trip plans <b>")
+    # The intent is kept as intent, less a profile the importer does not have.
+    assert copy.tool_intent["enabled"] is False
+    assert copy.tool_intent.get("toolset") is None
+    kinds = list(
+        SessionEvent.objects.filter(session=copy).order_by("seq").values_list("kind", flat=True)
+    )
+    assert kinds == [e["kind"] for e in exported["events"]] + ["turn_failed"]
+    shown = session_transcript(session_id=copy.pk)
+    assert not shown.running
+    assert [item.text for item in shown.items.values() if getattr(item, "role", "") == "user"] == [
+        "use bash"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"format": "other"}, "not a toolhub chat export"),
+        ({"version": 2}, "version 1"),
+        ({"events": "all"}, "events is a list"),
+        ({"events": [{"seq": 1, "turn": "t", "kind": "user_message", "data": {}}] * 2}, "seq"),
+        ({"events": [{"seq": 1, "turn": "t", "kind": "turn_lost", "data": {}}]}, "turn_lost"),
+        ({"events": [{"seq": 1, "turn": "t", "kind": "user_message", "data": []}]}, "event 1"),
+        ({"events": [{"seq": 1, "turn": "t" * 37, "kind": "rewind", "data": {}}]}, "turn"),
+        ({"events": [{"seq": True, "turn": "t", "kind": "rewind", "data": {}}]}, "seq"),
+        (
+            {
+                "events": [
+                    {"seq": n, "turn": "t", "kind": "usage", "data": {}} for n in range(20_001)
+                ]
+            },
+            "20,000",
+        ),
+    ],
+)
+def test_a_crafted_import_is_refused_saying_what_and_stores_nothing(api, owner, change, said):
+    from sessions_app.models import ChatSession
+
+    document = {"format": "toolhub.chat", "version": 1, "title": "x", "events": [], **change}
+
+    refused = api(owner).post("/api/sessions/import/", document, format="json")
+
+    assert refused.status_code == 400
+    assert said in refused.json()["message"]
+    assert not ChatSession.objects.filter(owner=owner).exists()
+
+
+def test_odd_bytes_in_an_import_are_marked_as_every_writer_marks_them(client, owner):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from sessions_app.models import ChatSession
+
+    document = {
+        "format": "toolhub.chat",
+        "version": 1,
+        "title": "nul\u0000title",
+        "events": [
+            {"seq": 1, "turn": "t", "kind": "user_message", "data": {"text": "a\u0000b\ud800"}}
+        ],
+    }
+    client.force_login(owner)
+    raw = json.dumps(document).encode()
+
+    landed = client.post(
+        reverse("chat_import"), {"file": SimpleUploadedFile("chat.json", raw)}, follow=True
+    )
+
+    copy = ChatSession.objects.get(owner=owner)
+    assert copy.title == "nul\u2400title"
+    assert "a\u2400b\ufffd" in landed.content.decode()
+    # Not JSON, or nested past the bound: said on the page, nothing stored.
+    for bad in (b"{not json", b"[" * 100_000):
+        page = client.post(
+            reverse("chat_import"), {"file": SimpleUploadedFile("c.json", bad)}, follow=True
+        ).content.decode()
+        assert "Not imported: the file is not JSON." in page
+    # (the page it lands on is the person's empty chat, not an import)
+    assert ChatSession.objects.filter(owner=owner, last_seq__gt=0).count() == 1
