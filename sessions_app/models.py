@@ -55,6 +55,10 @@ class ChatSession(models.Model):
     # Deleted from the chat page, still restorable ("Undo") until it is purged
     # (sessions_app.services.session_trash); every read of a person's chats skips it.
     deleted = models.DateTimeField(null=True, blank=True)
+    # Pinned to the top of the chats list; archived: out of the list (search still finds
+    # it, and its page shows it), until unarchived (sessions_app.sidebar).
+    pinned = models.BooleanField(default=False)
+    archived = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name = "chat"

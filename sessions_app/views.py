@@ -13,7 +13,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
@@ -46,9 +46,9 @@ from sessions_app.services import (
     session_restore,
     session_trash,
     session_update,
-    sessions_of,
     sessions_search,
 )
+from sessions_app.sidebar import archived_chats, chat_groups
 from sessions_app.starters import chat_starters
 from sessions_app.transcript import session_transcript, transcript_html
 from sessions_app.usage import usage_of
@@ -57,7 +57,6 @@ from toolhub.lib.downloads import attachment
 from toolhub.lib.errors import Invalid, ServiceError, found_or_404
 from toolhub.tools import DEFAULT_PRESET, ToolIntent
 
-SESSIONS_SHOWN = 100
 # With more agents than this the composer's picker gets a box that narrows its list.
 AGENT_FILTER_AT = 8
 UNDO_KEY = "toolhub.undo_chat"
@@ -85,7 +84,8 @@ def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
         "items_html": transcript_html(transcript, session_id=session.pk),
         "text_limit": MESSAGE_MAX_CHARS,
         "frame_limit": FRAME_MAX_BYTES,
-        "sessions": sessions_of(request.user).order_by("-updated")[:SESSIONS_SHOWN],
+        "chat_groups": chat_groups(user=request.user),
+        "archived": archived_chats(user=request.user),
         "undo": _undo(request),
         "compact_cards": request_preferences(request).compact_cards,
         # An empty chat shows what its tools can do.
@@ -279,6 +279,30 @@ def chat_rename(request: HttpRequest, session_id: Any) -> HttpResponse:
         )
     except ServiceError as exc:
         messages.error(request, exc.message)
+    return redirect("chat_session", session_id=session.pk)
+
+
+@require_POST
+@login_required
+def chat_keep(request: HttpRequest, session_id: Any, how: str) -> HttpResponse:
+    """Pin a chat to the top of the list or unpin it, archive it out of the list or bring
+    it back (``how``: pin, unpin, archive, unarchive)."""
+    session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
+    fields = {
+        "pin": {"pinned": True},
+        "unpin": {"pinned": False},
+        "archive": {"archived": True},
+        "unarchive": {"archived": False},
+    }.get(how)
+    if fields is None:
+        raise Http404("pin, unpin, archive or unarchive")
+    try:
+        session_update(user=request.user, session=session, version=session.version, **fields)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        if how == "archive":
+            messages.success(request, f"Archived “{session}”: search still finds it.")
     return redirect("chat_session", session_id=session.pk)
 
 

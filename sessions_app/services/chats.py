@@ -274,6 +274,14 @@ def session_update(
             if not isinstance(value, bool):
                 raise Invalid("plan_mode must be true or false", fields={"plan_mode": ["bool"]})
             changes["plan_mode"] = value
+        elif key == "pinned":
+            if not isinstance(value, bool):
+                raise Invalid("pinned must be true or false", fields={"pinned": ["bool"]})
+            changes["pinned"] = value
+        elif key == "archived":
+            if not isinstance(value, bool):
+                raise Invalid("archived must be true or false", fields={"archived": ["bool"]})
+            changes["archived"] = timezone.now() if value else None
         elif key == "model":
             changes["provider"], changes["model"] = _clean_model(value)
         elif key == "allowed_tools":

@@ -123,7 +123,7 @@ def test_a_deleted_chat_comes_back_with_undo(product, page):
     _say(page, "keep this thought")
     chat_url = page.url
 
-    page.get_by_text("Rename, export or delete").click()
+    page.get_by_text("Chat actions").click()
     page.get_by_role("button", name="Delete this chat").click()
     expect(page.get_by_role("status").filter(has_text="Deleted")).to_contain_text(
         "keep this thought"

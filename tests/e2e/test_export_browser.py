@@ -19,7 +19,7 @@ def test_a_chat_is_downloaded_as_markdown_and_json_and_the_json_imports_again(
     page.get_by_label("Message").press("Enter")
     expect(page.locator(".turn-end")).to_have_count(1, timeout=20_000)
 
-    page.get_by_text("Rename, export or delete").click()
+    page.get_by_text("Chat actions").click()
     with page.expect_download() as markdown:
         page.get_by_role("link", name="as Markdown").click()
     text = Path(markdown.value.path()).read_text(encoding="utf-8")

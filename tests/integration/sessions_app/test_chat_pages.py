@@ -496,3 +496,55 @@ def test_a_model_written_title_never_replaces_one_the_person_chose(owner):
     assert refused == []
     assert ChatSession.objects.get(pk=auto.pk).title == "Otters"
     assert ChatSession.objects.get(pk=renamed.pk).title == "Mine"
+
+
+def test_the_chats_list_groups_by_day_pins_and_archives(client, owner, other_user):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sessions_app.models import ChatSession
+
+    now = timezone.now()
+    ages = {"Fresh": 0, "Older": 1, "Week": 4, "Long ago": 70}
+    chats = {title: _session(owner, title=title) for title in ages}
+    for title, days in ages.items():
+        ChatSession.objects.filter(pk=chats[title].pk).update(updated=now - timedelta(days=days))
+    client.force_login(owner)
+    url = reverse("chat_session", args=[chats["Fresh"].pk])
+
+    def groups() -> list[tuple[str, list[str]]]:
+        page = client.get(url).content.decode()
+        start = page.index('aria-label="Chats"')
+        nav = page[start : page.index("</nav>", start)]
+        found = re.findall(r'class="chat-group"[^>]*>([^<]+)</h2>\s*<ul[^>]*>(.*?)</ul>', nav, re.S)
+        return [(label, re.findall(r'title="([^"]+)"', body)) for label, body in found]
+
+    month = f"{now - timedelta(days=70):%B %Y}"
+    assert groups() == [
+        ("Today", ["Fresh"]),
+        ("Yesterday", ["Older"]),
+        ("Previous 7 days", ["Week"]),
+        (month, ["Long ago"]),
+    ]
+
+    client.post(reverse("chat_keep", args=[chats["Long ago"].pk, "pin"]))
+    client.post(reverse("chat_keep", args=[chats["Older"].pk, "archive"]))
+    assert groups() == [
+        ("Pinned", ["Long ago"]),
+        ("Today", ["Fresh"]),
+        ("Previous 7 days", ["Week"]),
+    ]
+    page = client.get(url).content.decode()
+    assert "Archived (1)" in page
+    # Out of the list, still found by search, and brought back.
+    found = client.get(reverse("chat_search"), {"q": "Older"}).content.decode()
+    assert "Older" in found
+    client.post(reverse("chat_keep", args=[chats["Older"].pk, "unarchive"]))
+    assert ("Yesterday", ["Older"]) in groups()
+
+    client.force_login(other_user)
+    assert client.post(reverse("chat_keep", args=[chats["Fresh"].pk, "pin"])).status_code == 404
+    client.force_login(owner)
+    assert client.post(reverse("chat_keep", args=[chats["Fresh"].pk, "hide"])).status_code == 404
+    assert ChatSession.objects.get(pk=chats["Fresh"].pk).pinned is False
