@@ -1218,6 +1218,25 @@ connect();
 // Ready for the next message, as the page opens.
 if (!linked) input.focus();
 
+// The title is renamed in place: its form takes the heading's place, Enter saves (the
+// page loads again with the new title everywhere), Esc puts the heading back.
+const titleEdit = root.querySelector("[data-title-edit]");
+const titleForm = document.getElementById("title-inline");
+function editTitle(open) {
+  root.querySelector("#chat-title").hidden = open;
+  titleEdit.hidden = open;
+  titleForm.hidden = !open;
+  if (open) titleForm.elements.title.select();
+  else titleEdit.focus();
+}
+titleEdit.addEventListener("click", () => editTitle(true));
+titleForm.addEventListener("keydown", (key) => {
+  if (key.key !== "Escape") return;
+  key.preventDefault();
+  key.stopPropagation();
+  editTitle(false);
+});
+
 // An empty chat's starters send their text as if typed.
 root.querySelector("[data-starters]")?.addEventListener("click", (click) => {
   const starter = click.target.closest("[data-starter]");

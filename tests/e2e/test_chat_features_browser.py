@@ -174,3 +174,25 @@ def test_a_person_who_signs_in_lands_on_the_chat_with_the_composer_ready(product
     sign_in(page, base, password)
 
     expect(page.get_by_role("button", name="New chat").first).to_be_visible()
+
+
+def test_a_chat_is_renamed_in_place_and_esc_leaves_it_as_it_was(product, page):
+    open_new_chat(page, *product)
+    _say(page, "hello")
+    heading = page.get_by_role("heading", name="hello", exact=True)
+
+    page.get_by_role("button", name="Rename this chat").click()
+    title = page.get_by_label("The chat's title")
+    expect(title).to_be_focused()
+    title.fill("Never saved")
+    title.press("Escape")
+    expect(heading).to_be_visible()
+    expect(page.get_by_role("button", name="Rename this chat")).to_be_focused()
+
+    page.get_by_role("button", name="Rename this chat").click()
+    title.fill("Trip notes")
+    title.press("Enter")
+    expect(page.get_by_role("heading", name="Trip notes")).to_be_visible()
+    chats = page.get_by_role("navigation", name="Chats")
+    expect(chats.locator('a[aria-current="page"]')).to_have_text("Trip notes")
+    assert page.console_errors == []
