@@ -680,7 +680,10 @@ def test_a_changed_credential_never_takes_a_connection_past_the_bound_nor_leaks_
     manager = make_manager(reg, tmp_path, max_chats=1)
     peak = 0
     try:
-        connect(manager, raw_config("--asks", timeout=1.5, user_credential="PERSON_TOKEN"))
+        # The later call's own timeout runs while it waits for the held one's connection:
+        # started halfway through the held call's 3 s, it keeps 1.5 s to start a process
+        # and answer once that call times out (0.5 s of slack failed on a loaded runner).
+        connect(manager, raw_config("--asks", timeout=3.0, user_credential="PERSON_TOKEN"))
 
         def ada() -> ToolContext:
             return ToolContext(
@@ -693,7 +696,7 @@ def test_a_changed_credential_never_takes_a_connection_past_the_bound_nor_leaks_
         async def changed_while_held():
             nonlocal peak
             held = asyncio.ensure_future(reg.get("raw__hold").execute({}, ada()))
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(1.5)
             vault.token = "t-2"
             later = asyncio.ensure_future(reg.get("raw__pid").execute({}, ada()))
             while not later.done():
