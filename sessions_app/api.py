@@ -17,7 +17,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from sessions_app import eventlog, services
-from sessions_app.export import chat_import, export_download
+from sessions_app.export import (
+    EXPORT_FORMAT,
+    EXPORT_VERSION,
+    IMPORT_KINDS,
+    IMPORT_MAX_EVENTS,
+    TURN_CHARS,
+    chat_import,
+    export_download,
+)
 from sessions_app.models import ChatSession
 from sessions_app.result_files import result_file_get
 from sessions_app.usage import usage_of
@@ -296,12 +304,38 @@ class SessionExportView(APIView):
         return export_download(session=session, form=form)
 
 
+ChatExportSerializer = inline_serializer(
+    "ChatExport",
+    fields={
+        "format": serializers.ChoiceField([EXPORT_FORMAT]),
+        "version": serializers.ChoiceField([EXPORT_VERSION]),
+        "title": text_field(required=False, blank=True, max_length=200),
+        "intent": IntentField(required=False),
+        "plan_mode": serializers.BooleanField(required=False),
+        "events": serializers.ListField(
+            max_length=IMPORT_MAX_EVENTS,
+            child=inline_serializer(
+                "ChatExportEvent",
+                fields={
+                    "seq": serializers.IntegerField(help_text="Unique in the export"),
+                    "turn": text_field(blank=True, max_length=TURN_CHARS),
+                    "kind": serializers.ChoiceField(sorted(IMPORT_KINDS)),
+                    "data": serializers.DictField(),
+                },
+            ),
+        ),
+    },
+)
+
+
 class SessionImportView(APIView):
     @extend_schema(
-        request=OpenApiTypes.OBJECT,
+        request=ChatExportSerializer,
         responses={201: SessionSerializer},
         description="A chat's JSON export (GET .../export/?format=json) as a new chat of "
         "yours: its events, title, plan mode and intent; your default agent and model.",
     )
     def post(self, request: Request) -> Response:
-        return _respond(chat_import(user=request.user, document=request.data), 201)
+        # The documented shape first (types as sent), then the import's own rules.
+        document = validated_body(request, type(ChatExportSerializer))
+        return _respond(chat_import(user=request.user, document=document), 201)

@@ -31,6 +31,7 @@ from sessions_app.transcript_items import Card, Message
 from toolhub.lib.downloads import attachment
 from toolhub.lib.errors import Invalid
 from toolhub.lib.storable import json_loads_bounded, storable, storable_text
+from toolhub.tools import IntentError, ToolIntent
 
 EXPORT_FORMAT = "toolhub.chat"
 EXPORT_VERSION = 1
@@ -143,17 +144,28 @@ def chat_import(*, user: Any, document: Any) -> ChatSession:
     "imported". Anything else is refused, saying what, and nothing is stored."""
     events = _import_events(document)
     intent = document.get("intent")
-    if not isinstance(intent, dict):
-        intent = None
-    elif intent.get("toolset") is not None and not _has_toolset(user, intent["toolset"]):
+    if intent is not None:
+        # A malformed intent is refused; a good one naming a profile this person does not
+        # have loses only that name.
+        try:
+            ToolIntent.parse(intent)
+        except IntentError as exc:
+            raise Invalid(f"intent: {exc}") from None
+    if (
+        isinstance(intent, dict)
+        and intent.get("toolset") is not None
+        and not _has_toolset(user, intent["toolset"])
+    ):
         intent = {key: value for key, value in intent.items() if key != "toolset"}
     plan_mode = document.get("plan_mode")
+    if plan_mode is not None and not isinstance(plan_mode, bool):
+        raise Invalid("plan_mode is true or false")
     with transaction.atomic():
         session = session_create(
             user=user,
             title=str(document.get("title") or "")[:TITLE_CHARS],
             intent=intent,
-            plan_mode=plan_mode if isinstance(plan_mode, bool) else None,
+            plan_mode=plan_mode,
         )
         for turn, items in _by_turn(events):
             events_append(session_id=session.pk, turn=turn, items=items)
@@ -178,7 +190,7 @@ def _import_events(document: Any) -> list[tuple[str, str, dict[str, Any]]]:
             raise Invalid(f"event {index + 1}: seq is a number no other event has")
         if not isinstance(turn, str) or len(turn) > TURN_CHARS:
             raise Invalid(f"event {index + 1}: turn is text of at most {TURN_CHARS}")
-        if kind not in IMPORT_KINDS or not isinstance(data, dict):
+        if not isinstance(kind, str) or kind not in IMPORT_KINDS or not isinstance(data, dict):
             raise Invalid(f"event {index + 1}: no event of kind {str(kind)[:40]!r} is known")
         seqs.add(seq)
         if kind == "turn_started":

