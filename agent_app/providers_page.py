@@ -24,6 +24,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
 from agent_app.providers import ProviderError, provider_for
+from agent_app.views import check_staff
 from profiles_app.models import ProviderConnection
 from profiles_app.services.connections import (
     BUILTIN,
@@ -133,11 +134,6 @@ def _models_or_none(connection: ProviderConnection) -> tuple[ModelEntry, ...]:
         return ()
 
 
-def _check_staff(request: HttpRequest) -> None:
-    if not request.user.is_staff:
-        raise Http404("no such page")
-
-
 def _page(
     request: HttpRequest, *, failed: str = "", form: Any = None, status: int = 200
 ) -> HttpResponse:
@@ -153,7 +149,7 @@ def _page(
 @require_safe
 @login_required
 def ops_providers(request: HttpRequest) -> HttpResponse:
-    _check_staff(request)
+    check_staff(request)
     return _page(request)
 
 
@@ -162,7 +158,7 @@ def ops_providers(request: HttpRequest) -> HttpResponse:
 def ops_provider_save(request: HttpRequest) -> HttpResponse:
     """Add a connection or change one (its key only when one is typed), then list its
     models."""
-    _check_staff(request)
+    check_staff(request)
     form = {key: request.POST.get(key, "") for key in ("name", "kind", "base_url", "manual")}
     key = request.POST.get("api_key", "")
     try:
@@ -186,7 +182,7 @@ def ops_provider_save(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def ops_provider_refresh(request: HttpRequest, name: str) -> HttpResponse:
-    _check_staff(request)
+    check_staff(request)
     if name != DEMO and provider_offer(name) is None and connection_get(name) is None:
         raise Http404("no such provider")
     _said(request, name, *models_refresh(user=request.user, name=name))
@@ -196,7 +192,7 @@ def ops_provider_refresh(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 @login_required
 def ops_provider_delete(request: HttpRequest, name: str) -> HttpResponse:
-    _check_staff(request)
+    check_staff(request)
     try:
         connection_delete(user=request.user, name=name)
     except ServiceError as exc:

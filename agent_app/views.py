@@ -210,7 +210,8 @@ def chat_allowed_revoke(request: HtmxHttpRequest, session_id: Any) -> HttpRespon
 # --- the operators' page -----------------------------------------------------------------
 
 
-def _check_staff(request: HttpRequest) -> None:
+def check_staff(request: HttpRequest) -> None:
+    """The operators' pages: anyone but staff gets the 404 of a page that is not there."""
     if not request.user.is_staff:
         raise Http404("no such page")
 
@@ -241,7 +242,7 @@ def _render(
 @require_safe
 @login_required
 def ops_tools(request: HttpRequest) -> HttpResponse:
-    _check_staff(request)
+    check_staff(request)
     return _render(request)
 
 
@@ -254,7 +255,7 @@ def _ops_change(
 ) -> HttpResponse:
     """One operator's change to a tool (``change(tool, reason)``, through its service): a
     refused one re-renders the page with the reason in its ``section``."""
-    _check_staff(request)
+    check_staff(request)
     tool, reason = request.POST.get("tool", ""), request.POST.get("reason", "")
     try:
         change(tool, reason)
@@ -315,7 +316,7 @@ def ops_tool_policy_clear(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def ops_mcp_enabled(request: HttpRequest, server_id: int) -> HttpResponse:
-    _check_staff(request)
+    check_staff(request)
     server = found_or_404(mcp_server_get, server_id=server_id)
     enabled = request.POST.get("enabled") == "1"
     mcp_server_save(user=request.user, server=server, data={"enabled": enabled})

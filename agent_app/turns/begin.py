@@ -93,21 +93,24 @@ def _prepare(
     model = turn_model(agent=agent, provider=provider, session=session)
     strategy = turn_strategy(agent=agent, provider=provider)
     context = turn_context(
-        session=session, patch=patch, rewind_to=rewind_to, last_seq=history_seq,
-        attended=attended, channel=channel, strategy=strategy, window=window.tokens,
-    )  # fmt: skip
+        session=session,
+        patch=patch,
+        rewind_to=rewind_to,
+        last_seq=history_seq,
+        attended=attended,
+        channel=channel,
+        strategy=strategy,
+        window=window.tokens,
+    )
     resolved = context.resolved
     turn = TurnTools(resolved, loaded=context.session.loaded_tools or ())
-    loadable = frozenset(tool.name for tool in resolved.deferred)
     return PreparedTurn(
         session=context.session,
         resolved=resolved,
         turn=turn,
         tools=request_tools(provider=provider, resolved=resolved, turn=turn),
         ctx=context.ctx,
-        messages=messages_from_events(
-            context.history, native=resolved.strategy == "native", loadable=loadable
-        ),
+        messages=_messages(context.history, resolved),
         provider=provider,
         model=model,
         system=agent.system_prompt,
@@ -115,6 +118,12 @@ def _prepare(
         title=context.title,
         price=model_price(provider=provider_name, model=model),
     )
+
+
+def _messages(history: Any, resolved: ResolvedToolset) -> list[dict[str, Any]]:
+    """The conversation as the provider is sent it, tools it may load marked as such."""
+    loadable = frozenset(tool.name for tool in resolved.deferred)
+    return messages_from_events(history, native=resolved.strategy == "native", loadable=loadable)
 
 
 def _started(prep: PreparedTurn) -> dict[str, Any]:

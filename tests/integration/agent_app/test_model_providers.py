@@ -294,3 +294,51 @@ def test_calls_are_priced_at_the_prices_they_were_made_at(owner):
     assert usage.by_model["gpt-x"].cost == pytest.approx(40.0)
     assert usage.by_model["claude-sonnet-4-6"].cost == pytest.approx(18.0)
     assert usage.chats[0].tokens.cost == pytest.approx(58.0)
+
+
+def test_choices_made_at_once_from_many_tabs_each_apply_whole_or_say_not_changed(
+    client, owner, staff
+):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connections
+    from django.test import Client
+
+    from sessions_app.models import ChatSession
+    from sessions_app.services import session_create
+
+    chat = session_create(user=owner)
+    url = reverse("chat_options", args=[chat.pk])
+    picks = [
+        {"tools": state, "plan_mode": mode}
+        for state in ("on", "off", "follow")
+        for mode in ("on", "off")
+    ] * 3
+
+    def choose(pick: dict) -> tuple[dict, int, str]:
+        tab = Client()
+        tab.force_login(owner)
+        try:
+            answer = tab.post(url, pick)
+            return pick, answer.status_code, answer.content.decode()
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(choose, picks))
+
+    assert {status for _, status, _ in answers} <= {200, 409}
+    applied = [(pick, page) for pick, status, page in answers if status == 200]
+    assert applied
+    for pick, page in applied:
+        # Each applied answer shows its own choices, both of them: never half a request.
+        assert f'value="{pick["tools"]}" checked' in page
+        assert ('id="plan-mode" name="plan_mode" checked' in page) == (pick["plan_mode"] == "on")
+    for _, status, page in answers:
+        if status == 409:
+            assert "Not changed:" in page
+    stored = ChatSession.objects.get(pk=chat.pk)
+    shown = {"on": True, "off": False, "follow": None}
+    assert (stored.tool_intent.get("enabled"), stored.plan_mode) in {
+        (shown[pick["tools"]], pick["plan_mode"] == "on") for pick, _ in applied
+    }
