@@ -24,6 +24,7 @@ from typing import Any
 
 from toolhub.lib.prices import Price, cost_usd, usd_text
 from toolhub.lib.storable import json_loads_bounded
+from toolhub.lib.workspace_fs import RefusedPath, path_parts
 from toolhub.tools.files import MAX_FILES, clean_name, size_in_words
 from toolhub.tools.images import ToolImage
 
@@ -32,6 +33,8 @@ Data = dict[str, Any]
 QUESTION_TOOL = "ask_user_question"
 # A result longer than this is shown cut in its card, with "Show all".
 RESULT_SHOWN_CHARS = 4_000
+# Tools whose success leaves a file at their ``path`` argument: their card links to it.
+WRITING_TOOLS = frozenset({"write", "edit"})
 
 
 @dataclass(slots=True)
@@ -132,6 +135,20 @@ class Card:
     def options(self) -> list[str]:
         options = self.arguments.get("options") if self.name == QUESTION_TOOL else None
         return [str(option) for option in options] if isinstance(options, list) else []
+
+    @property
+    def written_path(self) -> str:
+        """The workspace file a ``write`` or ``edit`` that succeeded left: its ``path``
+        argument when that is a workspace path, else "". The link it makes is served as
+        any workspace file is (``sessions_app.workspace_files``): a file since replaced by
+        a symlink is refused then."""
+        path = self.arguments.get("path")
+        if self.name not in WRITING_TOOLS or self.status != "ok" or not isinstance(path, str):
+            return ""
+        try:
+            return "/".join(path_parts(path))
+        except RefusedPath:
+            return ""
 
     @property
     def seq(self) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from sessions_app import views
+from sessions_app import views, workspace_views
 
 urlpatterns = [
     path("settings/", views.settings_page, name="settings"),
@@ -28,5 +28,31 @@ urlpatterns = [
         "chat/<uuid:session_id>/files/<uuid:file_id>/",
         views.chat_result_file,
         name="chat_result_file",
+    ),
+    # The Files panel: the workspace's list, a preview, a download, a picture, the zip.
+    path(
+        "chat/<uuid:session_id>/workspace/",
+        workspace_views.chat_workspace,
+        name="chat_workspace",
+    ),
+    path(
+        "chat/<uuid:session_id>/workspace/preview/",
+        workspace_views.chat_workspace_preview,
+        name="chat_workspace_preview",
+    ),
+    path(
+        "chat/<uuid:session_id>/workspace/download/",
+        workspace_views.chat_workspace_download,
+        name="chat_workspace_download",
+    ),
+    path(
+        "chat/<uuid:session_id>/workspace/image/",
+        workspace_views.chat_workspace_image,
+        name="chat_workspace_image",
+    ),
+    path(
+        "chat/<uuid:session_id>/workspace/zip/",
+        workspace_views.chat_workspace_zip,
+        name="chat_workspace_zip",
     ),
 ]

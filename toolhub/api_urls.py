@@ -10,6 +10,7 @@ from agent_app import api as turns
 from agent_app import api_mcp
 from profiles_app.api import agents, models, operators, preferences, profiles
 from sessions_app import api as sessions
+from sessions_app import api_workspace as workspace
 from toolhub.lib.api import not_found
 
 urlpatterns = [
@@ -49,6 +50,13 @@ urlpatterns = [
         "sessions/<uuid:session_id>/results/<uuid:result_id>/",
         sessions.SessionResultView.as_view(),
     ),
+    # The workspace's files (a result file's id is a UUID: these names never clash).
+    path("sessions/<uuid:session_id>/files/", workspace.SessionWorkspaceListView.as_view()),
+    path(
+        "sessions/<uuid:session_id>/files/download/",
+        workspace.SessionWorkspaceFileView.as_view(),
+    ),
+    path("sessions/<uuid:session_id>/files/zip/", workspace.SessionWorkspaceZipView.as_view()),
     path(
         "sessions/<uuid:session_id>/files/<uuid:file_id>/",
         sessions.SessionFileView.as_view(),

@@ -249,6 +249,12 @@ TOOLHUB_FULL_RESULTS_PER_SESSION = env_int("TOOLHUB_FULL_RESULTS_PER_SESSION", 5
 # owner to download: this many at most per chat, this many bytes in all.
 TOOLHUB_RESULT_FILES_PER_SESSION = env_int("TOOLHUB_RESULT_FILES_PER_SESSION", 50)
 TOOLHUB_RESULT_FILES_MAX_BYTES = env_int("TOOLHUB_RESULT_FILES_MAX_BYTES", 200_000_000)
+# A chat's workspace, as its owner takes files out of it (the Files panel, the API): a list
+# shows this many entries, newest first, and says how many more; the whole workspace
+# downloads as one zip only up to this many files and bytes (sizes as the disk reports them).
+TOOLHUB_WORKSPACE_LIST_MAX = env_int("TOOLHUB_WORKSPACE_LIST_MAX", 500, minimum=1)
+TOOLHUB_WORKSPACE_ZIP_MAX_FILES = env_int("TOOLHUB_WORKSPACE_ZIP_MAX_FILES", 5_000, minimum=1)
+TOOLHUB_WORKSPACE_ZIP_MAX_BYTES = env_int("TOOLHUB_WORKSPACE_ZIP_MAX_BYTES", 200_000_000, minimum=1)
 
 # bash runs every command in a bubblewrap box (toolhub/tools/sandbox.py); without a working
 # bwrap here bash is unavailable, with the reason shown. Started as root, boxes run as

@@ -1169,6 +1169,29 @@ function openSearch() {
 }
 root.querySelector("[data-search-open]").addEventListener("click", openSearch);
 
+// The Files panel lists the workspace afresh each time it opens: the agent may have
+// written since. A refused preview (a path refused, a file gone) is shown in its place,
+// not dropped as htmx drops an error's body.
+const filesDialog = document.getElementById("files");
+function openFiles() {
+  if (!filesDialog.open) filesDialog.showModal();
+  return htmx.ajax("GET", filesDialog.dataset.filesUrl, { target: "#files-body", swap: "innerHTML" });
+}
+root.querySelector("[data-files-open]").addEventListener("click", openFiles);
+// A write or edit card's "Preview in Files": the panel, then that file's preview.
+root.addEventListener("click", (event) => {
+  const button = event.target.closest("[data-files-preview]");
+  if (!button) return;
+  const url = `${filesDialog.dataset.previewUrl}?path=${encodeURIComponent(button.dataset.filesPreview)}`;
+  openFiles().then(() => htmx.ajax("GET", url, { target: "#files-preview", swap: "innerHTML" }));
+});
+filesDialog.addEventListener("htmx:beforeSwap", (event) => {
+  if (event.detail.target.id === "files-preview" && event.detail.xhr.status < 500) {
+    event.detail.shouldSwap = true;
+    event.detail.isError = false;
+  }
+});
+
 function typing(target) {
   return target.closest("input, textarea, select, [contenteditable]") !== null;
 }
@@ -1185,7 +1208,7 @@ document.addEventListener("keydown", (key) => {
     return;
   }
   // An open dialog closes itself on Esc.
-  if (searchDialog.open || shortcuts.open) return;
+  if (searchDialog.open || shortcuts.open || filesDialog.open) return;
   if (key.key === "Escape") {
     if (optionsOpen()) {
       setOptions(false);
