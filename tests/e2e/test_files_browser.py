@@ -36,9 +36,10 @@ def test_a_file_in_the_workspace_is_listed_previewed_and_downloaded_from_the_fil
     product_with_files, page
 ):
     base, password, workspaces = product_with_files
+    open_new_chat(page, base, password)
+    # A phone's width (the chats list is a drawer there) in dark mode.
     page.set_viewport_size({"width": 390, "height": 844})
     page.emulate_media(color_scheme="dark")
-    open_new_chat(page, base, password)
     session_id = re.search(r"/chat/([0-9a-f-]+)/", page.url).group(1)
     folder = workspaces / session_id / "out"
     folder.mkdir(parents=True)
