@@ -10,6 +10,7 @@ from agent_app import api as turns
 from agent_app import api_mcp
 from profiles_app.api import agents, models, operators, preferences, profiles
 from sessions_app import api as sessions
+from sessions_app import api_attachments
 from toolhub.lib.api import not_found
 
 urlpatterns = [
@@ -40,6 +41,14 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/events/", sessions.SessionEventsView.as_view()),
     path("sessions/<uuid:session_id>/usage/", sessions.SessionUsageView.as_view()),
     path("sessions/<uuid:session_id>/export/", sessions.SessionExportView.as_view()),
+    path(
+        "sessions/<uuid:session_id>/attachments/",
+        api_attachments.SessionAttachmentsView.as_view(),
+    ),
+    path(
+        "sessions/<uuid:session_id>/attachments/<uuid:file_id>/",
+        api_attachments.SessionAttachmentView.as_view(),
+    ),
     path("sessions/<uuid:session_id>/toolset/", turns.SessionToolsetView.as_view()),
     path("sessions/<uuid:session_id>/toolset/reset/", turns.SessionToolsetResetView.as_view()),
     path("sessions/<uuid:session_id>/messages/", turns.SessionMessagesView.as_view()),
