@@ -24,8 +24,15 @@ from toolhub.tools.mcp.asks import ACTIONS
 
 
 class MessageSerializer(serializers.Serializer):
-    text = text_field(max_length=TEXT_LIMIT)
+    text = text_field(max_length=TEXT_LIMIT, blank=True, required=False)
     intent = IntentField(required=False)
+    files = serializers.ListField(
+        child=serializers.UUIDField(),
+        required=False,
+        max_length=100,
+        help_text="Ids of files attached to the chat (POST …/attachments/) that this message "
+        "carries; the text may then be blank",
+    )
 
 
 class SessionMessagesView(APIView):
@@ -46,10 +53,11 @@ class SessionMessagesView(APIView):
         turn = on_turn_loop(
             turn_start,
             session=session,
-            text=data["text"],
+            text=data.get("text", ""),
             intent=data.get("intent"),
             attended=False,
             channel="api",
+            files=[str(given) for given in data.get("files", ())],
         )
         return Response({"turn": turn, "session": str(session.pk)}, status=202)
 

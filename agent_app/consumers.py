@@ -51,6 +51,7 @@ from agent_app.turns import (
     turn_start,
 )
 from agent_app.turns.loop import on_db_thread
+from sessions_app.attachments import message_file_ids
 from sessions_app.eventlog import event_frames_after
 from sessions_app.models import ChatSession
 from sessions_app.services import session_get_for_user
@@ -157,9 +158,13 @@ class SessionConsumer(AsyncWebsocketConsumer):
         """Hand a checked frame to its turn service (frames are read only once connect
         accepted the socket: it has its chat and its cursor)."""
         if frame["type"] == "chat":
-            await self._start(cursor, "chat", frame["text"], frame["intent"])
+            await self._start(cursor, "chat", frame["text"], frame["intent"], files=frame["files"])
         elif frame["type"] == "edit":
-            await self._start(cursor, "edit", frame["text"], frame["intent"], frame["seq"] - 1)
+            # An edited message keeps the files it carried.
+            files = await on_db_thread(message_file_ids, session_id=session.pk, seq=frame["seq"])
+            await self._start(
+                cursor, "edit", frame["text"], frame["intent"], frame["seq"] - 1, files=files
+            )
         elif frame["type"] == "regenerate":
             last = await on_db_thread(last_user_message, session_id=session.pk)
             if last is None:
@@ -167,7 +172,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
                     "nothing_to_regenerate", "There is no answer to regenerate yet.", "regenerate"
                 )
             seq, text = last
-            await self._start(cursor, "regenerate", text, frame["intent"], seq - 1)
+            files = await on_db_thread(message_file_ids, session_id=session.pk, seq=seq)
+            await self._start(cursor, "regenerate", text, frame["intent"], seq - 1, files=files)
         elif frame["type"] == "cancel":
             await _served(turn_cancel(session=session), "cancel")
         elif frame["type"] == "approve":
@@ -197,6 +203,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
         text: str,
         intent: Any,
         rewind_to: int | None = None,
+        *,
+        files: list[str] | None = None,
     ) -> None:
         session = self._chat()
         if not cursor.resumed:
@@ -204,10 +212,16 @@ class SessionConsumer(AsyncWebsocketConsumer):
             cursor.start_at(session.last_seq)
         try:
             await turn_start(
-                session=session, text=text, intent=intent, channel="web", rewind_to=rewind_to
+                session=session,
+                text=text,
+                intent=intent,
+                channel="web",
+                rewind_to=rewind_to,
+                files=files or (),
             )
         except Invalid as exc:
-            raise FrameError("invalid_intent", exc.message, kind) from None
+            code = "invalid_files" if exc.fields and "files" in exc.fields else "invalid_intent"
+            raise FrameError(code, exc.message, kind) from None
         except ServiceError as exc:
             raise FrameError(exc.code, exc.message, kind) from None
         cursor.expect_turn()

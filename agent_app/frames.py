@@ -10,6 +10,7 @@ nothing and the socket stays open. ``intent`` alone stays JSON as the client sen
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, Literal, TypedDict
 
@@ -23,6 +24,9 @@ from toolhub.tools.mcp.asks import ACTIONS
 MAX_FRAME_BYTES = FRAME_MAX_BYTES
 # The largest seq the event log can hold (a signed 64-bit column on PostgreSQL).
 MAX_SEQ = 2**63 - 1
+# More ids than any message may carry is a malformed frame, not a bound to explain.
+MAX_FILES = 100
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 APPROVAL_SCOPES = ("once", "chat")
 APPROVAL_KINDS = ("approval", "sampling")
 TYPES = ("chat", "edit", "regenerate", "cancel", "approve", "elicit", "resume")
@@ -32,6 +36,8 @@ class ChatFrame(TypedDict):
     type: Literal["chat"]
     text: str
     intent: Any
+    # Ids of files attached to the chat (sessions_app.attachments); the turn checks them.
+    files: list[str]
 
 
 class EditFrame(TypedDict):
@@ -132,13 +138,32 @@ def _chat(frame: dict[str, Any]) -> ChatFrame:
     # The rules are the turn's (``turns.clean_text``) and the runtime's (``ToolIntent``),
     # applied here so that a refused chat changes nothing (no subscription, no claim) and
     # gets this frame's error code; the service applies the same rules to REST messages.
+    files = _files(frame.get("files"))
     try:
-        text = clean_text(frame.get("text"))
+        text = clean_text(frame.get("text"), files=bool(files))
     except TextTooLong as exc:
         raise FrameError("too_large", exc.message, "chat") from None
     except Invalid:
         raise FrameError("bad_frame", "chat needs a non-empty text", "chat") from None
-    return {"type": "chat", "text": text, "intent": _intent(frame, "chat")}
+    return {"type": "chat", "text": text, "intent": _intent(frame, "chat"), "files": files}
+
+
+def _files(value: Any) -> list[str]:
+    """Attached files' ids as sent: a list of distinct UUID strings, or nothing."""
+    if value is None:
+        return []
+    if (
+        not isinstance(value, list)
+        or len(value) > MAX_FILES
+        or not all(isinstance(item, str) and _UUID.fullmatch(item) for item in value)
+        or len(set(value)) != len(value)
+    ):
+        raise FrameError(
+            "bad_frame",
+            f"files is a list of at most {MAX_FILES} distinct ids of files attached to this chat",
+            "chat",
+        )
+    return [item.lower() for item in value]
 
 
 def _intent(frame: dict[str, Any], ref: str) -> Any:

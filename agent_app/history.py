@@ -4,7 +4,8 @@
 Stored ``tool_call`` / ``tool_result`` pairs replay exactly as they were stored, even for a
 tool that is disabled or gone now. The rebuild is a pure function of the event log:
 
-- ``user_message`` → a user text block;
+- ``user_message`` → a user text block, after a line naming the files it carried (they
+  are in the workspace) and the images among them as ``image`` blocks;
 - ``assistant_message`` and the ``tool_call`` events after it → one assistant message
   (text first, then its tool_use blocks, as the model produced them; a call made through
   ``call_tool`` replays as that ``call_tool`` call);
@@ -25,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from toolhub.tools.files import size_in_words
 from toolhub.tools.images import interleave, stored_images
 
 
@@ -82,6 +84,8 @@ def messages_from_events(
 
     for kind, data in events:
         if kind == "user_message":
+            for block in _attached(data):
+                add("user", block)
             text = data.get("text") or ""
             if text:
                 add("user", {"type": "text", "text": text})
@@ -100,6 +104,38 @@ def messages_from_events(
     if unanswered:
         _pair(messages, unanswered)
     return messages
+
+
+# How the line naming a message's files begins (the demo provider answers it).
+ATTACHED = "[The person attached "
+
+
+def _attached(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The files a person's message carried, as the model is told of them: a line naming
+    each (they are in the workspace, where its tools find them), then the images among
+    them as image blocks, checked again as they are read."""
+    files = [entry for entry in data.get("files") or () if isinstance(entry, dict)]
+    if not files:
+        return []
+    images = stored_images(data.get("images"))
+    named = "; ".join(
+        f"{entry.get('name')} ({size_in_words(int(entry.get('size') or 0))}, "
+        f"{entry.get('media_type')})"
+        for entry in files
+    )
+    shown = f" {len(images)} of them shown below." if images else ""
+    note = f"{ATTACHED}{len(files)} file{'s' * (len(files) > 1)}, saved in "
+    note += f"the workspace: {named}.{shown}]"
+    return [
+        {"type": "text", "text": note},
+        *(
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": image.media_type, "data": image.data},
+            }
+            for image in images
+        ),
+    ]
 
 
 def _pair(messages: list[dict[str, Any]], unanswered: dict[str, None]) -> None:

@@ -53,7 +53,7 @@ WorkspaceListSerializer = inline_serializer(
             "lower bound"
         ),
         "zip_refusal": serializers.CharField(
-            help_text="why GET .../files/zip/ would be refused now; '' when it would not"
+            help_text="why GET .../workspace/zip/ would be refused now; '' when it would not"
         ),
     },
 )

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import models
 
 from toolhub.lib.intent_field import IntentField
+from toolhub.tools.files import size_in_words
 
 
 class ChatSession(models.Model):
@@ -186,3 +187,31 @@ class ResultFile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.size:,} bytes)"
+
+
+class Attachment(models.Model):
+    """A file the person attached to a message, stored in the chat's workspace under
+    ``name`` (sessions_app.uploads). Uploaded first, then named by the message that sends
+    it (``sent``); bounded per file, message and chat (the ``TOOLHUB_UPLOAD_*`` settings).
+    The workspace copy is the agent's to change: this row keeps what was uploaded."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="attachments")
+    # The file's name in the workspace, cleaned and made unique when it was stored.
+    name = models.CharField(max_length=255)
+    media_type = models.CharField(max_length=100)
+    size = models.PositiveBigIntegerField()
+    # Named by a message: no longer waiting in the composer, and no longer removable.
+    sent = models.BooleanField(default=False)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created"]
+        indexes = [models.Index(fields=["session", "created"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.size:,} bytes)"
+
+    @property
+    def size_words(self) -> str:
+        return size_in_words(self.size)

@@ -34,6 +34,7 @@ from django.template.loader import render_to_string
 from sessions_app.models import SessionEvent
 from sessions_app.transcript_items import (
     QUESTION_TOOL,
+    Attached,
     Card,
     Data,
     Item,
@@ -83,7 +84,8 @@ class Transcript:
         return next((card for card in self._cards.values() if card.asking == "waiting"), None)
 
     def _user(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
-        item = Message(f"m{seq}", "user", str(data.get("text", "")), created, turn)
+        files = Attached.listed(data.get("files"))
+        item = Message(f"m{seq}", "user", str(data.get("text", "")), created, turn, files=files)
         self.items[item.id] = item
         self._streaming = ""
         return [item.id]

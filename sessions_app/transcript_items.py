@@ -47,6 +47,37 @@ class Message:
     html: str = ""
     streaming: bool = False
     kind: str = "message"
+    # The files a person's message carried (in the chat's workspace).
+    files: tuple[Attached, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Attached:
+    """A file a person attached to their message, as the message lists it."""
+
+    name: str
+    size: int
+    media_type: str
+
+    @property
+    def size_words(self) -> str:
+        return size_in_words(self.size)
+
+    @classmethod
+    def listed(cls, value: Any) -> tuple[Attached, ...]:
+        """The entries a stored message names, checked (a hand-written row shows what it
+        can, never a 500)."""
+        if not isinstance(value, list):
+            return ()
+        return tuple(
+            cls(
+                str(entry.get("name", ""))[:255],
+                json_int(entry.get("size")),
+                str(entry.get("media_type", ""))[:100],
+            )
+            for entry in value
+            if isinstance(entry, dict)
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from sessions_app import views, workspace_views
+from sessions_app import attachment_views, views, workspace_views
 
 urlpatterns = [
     path("settings/", views.settings_page, name="settings"),
@@ -19,6 +19,12 @@ urlpatterns = [
     path("chat/<uuid:session_id>/delete/", views.chat_delete, name="chat_delete"),
     path("chat/<uuid:session_id>/keep/<str:how>/", views.chat_keep, name="chat_keep"),
     path("chat/<uuid:session_id>/restore/", views.chat_restore, name="chat_restore"),
+    path("chat/<uuid:session_id>/attachments/", attachment_views.chat_attach, name="chat_attach"),
+    path(
+        "chat/<uuid:session_id>/attachments/<uuid:file_id>/remove/",
+        attachment_views.chat_attachment_remove,
+        name="chat_attachment_remove",
+    ),
     path(
         "chat/<uuid:session_id>/calls/<int:call_seq>/result/",
         views.chat_call_result,

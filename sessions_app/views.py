@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -29,6 +30,7 @@ from profiles_app.services import (
 )
 from profiles_app.services.connections import provider_offers
 from profiles_app.theme import request_preferences
+from sessions_app.attachments import attachments_waiting
 from sessions_app.composer import (
     composer_applied_words,
     composer_apply,
@@ -90,6 +92,12 @@ def chat_session(request: HttpRequest, session_id: Any) -> HttpResponse:
         "compact_cards": request_preferences(request).compact_cards,
         # An empty chat shows what its tools can do.
         "starters": [] if transcript.last_seq else chat_starters(session=session),
+        "attached": attachments_waiting(session=session),
+        "upload": {
+            "file": settings.TOOLHUB_UPLOAD_FILE_MAX_BYTES,
+            "files": settings.TOOLHUB_UPLOAD_MESSAGE_MAX_FILES,
+            "bytes": settings.TOOLHUB_UPLOAD_MESSAGE_MAX_BYTES,
+        },
         **_options_context(request, session),
     }
     return render(request, "sessions_app/chat.html", context)

@@ -10,6 +10,7 @@ from agent_app import api as turns
 from agent_app import api_mcp
 from profiles_app.api import agents, models, operators, preferences, profiles
 from sessions_app import api as sessions
+from sessions_app import api_attachments
 from sessions_app import api_workspace as workspace
 from toolhub.lib.api import not_found
 
@@ -41,6 +42,14 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/events/", sessions.SessionEventsView.as_view()),
     path("sessions/<uuid:session_id>/usage/", sessions.SessionUsageView.as_view()),
     path("sessions/<uuid:session_id>/export/", sessions.SessionExportView.as_view()),
+    path(
+        "sessions/<uuid:session_id>/attachments/",
+        api_attachments.SessionAttachmentsView.as_view(),
+    ),
+    path(
+        "sessions/<uuid:session_id>/attachments/<uuid:file_id>/",
+        api_attachments.SessionAttachmentView.as_view(),
+    ),
     path("sessions/<uuid:session_id>/toolset/", turns.SessionToolsetView.as_view()),
     path("sessions/<uuid:session_id>/toolset/reset/", turns.SessionToolsetResetView.as_view()),
     path("sessions/<uuid:session_id>/messages/", turns.SessionMessagesView.as_view()),
@@ -50,13 +59,13 @@ urlpatterns = [
         "sessions/<uuid:session_id>/results/<uuid:result_id>/",
         sessions.SessionResultView.as_view(),
     ),
-    # The workspace's files (a result file's id is a UUID: these names never clash).
-    path("sessions/<uuid:session_id>/files/", workspace.SessionWorkspaceListView.as_view()),
+    # The workspace's files, as the Files panel shows them.
+    path("sessions/<uuid:session_id>/workspace/", workspace.SessionWorkspaceListView.as_view()),
     path(
-        "sessions/<uuid:session_id>/files/download/",
+        "sessions/<uuid:session_id>/workspace/download/",
         workspace.SessionWorkspaceFileView.as_view(),
     ),
-    path("sessions/<uuid:session_id>/files/zip/", workspace.SessionWorkspaceZipView.as_view()),
+    path("sessions/<uuid:session_id>/workspace/zip/", workspace.SessionWorkspaceZipView.as_view()),
     path(
         "sessions/<uuid:session_id>/files/<uuid:file_id>/",
         sessions.SessionFileView.as_view(),

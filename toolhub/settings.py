@@ -255,6 +255,14 @@ TOOLHUB_RESULT_FILES_MAX_BYTES = env_int("TOOLHUB_RESULT_FILES_MAX_BYTES", 200_0
 TOOLHUB_WORKSPACE_LIST_MAX = env_int("TOOLHUB_WORKSPACE_LIST_MAX", 500, minimum=1)
 TOOLHUB_WORKSPACE_ZIP_MAX_FILES = env_int("TOOLHUB_WORKSPACE_ZIP_MAX_FILES", 5_000, minimum=1)
 TOOLHUB_WORKSPACE_ZIP_MAX_BYTES = env_int("TOOLHUB_WORKSPACE_ZIP_MAX_BYTES", 200_000_000, minimum=1)
+# Files a person attaches to their messages, stored in the chat's workspace
+# (sessions_app.uploads): the most one file may be, one message may carry (files, bytes)
+# and one chat may hold in all. A request past them is refused before anything is stored.
+TOOLHUB_UPLOAD_FILE_MAX_BYTES = env_int("TOOLHUB_UPLOAD_FILE_MAX_BYTES", 50_000_000)
+TOOLHUB_UPLOAD_MESSAGE_MAX_FILES = env_int("TOOLHUB_UPLOAD_MESSAGE_MAX_FILES", 10)
+TOOLHUB_UPLOAD_MESSAGE_MAX_BYTES = env_int("TOOLHUB_UPLOAD_MESSAGE_MAX_BYTES", 100_000_000)
+TOOLHUB_UPLOAD_CHAT_MAX_FILES = env_int("TOOLHUB_UPLOAD_CHAT_MAX_FILES", 100)
+TOOLHUB_UPLOAD_CHAT_MAX_BYTES = env_int("TOOLHUB_UPLOAD_CHAT_MAX_BYTES", 500_000_000)
 
 # bash runs every command in a bubblewrap box (toolhub/tools/sandbox.py); without a working
 # bwrap here bash is unavailable, with the reason shown. Started as root, boxes run as

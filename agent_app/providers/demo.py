@@ -16,6 +16,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
+from agent_app.history import ATTACHED
 from agent_app.providers.base import (
     ProviderEvent,
     ProviderRequest,
@@ -144,8 +145,14 @@ def _reply(messages: list[dict[str, Any]]) -> str:
             fence = "``" if "`" in text else "`"
             return f"The tool {verdict}: {fence} {text.strip()} {fence}\n"
         return f"The tool {verdict} {len(lines):,} lines; they are in its card above.\n"
-    said = next((str(b["text"]) for b in reversed(last) if b["type"] == "text"), "")
-    reply = f"You said: *{' '.join(said.split())[:200]}*\n\n{HELP}\n"
+    texts = [str(block["text"]) for block in last if block["type"] == "text"]
+    said = next((text for text in reversed(texts) if not text.startswith(ATTACHED)), "")
+    reply = f"You said: *{' '.join(said.split())[:200]}*\n\n" if said else ""
+    for note in (text for text in texts if text.startswith(ATTACHED)):
+        # What the model was told of the files, said back: the person sees they arrived.
+        files = note.removeprefix(ATTACHED).removesuffix("]")
+        reply += f"You attached {' '.join(files.split())[:400]}\n\n"
+    reply += f"{HELP}\n"
     code = FENCED.search(said)
     if code:
         # Code comes back as code, so a person sees how answers show it.

@@ -396,6 +396,7 @@ def to_chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         # Chat completions take images in user messages only: a tool's images follow all
         # the tool messages (which must come right after their calls) in one user message.
         pictures: list[dict[str, Any]] = []
+        attached: list[dict[str, Any]] = []
         for block in blocks:
             if block["type"] == "tool_result":
                 out.append(
@@ -408,11 +409,24 @@ def to_chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 pictures += _result_images(block["tool_use_id"], block["content"])
             elif block["type"] == "text":
                 texts.append(block["text"])
+            elif block["type"] == "image":
+                # An image the person attached rides with their words.
+                attached.append(_image_part(block["source"]))
         if pictures:
             out.append({"role": "user", "content": pictures})
-        if texts:
+        if attached:
+            said = [{"type": "text", "text": "\n\n".join(texts)}] if texts else []
+            out.append({"role": "user", "content": [*said, *attached]})
+        elif texts:
             out.append({"role": "user", "content": "\n\n".join(texts)})
     return out
+
+
+def _image_part(source: Any) -> dict[str, Any]:
+    return {
+        "type": "image_url",
+        "image_url": {"url": f"data:{source['media_type']};base64,{source['data']}"},
+    }
 
 
 def _result_text(content: Any) -> str:
@@ -438,11 +452,5 @@ def _result_images(call_id: str, content: Any) -> list[dict[str, Any]]:
         return []
     return [
         {"type": "text", "text": f"The images the tool call {call_id} returned:"},
-        *(
-            {
-                "type": "image_url",
-                "image_url": {"url": f"data:{image['media_type']};base64,{image['data']}"},
-            }
-            for image in images
-        ),
+        *(_image_part(image) for image in images),
     ]

@@ -32,6 +32,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from agent_app.delivery import notify_events
@@ -90,10 +91,13 @@ class TextTooLong(Invalid):
     code = "too_large"
 
 
-def clean_text(text: Any) -> str:
+def clean_text(text: Any, *, files: bool = False) -> str:
     """The one rule for a person's message, whichever way it came (socket or REST):
-    non-blank text of at most ``TEXT_LIMIT`` characters, made storable (JSON's escapes can
-    carry a NUL or a lone surrogate, which nothing can store)."""
+    non-blank text of at most ``TEXT_LIMIT`` characters (blank when it carries ``files``),
+    made storable (JSON's escapes can carry a NUL or a lone surrogate, which nothing can
+    store)."""
+    if files and (text is None or (isinstance(text, str) and not text.strip())):
+        return ""
     if not isinstance(text, str) or not text.strip():
         raise Invalid("text must be non-empty text", fields={"text": ["required"]})
     if len(text) > TEXT_LIMIT:
@@ -112,27 +116,35 @@ async def turn_start(
     attended: bool = True,
     channel: str = "web",
     rewind_to: int | None = None,
+    files: Sequence[str] = (),
 ) -> str:
     """Start a turn on ``session`` (or answer the question a running turn asked); the
     turn's id. With ``rewind_to`` the conversation goes on from that seq: the message
     after it is edited (``text``) or asked again, what came after leaves the history.
-    ``TurnInProgress`` while another turn runs, ``Invalid`` for a bad text or intent
-    (nothing is stored then)."""
-    text = clean_text(text)
+    ``files`` are ids of files attached to the chat that the message carries.
+    ``TurnInProgress`` while another turn runs, ``Invalid`` for a bad text, intent or
+    file (nothing is stored then)."""
+    text = clean_text(text, files=bool(files))
     turn_id = str(uuid.uuid4())
     # Before the claim: asking a model's server is network time no transaction should hold.
     await _window_checked(session)
     control = await control_channel()
     # Before the claim, so the runner's first lease renewal is never late.
     claimed_at = time.monotonic()
-    asked = {"text": text, "intent": intent, "attended": attended, "rewind_to": rewind_to}
+    asked = {
+        "text": text,
+        "intent": intent,
+        "attended": attended,
+        "rewind_to": rewind_to,
+        "files": list(files),
+    }
     try:
         begun = await on_db_thread(
             begin_turn, session=session, turn_id=turn_id, control=control, channel=channel, **asked
         )
     except TurnBusy:
         # Only a person in the chat answers a question (not a REST call).
-        answering = intent is None and attended and rewind_to is None
+        answering = intent is None and attended and rewind_to is None and not files
         answered = await _answered_question(session, text) if answering else None
         if answered is None:
             raise TurnInProgress(

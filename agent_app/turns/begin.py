@@ -12,6 +12,7 @@ stored); a profile that is gone or an unknown provider stores ``user_message`` a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from agent_app.providers.windows import turn_choice, turn_model, turn_window
 from agent_app.turns.claim import claim, release
 from agent_app.turns.preview import RequestTools, request_tools, turn_strategy
 from profiles_app.services.connections import model_price
+from sessions_app.attachments import message_files
 from sessions_app.eventlog import events_insert
 from sessions_app.models import ChatSession, SessionEvent
 from sessions_app.services import turn_context, turn_frame_apply
@@ -170,11 +172,13 @@ def begin_turn(
     attended: bool,
     channel: str,
     rewind_to: int | None = None,
+    files: Sequence[str] = (),
 ) -> TurnBegun:
     """Claim the session, merge the frame's intent, resolve and freeze, and store
-    ``user_message`` and ``turn_started``: one transaction, so a refused intent leaves
-    nothing behind (the claim rolls back with it). With ``rewind_to`` (an edit or a
-    regenerate) a ``rewind`` event goes first: the conversation goes on from that seq.
+    ``user_message`` and ``turn_started``: one transaction, so a refused intent or file
+    leaves nothing behind (the claim rolls back with it). With ``rewind_to`` (an edit or
+    a regenerate) a ``rewind`` event goes first: the conversation goes on from that seq.
+    ``files`` are marked sent and the message keeps what the model is told of them.
 
     A turn that failed before its first model call (a deleted profile, an unknown
     provider) begins with no ``prepared``: its events say why, and the session is free.
@@ -184,9 +188,11 @@ def begin_turn(
     if rewind_to is not None:
         lead.append(("rewind", {"to": rewind_to}))
     with transaction.atomic():
-        claimed = _claimed(session, turn_id, control, title_from(text), reserve=2 + len(lead))
+        attached = message_files(session_id=session.pk, ids=files)
+        named = text or ", ".join(entry["name"] for entry in attached.get("files", ()))
+        claimed = _claimed(session, turn_id, control, title_from(named), reserve=2 + len(lead))
         first_seq = claimed.last_seq - 1 - len(lead)
-        asked: tuple[str, dict[str, Any]] = ("user_message", {"text": text})
+        asked: tuple[str, dict[str, Any]] = ("user_message", {"text": text, **attached})
         prep, failed = _prepared(
             session=claimed,
             patch=intent,

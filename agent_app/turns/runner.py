@@ -28,7 +28,7 @@ from uuid import UUID
 
 from django.conf import settings
 
-from agent_app.history import merged_roles, tool_result_block, tool_use_block
+from agent_app.history import merged_roles, messages_from_events, tool_result_block, tool_use_block
 from agent_app.providers import ToolUse
 from agent_app.turns.asking import McpAsks
 from agent_app.turns.begin import PreparedTurn
@@ -139,8 +139,9 @@ class TurnRunner:
         turn = prep.turn
         self._checkpoint = turn.loaded
         ctx = self._tool_context()
-        asked = {"role": "user", "content": [{"type": "text", "text": self.text}]}
-        messages = merged_roles([*prep.messages, asked])
+        # The message as stored: its words, and the files it carried with their images.
+        said = next(event.data for event in self._started if event.kind == "user_message")
+        messages = merged_roles([*prep.messages, *messages_from_events([("user_message", said)])])
         for _step in range(settings.TOOLHUB_MAX_STEPS):
             outcome = await self.steps.step(turn, messages, lambda use: self._announce(turn, use))
             if outcome is None:

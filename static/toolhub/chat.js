@@ -5,6 +5,8 @@
 // after every reload: nothing here decides it. The one thing drawn locally is the text of
 // a streaming answer, appended delta by delta as text (never as HTML).
 
+import { attachments } from "./attach.js";
+
 const root = document.querySelector("[data-session]");
 const list = root.querySelector(".transcript");
 const pane = root.querySelector("[data-pane]");
@@ -647,12 +649,14 @@ form.addEventListener("submit", async (submitted) => {
   if (awaitingChoices) return;
   awaitingChoices = true;
   try {
-    await applying;
+    // Files still uploading go with the message once they are stored.
+    await Promise.all([applying, attached.settled()]);
   } finally {
     awaitingChoices = false;
   }
   const text = input.value.trim();
-  if (!text) return;
+  const files = attached.ids();
+  if (!text && !files.length) return;
   if (running && !list.querySelector('.tool-card[data-asking="waiting"]')) {
     composerError.hidden = false;
     composerError.textContent = STILL_ANSWERING;
@@ -661,6 +665,7 @@ form.addEventListener("submit", async (submitted) => {
   // While a turn runs, a message is the answer to the model's question (the server
   // refuses it otherwise), so it carries no intent.
   const frame = { type: "chat", text };
+  if (files.length) frame.files = files;
   if (!running) frame.intent = composerIntent();
   else answering();
   const problem = tooLong(text, frame);
@@ -668,6 +673,7 @@ form.addEventListener("submit", async (submitted) => {
   composerError.textContent = problem;
   if (problem) return;
   send(frame);
+  attached.sent();
   unconfirmed = text;
   input.value = "";
   fitInput(); // back to one row
@@ -684,6 +690,16 @@ const menu = form.querySelector("[data-slash-menu]");
 const menuList = menu.querySelector("[role=listbox]");
 const slashArgs = menu.querySelector("[data-slash-args]");
 const csrfToken = document.querySelector("input[name=csrfmiddlewaretoken]")?.value || "";
+const attached = attachments({
+  root,
+  form,
+  input,
+  csrfToken,
+  showError(text) {
+    composerError.hidden = false;
+    composerError.textContent = text;
+  },
+});
 const sources = {
   prompt: { url: root.dataset.promptsUrl, key: "prompts", items: null, label: "Prompts of MCP servers", none: "No MCP server offers prompts." },
   resource: { url: root.dataset.resourcesUrl, key: "resources", items: null, label: "Resources of MCP servers", none: "No MCP server offers resources." },

@@ -34,7 +34,7 @@ def workspace(settings, tmp_path, owner):
 
 def _routes(session, path: str) -> list[str]:
     query = f"?path={path}"
-    page, api = f"/chat/{session.pk}/workspace/", f"/api/sessions/{session.pk}/files/"
+    page, api = f"/chat/{session.pk}/workspace/", f"/api/sessions/{session.pk}/workspace/"
     return [
         f"{page}preview/{query}",
         f"{page}download/{query}",
@@ -84,7 +84,7 @@ def test_symlinks_to_etc_and_to_etc_passwd_are_listed_as_links_and_never_read(
     (folder / "passwd").symlink_to("/etc/passwd")
     client.force_login(owner)
 
-    listed = api(owner).get(f"/api/sessions/{session.pk}/files/").json()["files"]
+    listed = api(owner).get(f"/api/sessions/{session.pk}/workspace/").json()["files"]
     panel = client.get(f"/chat/{session.pk}/workspace/").content.decode()
     archive = zipfile.ZipFile(io.BytesIO(_body(client.get(f"/chat/{session.pk}/workspace/zip/"))))
 
@@ -108,7 +108,7 @@ def test_a_folder_swapped_for_a_symlink_is_not_followed_at_any_step(owner, clien
     session, folder, outside = workspace
     (folder / "a" / "b").mkdir(parents=True)
     (folder / "a" / "b" / "secret.txt").write_bytes(b"the agent's own")
-    listed = api(owner).get(f"/api/sessions/{session.pk}/files/").json()["files"]
+    listed = api(owner).get(f"/api/sessions/{session.pk}/workspace/").json()["files"]
     assert "a/b/secret.txt" in {entry["path"] for entry in listed}
     # After the list was read, the deepest folder, then a middle one, become links out.
     (folder / "a" / "b" / "secret.txt").unlink()
@@ -134,8 +134,8 @@ def test_a_workspace_that_is_itself_a_symlink_is_not_followed(owner, api, worksp
     folder.rmdir()
     folder.symlink_to(outside)
 
-    listed = api(owner).get(f"/api/sessions/{session.pk}/files/").json()
-    download = api(owner).get(f"/api/sessions/{session.pk}/files/download/?path=secret.txt")
+    listed = api(owner).get(f"/api/sessions/{session.pk}/workspace/").json()
+    download = api(owner).get(f"/api/sessions/{session.pk}/workspace/download/?path=secret.txt")
 
     assert listed["files"] == []
     assert download.status_code == 404

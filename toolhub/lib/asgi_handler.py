@@ -19,27 +19,67 @@ Invariants:
   request is done, and is dropped instead if the request was cancelled mid-call.
 - A streaming response (a static file) is sent as Django sends one, and closed afterwards on
   the same thread.
+- A request's body is bounded before it is read (``body_cap``): a declared length past
+  the bound is refused on its headers, and a body that runs past it while it is read is
+  refused there, so a 2 GB upload never reaches the disk Django spools bodies to.
 - Nothing async runs in the middleware chain: an async-only middleware or an async view
   would be adapted with ``async_to_sync`` per request. There is none; a test checks so.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.base import BaseHandler
-from django.http import HttpResponseBase
+from django.http import HttpResponseBase, JsonResponse
 from django.urls import set_script_prefix
+
+from toolhub.tools.files import size_in_words
 
 # Idle threads kept for the next requests; a burst beyond this makes threads that end after.
 _IDLE_KEPT = 64
+
+
+# Any request's body; the upload paths take a message's files.
+BODY_MAX = 16 * 2**20
+_UPLOAD_PATH = re.compile(r"^/(chat|api/sessions)/[0-9a-fA-F-]{32,36}/attachments/$")
+# Room for a multipart body's boundaries and headers around the files.
+_MULTIPART_SLACK = 2**20
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def body_cap(path: str) -> int:
+    """The most bytes a request to ``path`` may send."""
+    if _UPLOAD_PATH.match(path):
+        return settings.TOOLHUB_UPLOAD_MESSAGE_MAX_BYTES + _MULTIPART_SLACK
+    return BODY_MAX
+
+
+def _declared_length(scope: dict[str, Any]) -> int:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return 0
+    return 0
+
+
+def _too_large(cap: int) -> JsonResponse:
+    message = f"That request is too large: at most {size_in_words(cap)} can be sent at once."
+    return JsonResponse({"code": "too_large", "message": message}, status=413)
 
 
 class OneHopASGIHandler(ASGIHandler):
@@ -63,15 +103,35 @@ class OneHopASGIHandler(ASGIHandler):
             self._give_back(executor, reuse=finished)
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        cap = body_cap(scope.get("path", ""))
         try:
-            body_file = await self.read_body(receive)
+            if _declared_length(scope) > cap:
+                raise _TooLarge
+            body_file = await self._read_bounded(receive, cap)
         except RequestAborted:
+            return
+        except _TooLarge:
+            await self.send_response(_too_large(cap), send)
             return
         with closing(body_file):
             response = await sync_to_async(self._respond)(scope, body_file)
             await self.send_response(response, send)
             if response.streaming:
                 await sync_to_async(response.close)()
+
+    async def _read_bounded(self, receive: Any, cap: int) -> Any:
+        """Django's ``read_body``, stopped once the body passes ``cap`` bytes."""
+        read = 0
+
+        async def counted() -> dict[str, Any]:
+            nonlocal read
+            message: dict[str, Any] = await receive()
+            read += len(message.get("body", b""))
+            if read > cap:
+                raise _TooLarge
+            return message
+
+        return await self.read_body(counted)
 
     def _respond(self, scope: dict[str, Any], body_file: Any) -> HttpResponseBase:
         set_script_prefix(get_script_prefix(scope))

@@ -41,7 +41,7 @@ def _body(response) -> bytes:
 
 
 def _routes(session_id) -> list[str]:
-    page, api = f"/chat/{session_id}/workspace/", f"/api/sessions/{session_id}/files/"
+    page, api = f"/chat/{session_id}/workspace/", f"/api/sessions/{session_id}/workspace/"
     return [
         page,
         f"{page}preview/?path=a.txt",
@@ -79,7 +79,7 @@ def test_a_chat_without_a_workspace_says_no_files_yet(owner, client, api, worksp
     client.force_login(owner)
 
     page = client.get(f"/chat/{session.pk}/workspace/").content.decode()
-    listed = api(owner).get(f"/api/sessions/{session.pk}/files/").json()
+    listed = api(owner).get(f"/api/sessions/{session.pk}/workspace/").json()
 
     assert "No files yet." in page
     assert listed["files"] == []
@@ -96,7 +96,7 @@ def test_the_list_shows_at_most_its_bound_and_says_how_many_more(
     client.force_login(owner)
 
     page = client.get(f"/chat/{session.pk}/workspace/").content.decode()
-    listed = api(owner).get(f"/api/sessions/{session.pk}/files/").json()
+    listed = api(owner).get(f"/api/sessions/{session.pk}/workspace/").json()
 
     assert "3 files of 5, newest first." in page
     assert "2 more not listed here." in page
@@ -159,7 +159,7 @@ def test_a_file_downloads_as_a_sandboxed_attachment_on_both_routes(
 
     responses = [
         client.get(f"/chat/{session.pk}/workspace/download/?path=out/report.csv"),
-        api(owner).get(f"/api/sessions/{session.pk}/files/download/?path=out/report.csv"),
+        api(owner).get(f"/api/sessions/{session.pk}/workspace/download/?path=out/report.csv"),
     ]
 
     for response in responses:
@@ -199,7 +199,7 @@ def test_the_zip_holds_every_file_with_its_bytes(owner, client, api, workspace_r
 
     for response in (
         client.get(f"/chat/{session.pk}/workspace/zip/"),
-        api(owner).get(f"/api/sessions/{session.pk}/files/zip/"),
+        api(owner).get(f"/api/sessions/{session.pk}/workspace/zip/"),
     ):
         assert response.status_code == 200
         assert response["Content-Disposition"].startswith("attachment;")
@@ -219,7 +219,7 @@ def test_a_zip_past_the_bytes_bound_is_refused_saying_why(
     client.force_login(owner)
 
     page = client.get(f"/chat/{session.pk}/workspace/zip/")
-    answer = api(owner).get(f"/api/sessions/{session.pk}/files/zip/")
+    answer = api(owner).get(f"/api/sessions/{session.pk}/workspace/zip/")
     panel = client.get(f"/chat/{session.pk}/workspace/").content.decode()
 
     assert page.status_code == 409
@@ -241,8 +241,8 @@ def test_a_zip_bomb_workspace_is_refused_by_file_count_and_by_a_sparse_files_siz
     with (folder / "huge.img").open("wb") as handle:
         handle.truncate(300_000_000)  # no bytes on disk, 300 MB by its size
 
-    by_count = api(owner).get(f"/api/sessions/{many.pk}/files/zip/").json()
-    by_size = api(owner).get(f"/api/sessions/{sparse.pk}/files/zip/").json()
+    by_count = api(owner).get(f"/api/sessions/{many.pk}/workspace/zip/").json()
+    by_size = api(owner).get(f"/api/sessions/{sparse.pk}/workspace/zip/").json()
 
     assert "more than 50 files" in by_count["message"]
     assert "files come to 300 MB, more than the 200 MB a zip takes" in by_size["message"]
@@ -276,7 +276,7 @@ def test_the_api_lists_links_and_special_files_as_not_downloadable(owner, api, w
     (folder / "to-etc").symlink_to("/etc")
     os.mkfifo(folder / "pipe")
 
-    listed = api(owner).get(f"/api/sessions/{session.pk}/files/").json()["files"]
+    listed = api(owner).get(f"/api/sessions/{session.pk}/workspace/").json()["files"]
 
     kinds = {entry["path"]: (entry["kind"], entry["downloadable"]) for entry in listed}
     assert kinds == {
@@ -285,7 +285,8 @@ def test_the_api_lists_links_and_special_files_as_not_downloadable(owner, api, w
         "pipe": ("other", False),
     }
     assert (
-        api(owner).get(f"/api/sessions/{session.pk}/files/download/?path=pipe").status_code == 404
+        api(owner).get(f"/api/sessions/{session.pk}/workspace/download/?path=pipe").status_code
+        == 404
     )
 
 
