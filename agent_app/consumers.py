@@ -53,8 +53,8 @@ from agent_app.turns import (
 from agent_app.turns.loop import on_db_thread
 from sessions_app.eventlog import event_frames_after
 from sessions_app.models import ChatSession
-from sessions_app.services import session_get_for_user
-from sessions_app.transcript import last_user_message, transcript_seed
+from sessions_app.services import last_user_message, session_get_for_user
+from sessions_app.transcript import transcript_seed
 from toolhub.lib.catalog_news import CATALOG_GROUP, session_group
 from toolhub.lib.errors import Invalid, NotFound, ServiceError
 from toolhub.lib.outage import REDIS_ERRORS
@@ -167,7 +167,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
                     "nothing_to_regenerate", "There is no answer to regenerate yet.", "regenerate"
                 )
             seq, text = last
-            await self._start(cursor, "regenerate", text, frame["intent"], seq - 1)
+            await self._start(cursor, "regenerate", text, frame["intent"], seq - 1, again=True)
         elif frame["type"] == "cancel":
             await _served(turn_cancel(session=session), "cancel")
         elif frame["type"] == "approve":
@@ -197,6 +197,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
         text: str,
         intent: Any,
         rewind_to: int | None = None,
+        *,
+        again: bool = False,
     ) -> None:
         session = self._chat()
         if not cursor.resumed:
@@ -204,7 +206,12 @@ class SessionConsumer(AsyncWebsocketConsumer):
             cursor.start_at(session.last_seq)
         try:
             await turn_start(
-                session=session, text=text, intent=intent, channel="web", rewind_to=rewind_to
+                session=session,
+                text=text,
+                intent=intent,
+                channel="web",
+                rewind_to=rewind_to,
+                again=again,
             )
         except Invalid as exc:
             raise FrameError("invalid_intent", exc.message, kind) from None

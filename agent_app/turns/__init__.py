@@ -112,10 +112,12 @@ async def turn_start(
     attended: bool = True,
     channel: str = "web",
     rewind_to: int | None = None,
+    again: bool = False,
 ) -> str:
     """Start a turn on ``session`` (or answer the question a running turn asked); the
     turn's id. With ``rewind_to`` the conversation goes on from that seq: the message
-    after it is edited (``text``) or asked again, what came after leaves the history.
+    after it is edited (``text``, a new version of it), or with ``again`` asked again (a
+    new version of its answer); the earlier versions stay in the log as branches.
     ``TurnInProgress`` while another turn runs, ``Invalid`` for a bad text or intent
     (nothing is stored then)."""
     text = clean_text(text)
@@ -125,7 +127,13 @@ async def turn_start(
     control = await control_channel()
     # Before the claim, so the runner's first lease renewal is never late.
     claimed_at = time.monotonic()
-    asked = {"text": text, "intent": intent, "attended": attended, "rewind_to": rewind_to}
+    asked = {
+        "text": text,
+        "intent": intent,
+        "attended": attended,
+        "rewind_to": rewind_to,
+        "again": again,
+    }
     try:
         begun = await on_db_thread(
             begin_turn, session=session, turn_id=turn_id, control=control, channel=channel, **asked

@@ -170,11 +170,15 @@ def begin_turn(
     attended: bool,
     channel: str,
     rewind_to: int | None = None,
+    again: bool = False,
 ) -> TurnBegun:
     """Claim the session, merge the frame's intent, resolve and freeze, and store
     ``user_message`` and ``turn_started``: one transaction, so a refused intent leaves
-    nothing behind (the claim rolls back with it). With ``rewind_to`` (an edit or a
-    regenerate) a ``rewind`` event goes first: the conversation goes on from that seq.
+    nothing behind (the claim rolls back with it). With ``rewind_to`` (an edit) a
+    ``rewind`` event goes first: the conversation goes on from that seq, and the new
+    message is a version of the one after it. With ``again`` too (a regenerate) the
+    rewind goes to the person's message after ``rewind_to`` and no message is stored:
+    the answer is a new version of that message's answer (``sessions_app.branches``).
 
     A turn that failed before its first model call (a deleted profile, an unknown
     provider) begins with no ``prepared``: its events say why, and the session is free.
@@ -182,11 +186,12 @@ def begin_turn(
     # The claim reserves the seqs of the turn's first events.
     lead: list[tuple[str, dict[str, Any]]] = []
     if rewind_to is not None:
-        lead.append(("rewind", {"to": rewind_to}))
+        lead.append(("rewind", {"to": rewind_to + 1 if again else rewind_to}))
+    if not (again and rewind_to is not None):
+        lead.append(("user_message", {"text": text}))
     with transaction.atomic():
-        claimed = _claimed(session, turn_id, control, title_from(text), reserve=2 + len(lead))
-        first_seq = claimed.last_seq - 1 - len(lead)
-        asked: tuple[str, dict[str, Any]] = ("user_message", {"text": text})
+        claimed = _claimed(session, turn_id, control, title_from(text), reserve=1 + len(lead))
+        first_seq = claimed.last_seq - len(lead)
         prep, failed = _prepared(
             session=claimed,
             patch=intent,
@@ -196,10 +201,10 @@ def begin_turn(
             rewind_to=rewind_to,
         )
         if prep is not None:
-            items = [*lead, asked, ("turn_started", _started(prep))]
+            items = [*lead, ("turn_started", _started(prep))]
         else:
             release(session_id=session.pk, turn_id=turn_id)
-            items = [*lead, asked, ("turn_failed", failed)]
+            items = [*lead, ("turn_failed", failed)]
         events = events_insert(
             session_id=session.pk, turn=turn_id, first_seq=first_seq, items=items
         )
