@@ -14,11 +14,11 @@ Reading the log in seq order with a *tip* (docs/architecture.md, "The event log"
 - Versions: the person's messages under one parent are versions of one message; the
   first rows of answers under one message of the person (its children that are not
   messages of the person) are versions of one answer. Numbered in seq order.
-- Every other event belongs to its turn and is shown when its turn's anchor is on the
-  path: the turn's first answer row, else its message, else the tip the turn began at
+- Every other event belongs to its turn and is shown when its anchor is on the path: the
+  answer row it leads to, else the turn's row before it, else the tip it was stored at
   (``shown_events``). A branch point is always at a turn's edge (an edit goes back to
   just before a message, a regenerate to just after one), so a turn's answer is on the
-  path whole or not at all.
+  path whole or not at all, its deltas, cards and end with it.
 """
 
 from __future__ import annotations
@@ -156,35 +156,48 @@ class Shown:
 
 def shown_events(events: Iterable[tuple[Any, ...]]) -> Shown:
     """The ``(seq, kind, data, turn, created)`` events of the shown path, in seq order: a
-    history row when it is on the path, another event when its turn's anchor is (module
-    docstring); ``rewind`` and ``branch`` are left out (the path already applies them)."""
-    tree = Tree()
-    heads: dict[str, int] = {}
-    asked: dict[str, int] = {}
-    began: dict[str, int] = {}
+    history row when it is on the path, another event when its anchor is (``_anchors``);
+    ``rewind`` and ``branch`` are left out (the path already applies them)."""
     listed = list(events)
+    tree = Tree()
     tips = []
+    heads: dict[str, int] = {}
     for seq, kind, data, turn, _ in listed:
         tree.add(seq, kind, data)
         tips.append(tree.tip)
-        if kind == "user_message":
-            asked.setdefault(turn, seq)
-        elif kind in ROW_KINDS:
+        if kind in ROW_KINDS and kind != "user_message":
             heads.setdefault(turn, seq)
-        began.setdefault(turn, tree.tip)
     on_path = {0, *tree.path()}
-    shown = []
-    for event, tip in zip(listed, tips, strict=True):
-        seq, kind, _, turn, _ = event
-        if kind in MOVE_KINDS:
-            continue
-        if kind in ROW_KINDS:
-            anchor = seq
-        elif not turn:
-            # Not of a turn (a message another chat sent in): where the tip was then.
-            anchor = tip
-        else:
-            anchor = heads.get(turn) or asked.get(turn) or began.get(turn, 0)
-        if anchor in on_path:
-            shown.append(event)
+    shown = [
+        event
+        for event, anchor in zip(listed, _anchors(listed, tips), strict=True)
+        if event[1] not in MOVE_KINDS and anchor in on_path
+    ]
     return Shown(shown, tree, heads, max((event[0] for event in listed), default=0))
+
+
+def _anchors(listed: list[tuple[Any, ...]], tips: list[int]) -> list[int]:
+    """The row each event is shown with: a row itself; another event of a turn, the
+    turn's next answer row (before the turn's next message or rewind: a text delta, a
+    ``turn_started``, go with the answer they lead to), else the turn's latest row at or
+    before it (a ``turn_finished`` with its answer), else the tip it was stored at (a
+    turn that stored no row; an event of no turn)."""
+    ahead: list[int | None] = [None] * len(listed)
+    upcoming: dict[str, int | None] = {}
+    for index in range(len(listed) - 1, -1, -1):
+        seq, kind, _, turn, _ = listed[index]
+        ahead[index] = upcoming.get(turn)
+        if kind == "user_message" or kind == "rewind":
+            upcoming[turn] = None
+        elif kind in ROW_KINDS:
+            upcoming[turn] = seq
+    anchors, latest = [], {}
+    for index, (seq, kind, _, turn, _) in enumerate(listed):
+        if kind in ROW_KINDS:
+            latest[turn] = seq
+            anchors.append(seq)
+        elif not turn:
+            anchors.append(tips[index])
+        else:
+            anchors.append(ahead[index] or latest.get(turn) or tips[index])
+    return anchors

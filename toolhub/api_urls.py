@@ -40,6 +40,7 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/events/", sessions.SessionEventsView.as_view()),
     path("sessions/<uuid:session_id>/usage/", sessions.SessionUsageView.as_view()),
     path("sessions/<uuid:session_id>/export/", sessions.SessionExportView.as_view()),
+    path("sessions/<uuid:session_id>/branches/", sessions.SessionBranchesView.as_view()),
     path("sessions/<uuid:session_id>/toolset/", turns.SessionToolsetView.as_view()),
     path("sessions/<uuid:session_id>/toolset/reset/", turns.SessionToolsetResetView.as_view()),
     path("sessions/<uuid:session_id>/messages/", turns.SessionMessagesView.as_view()),
