@@ -1557,6 +1557,35 @@ async def test_an_edited_message_is_sent_again_and_the_conversation_goes_on_from
     await socket.disconnect()
 
 
+async def test_after_switching_back_to_the_first_version_the_provider_gets_that_branch(
+    owner, model
+):
+    from sessions_app.services import session_branch_switch
+
+    model.replies.extend([Reply(text="A"), Reply(text="B"), Reply(text="A2"), Reply(text="C")])
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    first = events(await chat(socket, "first"), "user_message")[0]
+    await chat(socket, "second")
+    await send(socket, {"type": "edit", "seq": first["seq"], "text": "first, changed"})
+    edited = events(await until(socket), "user_message")[0]
+
+    await database_sync_to_async(session_branch_switch)(
+        session=session, message=edited["seq"], version=first["seq"]
+    )
+    await chat(socket, "third")
+
+    assert _message_texts(model.requests[3].body["messages"]) == [
+        "first",
+        "A",
+        "second",
+        "B",
+        "third",
+    ]
+    assert await _page_texts(session) == ["first", "A", "second", "B", "third", "C"]
+    await socket.disconnect()
+
+
 async def test_an_edit_of_a_message_an_earlier_edit_dropped_is_refused_and_stores_nothing(
     owner, model
 ):
