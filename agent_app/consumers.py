@@ -54,8 +54,8 @@ from agent_app.turns.loop import on_db_thread
 from sessions_app.attachments import message_file_ids
 from sessions_app.eventlog import event_frames_after
 from sessions_app.models import ChatSession
-from sessions_app.services import session_get_for_user
-from sessions_app.transcript import last_user_message, transcript_seed
+from sessions_app.services import last_user_message, session_get_for_user
+from sessions_app.transcript import transcript_seed
 from toolhub.lib.catalog_news import CATALOG_GROUP, session_group
 from toolhub.lib.errors import Invalid, NotFound, ServiceError
 from toolhub.lib.outage import REDIS_ERRORS
@@ -172,8 +172,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
                     "nothing_to_regenerate", "There is no answer to regenerate yet.", "regenerate"
                 )
             seq, text = last
-            files = await on_db_thread(message_file_ids, session_id=session.pk, seq=seq)
-            await self._start(cursor, "regenerate", text, frame["intent"], seq - 1, files=files)
+            await self._start(cursor, "regenerate", text, frame["intent"], seq - 1, again=True)
         elif frame["type"] == "cancel":
             await _served(turn_cancel(session=session), "cancel")
         elif frame["type"] == "approve":
@@ -204,6 +203,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         intent: Any,
         rewind_to: int | None = None,
         *,
+        again: bool = False,
         files: list[str] | None = None,
     ) -> None:
         session = self._chat()
@@ -217,6 +217,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
                 intent=intent,
                 channel="web",
                 rewind_to=rewind_to,
+                again=again,
                 files=files or (),
             )
         except Invalid as exc:

@@ -339,3 +339,70 @@ class SessionImportView(APIView):
         # The documented shape first (types as sent), then the import's own rules.
         document = validated_body(request, type(ChatExportSerializer))
         return _respond(chat_import(user=request.user, document=document), 201)
+
+
+BranchesSerializer = inline_serializer(
+    "Branches",
+    {
+        "branches": inline_serializer(
+            "Branch",
+            {
+                "message": serializers.IntegerField(
+                    help_text="The seq of the version shown: a message of yours, or the "
+                    "first event of an answer"
+                ),
+                "kind": serializers.ChoiceField(["message", "answer"]),
+                "versions": serializers.ListField(
+                    child=serializers.IntegerField(),
+                    help_text="The seq of every version, oldest first (the page shows "
+                    "them as 1/2, 2/2)",
+                ),
+                "shown": serializers.IntegerField(help_text="The version shown"),
+            },
+            many=True,
+        )
+    },
+)
+BranchPickSerializer = inline_serializer(
+    "BranchPick",
+    {
+        "message": serializers.IntegerField(
+            min_value=1, help_text="The seq of any version of the message or answer"
+        ),
+        "version": serializers.IntegerField(
+            min_value=1, help_text="The seq of the version to show"
+        ),
+    },
+)
+
+
+class SessionBranchesView(APIView):
+    """The versions of the chat's edited messages and regenerated answers
+    (``sessions_app.services.branches``)."""
+
+    @extend_schema(
+        responses=BranchesSerializer,
+        description="Each message and answer on the branch the chat shows that has "
+        "several versions: every version's seq and the one shown. Only the chat's owner "
+        "can.",
+    )
+    def get(self, request: Request, session_id: Any) -> Response:
+        session = services.session_get_for_user(user=request.user, session_id=session_id)
+        branches = services.session_branches(session=session)
+        return Response({"branches": [branch.to_json() for branch in branches]})
+
+    @extend_schema(
+        request=BranchPickSerializer,
+        responses={200: BranchesSerializer, **error_responses(409)},
+        description="Show another version of a message or an answer, and below it the "
+        "most recent turns that followed it; the chat's next turn goes on from there. "
+        "Refused (409) while a turn runs, and (400) for a seq that is not a version of "
+        "that message; nothing is stored then.",
+    )
+    def post(self, request: Request, session_id: Any) -> Response:
+        session = services.session_get_for_user(user=request.user, session_id=session_id)
+        data = validated_body(request, type(BranchPickSerializer))
+        branches = services.session_branch_switch(
+            session=session, message=data["message"], version=data["version"]
+        )
+        return Response({"branches": [branch.to_json() for branch in branches]})

@@ -264,15 +264,21 @@ def _image(session_id: Any, row: Attachment) -> ToolImage | None:
     return image if isinstance(image, ToolImage) else None
 
 
-def message_file_ids(*, session_id: Any, seq: int) -> list[str]:
-    """The ids of the files the person's message at ``seq`` carried: an edit or a
-    regenerate of it carries them again."""
+def message_said(*, session_id: Any, seq: int) -> dict[str, Any]:
+    """The person's message at ``seq`` as stored (its text, its files and their images),
+    or ``{}``: a regenerate answers it again."""
     data = (
         SessionEvent.objects.filter(session_id=session_id, seq=seq, kind="user_message")
         .values_list("data", flat=True)
         .first()
     )
-    files = data.get("files") if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else {}
+
+
+def message_file_ids(*, session_id: Any, seq: int) -> list[str]:
+    """The ids of the files the person's message at ``seq`` carried: an edit of it
+    carries them again."""
+    files = message_said(session_id=session_id, seq=seq).get("files")
     if not isinstance(files, list):
         return []
     return [str(entry["id"]) for entry in files if isinstance(entry, dict) and "id" in entry]

@@ -31,6 +31,7 @@ from django.db import connection, models, transaction
 from django.db.models import Field
 from django.utils import timezone
 
+from sessions_app.branches import MOVE_KINDS, ROW_KINDS, Tree, tree_read
 from sessions_app.models import ChatSession, SessionEvent
 from toolhub.lib.errors import Invalid, NotFound
 from toolhub.lib.event_frames import Frame, event_frame
@@ -38,7 +39,9 @@ from toolhub.lib.rows import rows_insert, rows_read, rows_values
 
 # The kinds that end a turn.
 TERMINAL = ("turn_finished", "turn_failed")
-HISTORY_KINDS = ("user_message", "assistant_message", "tool_call", "tool_result", "rewind")
+# What the history cache keeps: the rows of the conversation and the moves on its tree
+# (sessions_app.branches).
+HISTORY_KINDS = (*sorted(ROW_KINDS), *sorted(MOVE_KINDS))
 # A stored row of history: seq, kind, data.
 Row = tuple[int, str, dict[str, Any]]
 # Sessions whose history this process keeps (the most recently used).
@@ -226,27 +229,40 @@ _history_lock = threading.Lock()
 def session_history(
     *, session_id: Any, last_seq: int | None = None, rewind_to: int | None = None
 ) -> list[tuple[str, dict[str, Any]]]:
-    """The events a provider's conversation is rebuilt from, in order, with every
-    ``rewind`` applied (an edited or regenerated message drops what came after the seq it
-    names; ``rewind_to`` applies one more, for the turn about to store it).
+    """The events a provider's conversation is rebuilt from, in order: the path the chat
+    shows (``sessions_app.branches``: every ``rewind`` and ``branch`` applied;
+    ``rewind_to`` applies one more rewind, for the turn about to store it).
 
     Given the session's ``last_seq`` as read in the caller's transaction, the history this
     process already holds is reused and only the log after it is read (nothing at all when
     nothing was added): the log is append-only, so what was read stays true. Events this
     process stores extend the cache once committed, never before.
     """
-    rows = _kept(_history_rows(session_id, last_seq), rewind_to)
-    return [(kind, data) for _, kind, data in rows]
+    rows = _history_rows(session_id, last_seq)
+    tree = session_tree_of(rows, rewind_to)
+    on_path = set(tree.path())
+    return [(kind, data) for seq, kind, data in rows if seq in on_path]
+
+
+def session_tree(*, session_id: Any, last_seq: int | None = None) -> Tree:
+    """The chat's tree of history rows as of ``last_seq`` (read as ``session_history``
+    reads, from this process's cache when it can)."""
+    return session_tree_of(_history_rows(session_id, last_seq), None)
 
 
 def user_message_kept(*, session_id: Any, seq: int, last_seq: int) -> bool:
-    """Whether the person's message at ``seq`` is still in the conversation as of
-    ``last_seq`` (no rewind since dropped it): an edit or a regenerate goes back to just
-    before such a message, decided from the log as the history is."""
-    return any(
-        (row_seq, kind) == (seq, "user_message")
-        for row_seq, kind, _ in _kept(_history_rows(session_id, last_seq), None)
-    )
+    """Whether the person's message at ``seq`` is on the path the chat shows as of
+    ``last_seq``: an edit or a regenerate goes back to just before or just after such a
+    message, decided from the log as the history is."""
+    tree = session_tree_of(_history_rows(session_id, last_seq), None)
+    return tree.kinds.get(seq) == "user_message" and seq in tree.path()
+
+
+def session_tree_of(rows: list[Row], rewind_to: int | None) -> Tree:
+    """The tree of cached history ``rows``, with one more rewind to ``rewind_to``."""
+    tree = tree_read(rows)
+    tree.rewind(rewind_to)
+    return tree
 
 
 def _history_rows(session_id: Any, last_seq: int | None) -> list[Row]:
@@ -263,27 +279,14 @@ def _history_rows(session_id: Any, last_seq: int | None) -> list[Row]:
     rows = SessionEvent.objects.filter(
         session_id=session_id, seq__gt=after, kind__in=HISTORY_KINDS
     ).order_by("seq")
+    if last_seq is not None:
+        rows = rows.filter(seq__lte=last_seq)
     history = [*known, *rows.values_list("seq", "kind", "data")]
     if last_seq is not None:
         # Kept once committed: a read inside a transaction may see its own inserts, which
         # a rollback would take back.
         transaction.on_commit(lambda: _history_keep(key, last_seq, history))
     return history
-
-
-def _kept(rows: list[Row], rewind_to: int | None) -> list[Row]:
-    """``rows`` with every rewind applied (and one more to ``rewind_to``)."""
-    kept: list[Row] = []
-    for row in [*rows, (0, "rewind", {"to": rewind_to})] if rewind_to is not None else rows:
-        seq, kind, data = row
-        if kind != "rewind":
-            kept.append(row)
-            continue
-        to = data.get("to")
-        to = to if isinstance(to, int) else seq
-        while kept and kept[-1][0] > to:
-            kept.pop()
-    return kept
 
 
 def _history_keep(key: str, last_seq: int, history: list[Row]) -> None:

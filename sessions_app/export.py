@@ -4,9 +4,11 @@ and such a JSON brought back in as a new chat (``chat_import``).
 The JSON is the chat's event log as stored, in order, with what the chat was set to (its
 title, tool intent as intent, plan mode, model pick and agent's name). The log is append
 only, so an edited message's earlier version and a regenerated answer's earlier one are
-in it, with the ``rewind`` events that say where the conversation went back to.
+in it, with the ``rewind`` and ``branch`` events that say which branch is shown
+(``sessions_app.branches``).
 
-The Markdown is the conversation as the page shows it now: each message with its time,
+The Markdown is the conversation as the page shows it now, the branch shown (a message or
+an answer with other versions says which version it is): each message with its time,
 each tool call with its arguments and its result (cut as the card cuts it), in fences
 longer than any run of backticks inside, so a result holding a fence cannot break out.
 A chat exported while a turn runs is exported as it stands, and says so.
@@ -23,11 +25,12 @@ from django.db import transaction
 from django.http import Http404, HttpResponse
 
 from profiles_app.services import toolset_check_exists
+from sessions_app.branches import Versions
 from sessions_app.eventlog import events_append
 from sessions_app.models import ChatSession, SessionEvent
 from sessions_app.services import TITLE_CHARS, session_create
 from sessions_app.transcript import EVENT_KINDS, session_transcript
-from sessions_app.transcript_items import Card, Message
+from sessions_app.transcript_items import Card, Message, TurnEnd
 from toolhub.lib.downloads import attachment
 from toolhub.lib.errors import Invalid
 from toolhub.lib.storable import json_loads_bounded, storable, storable_text
@@ -77,9 +80,22 @@ def chat_export_markdown(*, session: ChatSession) -> str:
         if isinstance(item, Message):
             who = "You" if item.role == "user" else "Assistant"
             parts += [f"**{who}**{_when(item.created)}", "", item.text.strip(), ""]
+            parts += _versions(item.versions, "message")
         elif isinstance(item, Card):
             parts += _card(item)
+        elif isinstance(item, TurnEnd):
+            parts += _versions(item.versions, "answer")
     return "\n".join(parts).rstrip() + "\n"
+
+
+def _versions(versions: Versions | None, what: str) -> list[str]:
+    if versions is None:
+        return []
+    return [
+        f"_Version {versions.number} of {versions.count} of this {what}; the others are in "
+        "the JSON export._",
+        "",
+    ]
 
 
 def _card(card: Card) -> list[str]:

@@ -16,7 +16,9 @@ Invariants:
 - Items of an ended turn never change again, so a fold may start at the last turn
   started by a given seq (``transcript_seed``) and agree with a fold from seq 1 on every
   item it then changes; a socket's fold forgets each turn when it ends.
-- A ``rewind`` removes every item after its seq; pages drop them by id.
+- A ``rewind`` removes every item after its seq; pages drop them by id. A page shows the
+  branch the log's tip is on (``session_transcript``); a ``branch`` event (the person
+  switched versions) changes nothing in a live fold: pages draw the chat anew.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 from django.conf import settings
 from django.template.loader import render_to_string
 
+from sessions_app.branches import shown_events
 from sessions_app.models import SessionEvent
 from sessions_app.transcript_items import (
     QUESTION_TOOL,
@@ -42,6 +45,7 @@ from sessions_app.transcript_items import (
     TurnEnd,
     json_int,
     stored_files,
+    stored_price,
 )
 from toolhub.lib.prices import Price
 from toolhub.tools.images import stored_images
@@ -100,7 +104,7 @@ class Transcript:
             str(data.get("context_source", ""))[:16],
             str(data.get("agent", ""))[:200],
             str(data.get("profile", ""))[:100],
-            _price(data.get("price")),
+            stored_price(data.get("price")),
         )
         return []
 
@@ -313,6 +317,11 @@ class Transcript:
         self._streaming = ""
         return gone
 
+    def _branch(self, seq: int, data: Data, turn: str, created: When) -> list[str]:
+        """The person switched versions: pages draw the chat anew (``session_transcript``
+        reads the path); a live fold has nothing to change."""
+        return []
+
 
 _HANDLERS = {
     "user_message": Transcript._user,
@@ -333,6 +342,7 @@ _HANDLERS = {
     "turn_finished": Transcript._end,
     "turn_failed": Transcript._end,
     "rewind": Transcript._rewind,
+    "branch": Transcript._branch,
 }
 
 
@@ -348,10 +358,21 @@ ROW = ("seq", "kind", "data", "turn", "created")
 
 
 def session_transcript(*, session_id: Any) -> Transcript:
-    """The whole chat as the page shows it: the fold of every stored event, text deltas
-    included, so its ids (an answer's is the seq of its first delta) are a live fold's."""
+    """The whole chat as the page shows it: the fold of the events of the shown branch
+    (``sessions_app.branches``), text deltas included, so its ids (an answer's is the seq
+    of its first delta) are a live fold's; each message and turn end with other versions
+    says which they are."""
     events = SessionEvent.objects.filter(session_id=session_id).order_by("seq")
-    return fold(events.values_list(*ROW))
+    shown = shown_events(events.values_list(*ROW))
+    transcript = fold(shown.events)
+    transcript.last_seq = max(transcript.last_seq, shown.last_seq)
+    versions = shown.tree.versions()
+    for item in transcript.items.values():
+        if isinstance(item, TurnEnd):
+            item.versions = versions.get(shown.heads.get(item.turn, -1))
+        elif isinstance(item, Message) and item.role == "user":
+            item.versions = versions.get(int(item.id[1:]))
+    return transcript
 
 
 def transcript_seed(*, session_id: Any, upto: int) -> Transcript:
@@ -377,9 +398,9 @@ def item_html(item: Item, *, session_id: Any) -> str:
     return render_to_string(f"{ITEM_TEMPLATE}#item", {"item": item, "session_id": session_id})
 
 
-# The rendered items of ended turns, which never change (a rewind only removes items):
+# The rendered items of ended turns, which never change but for their versions (keyed):
 # a page load renders only what is new or still moving. Process-local and bounded.
-_rendered: OrderedDict[tuple[str, str, int], str] = OrderedDict()
+_rendered: OrderedDict[tuple[str, str, int, tuple[int, ...]], str] = OrderedDict()
 _rendered_lock = threading.Lock()
 RENDERED_ITEMS = 10_000
 
@@ -392,7 +413,7 @@ def transcript_html(transcript: Transcript, *, session_id: Any) -> list[str]:
         if item.turn == transcript.running or (isinstance(item, Message) and item.streaming):
             out.append(item_html(item, session_id=session_id))
             continue
-        cache_key = (str(session_id), key, stamp)
+        cache_key = (str(session_id), key, stamp, _versions_key(item))
         with _rendered_lock:
             html = _rendered.get(cache_key)
             if html is not None:
@@ -407,6 +428,12 @@ def transcript_html(transcript: Transcript, *, session_id: Any) -> list[str]:
     return out
 
 
+def _versions_key(item: Item) -> tuple[int, ...]:
+    # Another version of a message or an answer changes its switcher ("2/3").
+    versions = None if isinstance(item, Card) else item.versions
+    return () if versions is None else (versions.shown, *versions.seqs)
+
+
 def _template_stamp() -> int:
     # While developing, an edited template shows at the next page load.
     if not settings.DEBUG:
@@ -417,28 +444,6 @@ def _template_stamp() -> int:
         for folder in (folders if isinstance(folders, list) else [])
         if (Path(folder) / ITEM_TEMPLATE).exists()
     )
-
-
-def last_user_message(*, session_id: Any) -> tuple[int, str] | None:
-    """The seq and text of the chat's last message from the person, as the page shows
-    it (after every rewind), or ``None``."""
-    transcript = session_transcript(session_id=session_id)
-    for key, item in reversed(transcript.items.items()):
-        if isinstance(item, Message) and item.role == "user":
-            return int(key[1:]), item.text
-    return None
-
-
-def _price(value: Any) -> Price | None:
-    """A turn's prices as ``turn_started`` stored them: [input, output] US dollars per
-    million tokens, or nothing (older turns, unknown prices)."""
-    if (
-        isinstance(value, list)
-        and len(value) == 2
-        and all(isinstance(part, int | float) and 0 <= part < 1e9 for part in value)
-    ):
-        return Price(float(value[0]), float(value[1]))
-    return None
 
 
 # Every kind of event the fold reads (an import takes only these, and ``title``).

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sessions_app.branches import Versions
 from toolhub.lib.prices import Price, cost_usd, usd_text
 from toolhub.lib.storable import json_loads_bounded
 from toolhub.lib.workspace_fs import RefusedPath, path_parts
@@ -47,6 +48,8 @@ class Message:
     html: str = ""
     streaming: bool = False
     kind: str = "message"
+    # The person's message's versions (an edit keeps the earlier one), when it has some.
+    versions: Versions | None = None
     # The files a person's message carried (in the chat's workspace).
     files: tuple[Attached, ...] = ()
 
@@ -282,6 +285,8 @@ class TurnEnd:
     # The prices the turn was counted at (its provider's list), else the price table's.
     price: Price | None = None
     kind: str = "turn_end"
+    # The versions of the turn's answer (a regenerate keeps the earlier one), if any.
+    versions: Versions | None = None
 
     @property
     def failed(self) -> bool:
@@ -355,3 +360,15 @@ def _is_uuid(value: Any) -> bool:
 def json_int(value: Any) -> int:
     """A count as an event carries it: a whole number, anything else (a bool included) 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def stored_price(value: Any) -> Price | None:
+    """A turn's prices as ``turn_started`` stored them: [input, output] US dollars per
+    million tokens, or nothing (older turns, unknown prices)."""
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(part, int | float) and 0 <= part < 1e9 for part in value)
+    ):
+        return Price(float(value[0]), float(value[1]))
+    return None

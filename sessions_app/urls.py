@@ -17,6 +17,7 @@ urlpatterns = [
     path("chat/<uuid:session_id>/rename/", views.chat_rename, name="chat_rename"),
     path("chat/<uuid:session_id>/export/<str:form>/", views.chat_export, name="chat_export"),
     path("chat/<uuid:session_id>/delete/", views.chat_delete, name="chat_delete"),
+    path("chat/<uuid:session_id>/branch/", views.chat_branch, name="chat_branch"),
     path("chat/<uuid:session_id>/keep/<str:how>/", views.chat_keep, name="chat_keep"),
     path("chat/<uuid:session_id>/restore/", views.chat_restore, name="chat_restore"),
     path("chat/<uuid:session_id>/attachments/", attachment_views.chat_attach, name="chat_attach"),

@@ -43,6 +43,7 @@ from sessions_app.models import ChatSession
 from sessions_app.result_files import result_file_get
 from sessions_app.services import (
     call_result_get,
+    session_branch_switch,
     session_get_for_user,
     session_new_or_empty,
     session_restore,
@@ -288,6 +289,24 @@ def chat_rename(request: HttpRequest, session_id: Any) -> HttpResponse:
     except ServiceError as exc:
         messages.error(request, exc.message)
     return redirect("chat_session", session_id=session.pk)
+
+
+@require_POST
+@login_required
+def chat_branch(request: HttpRequest, session_id: Any) -> HttpResponse:
+    """Show another version of a message or an answer (the page's Previous and Next
+    version buttons): 204, or the reason in plain words with its status; the page draws
+    the chat anew either way."""
+    session = found_or_404(session_get_for_user, user=request.user, session_id=session_id)
+    try:
+        message, version = (int(request.POST.get(key, "")) for key in ("message", "version"))
+    except ValueError:
+        return HttpResponse("That is not a version of that message.", status=400)
+    try:
+        session_branch_switch(session=session, message=message, version=version)
+    except ServiceError as exc:
+        return HttpResponse(exc.message, status=exc.status, content_type="text/plain")
+    return HttpResponse(status=204)
 
 
 @require_POST

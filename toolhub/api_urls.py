@@ -42,6 +42,7 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/events/", sessions.SessionEventsView.as_view()),
     path("sessions/<uuid:session_id>/usage/", sessions.SessionUsageView.as_view()),
     path("sessions/<uuid:session_id>/export/", sessions.SessionExportView.as_view()),
+    path("sessions/<uuid:session_id>/branches/", sessions.SessionBranchesView.as_view()),
     path(
         "sessions/<uuid:session_id>/attachments/",
         api_attachments.SessionAttachmentsView.as_view(),

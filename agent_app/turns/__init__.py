@@ -116,11 +116,13 @@ async def turn_start(
     attended: bool = True,
     channel: str = "web",
     rewind_to: int | None = None,
+    again: bool = False,
     files: Sequence[str] = (),
 ) -> str:
     """Start a turn on ``session`` (or answer the question a running turn asked); the
     turn's id. With ``rewind_to`` the conversation goes on from that seq: the message
-    after it is edited (``text``) or asked again, what came after leaves the history.
+    after it is edited (``text``, a new version of it), or with ``again`` asked again (a
+    new version of its answer); the earlier versions stay in the log as branches.
     ``files`` are ids of files attached to the chat that the message carries.
     ``TurnInProgress`` while another turn runs, ``Invalid`` for a bad text, intent or
     file (nothing is stored then)."""
@@ -136,6 +138,7 @@ async def turn_start(
         "intent": intent,
         "attended": attended,
         "rewind_to": rewind_to,
+        "again": again,
         "files": list(files),
     }
     try:
@@ -162,6 +165,7 @@ async def turn_start(
         control=control,
         prepared=begun.prepared,
         started=begun.events,
+        said=begun.said,
         claimed_at=claimed_at,
     )
     spawn(runner)

@@ -24,7 +24,7 @@ from agent_app.providers.windows import turn_choice, turn_model, turn_window
 from agent_app.turns.claim import claim, release
 from agent_app.turns.preview import RequestTools, request_tools, turn_strategy
 from profiles_app.services.connections import model_price
-from sessions_app.attachments import message_files
+from sessions_app.attachments import message_files, message_said
 from sessions_app.eventlog import events_insert
 from sessions_app.models import ChatSession, SessionEvent
 from sessions_app.services import turn_context, turn_frame_apply
@@ -68,6 +68,8 @@ class TurnBegun:
 
     prepared: PreparedTurn | None
     events: list[SessionEvent]
+    # The person's message the turn answers, as stored: its words and its files.
+    said: dict[str, Any]
 
 
 def _prepare(
@@ -172,12 +174,16 @@ def begin_turn(
     attended: bool,
     channel: str,
     rewind_to: int | None = None,
+    again: bool = False,
     files: Sequence[str] = (),
 ) -> TurnBegun:
     """Claim the session, merge the frame's intent, resolve and freeze, and store
     ``user_message`` and ``turn_started``: one transaction, so a refused intent or file
-    leaves nothing behind (the claim rolls back with it). With ``rewind_to`` (an edit or
-    a regenerate) a ``rewind`` event goes first: the conversation goes on from that seq.
+    leaves nothing behind (the claim rolls back with it). With ``rewind_to`` (an edit) a
+    ``rewind`` event goes first: the conversation goes on from that seq, and the new
+    message is a version of the one after it. With ``again`` too (a regenerate) the
+    rewind goes to the person's message after ``rewind_to`` and no message is stored:
+    the answer is a new version of that message's answer (``sessions_app.branches``).
     ``files`` are marked sent and the message keeps what the model is told of them.
 
     A turn that failed before its first model call (a deleted profile, an unknown
@@ -186,13 +192,17 @@ def begin_turn(
     # The claim reserves the seqs of the turn's first events.
     lead: list[tuple[str, dict[str, Any]]] = []
     if rewind_to is not None:
-        lead.append(("rewind", {"to": rewind_to}))
+        lead.append(("rewind", {"to": rewind_to + 1 if again else rewind_to}))
     with transaction.atomic():
-        attached = message_files(session_id=session.pk, ids=files)
-        named = text or ", ".join(entry["name"] for entry in attached.get("files", ()))
-        claimed = _claimed(session, turn_id, control, title_from(named), reserve=2 + len(lead))
-        first_seq = claimed.last_seq - 1 - len(lead)
-        asked: tuple[str, dict[str, Any]] = ("user_message", {"text": text, **attached})
+        if again and rewind_to is not None:
+            # Asked again: the person's message as stored, with its files, is answered.
+            said = message_said(session_id=session.pk, seq=rewind_to + 1) or {"text": text}
+        else:
+            said = {"text": text, **message_files(session_id=session.pk, ids=files)}
+            lead.append(("user_message", said))
+        named = text or ", ".join(entry["name"] for entry in said.get("files", ()))
+        claimed = _claimed(session, turn_id, control, title_from(named), reserve=1 + len(lead))
+        first_seq = claimed.last_seq - len(lead)
         prep, failed = _prepared(
             session=claimed,
             patch=intent,
@@ -202,14 +212,14 @@ def begin_turn(
             rewind_to=rewind_to,
         )
         if prep is not None:
-            items = [*lead, asked, ("turn_started", _started(prep))]
+            items = [*lead, ("turn_started", _started(prep))]
         else:
             release(session_id=session.pk, turn_id=turn_id)
-            items = [*lead, asked, ("turn_failed", failed)]
+            items = [*lead, ("turn_failed", failed)]
         events = events_insert(
             session_id=session.pk, turn=turn_id, first_seq=first_seq, items=items
         )
-        return TurnBegun(prepared=prep, events=events)
+        return TurnBegun(prepared=prep, events=events, said=said)
 
 
 def _prepared(

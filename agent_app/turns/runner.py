@@ -73,6 +73,7 @@ class TurnRunner:
         control: str,
         prepared: PreparedTurn,
         started: list[SessionEvent],
+        said: dict[str, Any],
         claimed_at: float,
     ) -> None:
         self.session_id = session_id
@@ -84,6 +85,7 @@ class TurnRunner:
         self.control = control
         self._prep = prepared
         self._started = started
+        self._said = said
         self.cancel = CancelToken()
         self.events = TurnEvents(session_id=session_id, turn_id=turn_id)
         self.waits = PersonWaits(events=self.events, cancel=self.cancel)
@@ -140,8 +142,8 @@ class TurnRunner:
         self._checkpoint = turn.loaded
         ctx = self._tool_context()
         # The message as stored: its words, and the files it carried with their images.
-        said = next(event.data for event in self._started if event.kind == "user_message")
-        messages = merged_roles([*prep.messages, *messages_from_events([("user_message", said)])])
+        asked = messages_from_events([("user_message", self._said)])
+        messages = merged_roles([*prep.messages, *asked])
         for _step in range(settings.TOOLHUB_MAX_STEPS):
             outcome = await self.steps.step(turn, messages, lambda use: self._announce(turn, use))
             if outcome is None:

@@ -6,12 +6,21 @@
 - ``context``: what a chat's tools run with, and the resolution of its next turn, with
   the tier plan kept so the array does not churn.
 - ``results``: what its calls returned, read back by the chat's owner only.
+- ``branches``: the versions of edited messages and regenerated answers, and the switch
+  between them.
 
 The event log is ``sessions_app.eventlog``; a tool's files are ``sessions_app.result_files``.
 """
 
 from __future__ import annotations
 
+from sessions_app.services.branches import (
+    Branch,
+    SwitchWhileRunning,
+    last_user_message,
+    session_branch_switch,
+    session_branches,
+)
 from sessions_app.services.chats import (
     SEARCH_MAX_CHARS,
     SEARCH_RESULTS,
@@ -64,18 +73,23 @@ __all__ = [
     "SEARCH_RESULTS",
     "TITLE_CHARS",
     "UNDO_SECONDS",
+    "Branch",
     "CallRules",
     "MessengerAdapter",
     "PersonalResultCache",
     "PersonalResultStore",
     "PlanModeAdapter",
     "RewindRefused",
+    "SwitchWhileRunning",
     "TurnContext",
     "call_result_get",
     "chat_profile",
     "full_result_get",
+    "last_user_message",
     "session_allow_for_chat",
     "session_allowed_revoke",
+    "session_branch_switch",
+    "session_branches",
     "session_call_rules",
     "session_context",
     "session_create",

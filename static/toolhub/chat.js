@@ -264,7 +264,12 @@ function draw(frame) {
   // The chat has begun: the starters make way for it.
   root.querySelector("[data-starters]")?.remove();
   const follow = nearBottom();
-  if (frame.kind === "rewind") dropAfter(frame.data.to);
+  if (frame.kind === "rewind") {
+    dropAfter(frame.data.to);
+    // The new version's switcher ("2/2") is drawn with the chat once the turn ends.
+    rewound = true;
+  }
+  if (frame.kind === "branch") redrawTranscript();
   const placed = (frame.items ?? []).map(([id, html]) => place(id, html)).filter(Boolean);
   const data = frame.data;
   switch (frame.kind) {
@@ -309,6 +314,8 @@ function draw(frame) {
     case "turn_finished":
     case "turn_failed":
       setRunning(false);
+      if (rewound) redrawTranscript();
+      rewound = false;
       gauge(placed.map((item) => item.querySelector(".usage")).find(Boolean));
       refreshInspector();
       announce.textContent =
@@ -406,6 +413,55 @@ function dropAfter(to) {
   }
 }
 
+// --- versions of a message or an answer (an edit or a regenerate keeps the earlier) ---
+
+let rewound = false;
+let redrawing = null;
+
+// The chat as the server shows it now (the branch its log's tip is on), drawn anew: after
+// a switch of versions here or in another tab, and after an edit or a regenerate (the
+// switchers' counts change). A redraw asked while one runs follows it.
+async function redrawTranscript() {
+  const previous = redrawing;
+  redrawing = (async () => {
+    await previous;
+    let page;
+    try {
+      const response = await fetch(location.pathname, { headers: { Accept: "text/html" } });
+      if (!response.ok) return;
+      page = new DOMParser().parseFromString(await response.text(), "text/html");
+    } catch {
+      return;
+    }
+    const fresh = page.querySelector(".transcript");
+    if (!fresh) return;
+    list.replaceChildren(...[...fresh.children].map((item) => document.importNode(item, true)));
+    localTimes(list);
+  })();
+  return redrawing;
+}
+
+async function switchVersion(button) {
+  const group = button.closest("[data-versions]");
+  const body = new FormData();
+  body.append("message", group.dataset.versions);
+  body.append("version", button.dataset.version);
+  for (const each of group.querySelectorAll("button")) each.disabled = true;
+  let response;
+  try {
+    response = await fetch(group.dataset.branchUrl, {
+      method: "POST",
+      headers: { "X-CSRFToken": csrfToken },
+      body,
+    });
+  } catch {
+    notice("The version could not be switched: the server did not answer. Try again.");
+  }
+  if (response && !response.ok) notice((await response.text()) || "The version could not be switched.");
+  await redrawTranscript();
+  if (response?.ok) announce.textContent = "Showing another version.";
+}
+
 // --- what the person does in the transcript ------------------------------------------
 
 function editMessage(item) {
@@ -495,6 +551,8 @@ list.addEventListener("click", async (clicked) => {
     answer(target.dataset.answer);
   } else if (target.hasAttribute("data-edit")) {
     editMessage(target.closest(".item"));
+  } else if (target.dataset.version) {
+    switchVersion(target);
   } else if (target.hasAttribute("data-regenerate")) {
     send({ type: "regenerate", intent: composerIntent() });
     input.focus();

@@ -84,6 +84,42 @@ def test_regenerate_replaces_the_last_answer_and_edit_resends_from_that_message(
     assert page.console_errors == []
 
 
+def test_an_edit_keeps_the_first_version_and_the_switcher_brings_it_back(product, page):
+    open_new_chat(page, *product)
+    _say(page, "first words")
+    _say(page, "second words")
+    first = page.locator(".message.user").first
+
+    first.get_by_role("button", name="Edit").click()
+    editor = page.get_by_label("Edit your message")
+    editor.fill("first words, edited")
+    editor.press("Enter")
+    expect(page.locator(".bubble.user")).to_have_text(["first words, edited"], timeout=20_000)
+    versions = page.get_by_role("group", name="Versions of what you wrote")
+    expect(versions).to_contain_text("2/2", timeout=20_000)
+    expect(versions.get_by_role("button", name="Next version")).to_be_disabled()
+
+    versions.get_by_role("button", name="Previous version").click()
+
+    # The original message, its own answer, and the second turn are back.
+    expect(page.locator(".bubble.user")).to_have_text(["first words", "second words"])
+    expect(page.locator(".bubble.assistant")).to_have_count(2)
+    expect(page.locator(".bubble.assistant").first).to_contain_text("You said: first words")
+    expect(page.locator(".bubble.assistant").last).to_contain_text("You said: second words")
+    expect(versions).to_contain_text("1/2")
+    # The next turn goes on from the branch shown, and a reload shows the same.
+    _say(page, "third words")
+    expect(page.locator(".bubble.user")).to_have_text(
+        ["first words", "second words", "third words"]
+    )
+    page.reload()
+    expect(page.locator(".bubble.user")).to_have_text(
+        ["first words", "second words", "third words"]
+    )
+    expect(page.get_by_role("group", name="Versions of what you wrote")).to_contain_text("1/2")
+    assert page.console_errors == []
+
+
 def test_search_finds_a_chat_by_its_words_and_opens_it_there(product, page):
     open_new_chat(page, *product)
     _say(page, "the zebra crossing puzzle")

@@ -22,6 +22,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
+from toolhub.lib.event_frames import event_frames
 from toolhub.lib.outage import REDIS_ERRORS
 
 logger = logging.getLogger(__name__)
@@ -56,5 +57,20 @@ def chat_options_changed(*, session_id: Any, tab: str) -> None:
     def send() -> None:
         with contextlib.suppress(*REDIS_ERRORS):
             async_to_sync(get_channel_layer().group_send)(session_group(session_id), message)
+
+    transaction.on_commit(send)
+
+
+def chat_events_stored(*, session_id: Any, events: list[Any]) -> None:
+    """Send events stored outside a turn (a switch of versions) to the chat's sockets
+    once the caller's transaction commits, as a turn's are sent (``session.events``); a
+    socket that misses them reads them from the log with the next event."""
+    frames = event_frames(events)
+
+    def send() -> None:
+        with contextlib.suppress(*REDIS_ERRORS):
+            async_to_sync(get_channel_layer().group_send)(
+                session_group(session_id), {"type": "session.events", "frames": frames}
+            )
 
     transaction.on_commit(send)

@@ -1496,7 +1496,23 @@ def _page_texts(session) -> list[str]:
     return [item.text for item in items if isinstance(item, Message)]
 
 
-async def test_regenerate_asks_the_last_message_again_without_the_answer_it_replaces(owner, model):
+@database_sync_to_async
+def _answer_versions(session) -> list[tuple[int, int] | None]:
+    """Each shown turn's answer's version and how many it has ("2/2"), or None."""
+    from sessions_app.transcript import session_transcript
+    from sessions_app.transcript_items import TurnEnd
+
+    items = session_transcript(session_id=session.pk).items.values()
+    return [
+        None if end.versions is None else (end.versions.number, end.versions.count)
+        for end in items
+        if isinstance(end, TurnEnd)
+    ]
+
+
+async def test_regenerate_asks_the_last_message_again_and_keeps_the_answer_it_replaces(
+    owner, model
+):
     model.replies.extend([Reply(text="A"), Reply(text="B"), Reply(text="C")])
     session = await new_session(owner)
     socket = await open_socket(session.pk, owner)
@@ -1508,15 +1524,13 @@ async def test_regenerate_asks_the_last_message_again_without_the_answer_it_repl
     frames = await until(socket)
 
     rewind = events(frames, "rewind")[0]
-    # The page drops everything after "to" (the old question and its answer), then shows
-    # the question asked again as a new item.
-    assert rewind["data"] == {"to": asked["seq"] - 1}
-    again = events(frames, "user_message")[0]
-    assert again["seq"] == rewind["seq"] + 1
-    assert again["items"][0][0] == f"m{again['seq']}"
-    assert "second" in again["items"][0][1]
+    # The page drops everything after "to" (the answer being replaced); the question
+    # stays where it was and is not stored again: the new answer is a version of B.
+    assert rewind["data"] == {"to": asked["seq"]}
+    assert events(frames, "user_message") == []
     assert _message_texts(model.requests[2].body["messages"]) == ["first", "A", "second"]
     assert await _page_texts(session) == ["first", "A", "second", "C"]
+    assert await _answer_versions(session) == [None, (2, 2)]
     await socket.disconnect()
 
 
@@ -1540,6 +1554,35 @@ async def test_an_edited_message_is_sent_again_and_the_conversation_goes_on_from
         "third",
     ]
     assert await _page_texts(session) == ["first, changed", "A2", "third", "D"]
+    await socket.disconnect()
+
+
+async def test_after_switching_back_to_the_first_version_the_provider_gets_that_branch(
+    owner, model
+):
+    from sessions_app.services import session_branch_switch
+
+    model.replies.extend([Reply(text="A"), Reply(text="B"), Reply(text="A2"), Reply(text="C")])
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    first = events(await chat(socket, "first"), "user_message")[0]
+    await chat(socket, "second")
+    await send(socket, {"type": "edit", "seq": first["seq"], "text": "first, changed"})
+    edited = events(await until(socket), "user_message")[0]
+
+    await database_sync_to_async(session_branch_switch)(
+        session=session, message=edited["seq"], version=first["seq"]
+    )
+    await chat(socket, "third")
+
+    assert _message_texts(model.requests[3].body["messages"]) == [
+        "first",
+        "A",
+        "second",
+        "B",
+        "third",
+    ]
+    assert await _page_texts(session) == ["first", "A", "second", "B", "third", "C"]
     await socket.disconnect()
 
 
