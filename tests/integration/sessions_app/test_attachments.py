@@ -20,7 +20,7 @@ from agent_app.history import messages_from_events
 from agent_app.providers.openai import to_chat_messages
 from sessions_app.models import Attachment, SessionEvent
 from sessions_app.services import session_create
-from tests.integration.chat import rest_events_until_done
+from tests.integration.chat import events, open_socket, rest_events_until_done, send, until
 from toolhub.lib.asgi_handler import OneHopASGIHandler
 
 pytestmark = pytest.mark.django_db
@@ -339,3 +339,30 @@ def test_a_2_gb_upload_is_refused_on_its_headers_and_an_endless_one_where_it_pas
     # The bound is the message's plus a MiB for the form's own parts.
     assert undeclared == (413, 6)
     assert elsewhere == (413, 17)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_regenerated_answer_and_an_edit_are_told_of_the_messages_files_again(client, owner, chat):
+    client.force_login(owner)
+    [stored] = upload(client, chat, ("plan.md", b"# plan")).json()["files"]
+
+    async def talk() -> list[str]:
+        socket = await open_socket(chat.pk, owner)
+        answers = []
+        for frame in (
+            {"type": "chat", "text": "read it", "files": [stored["id"]]},
+            {"type": "regenerate"},
+            {"type": "edit", "seq": 1, "text": "read it twice"},
+        ):
+            await send(socket, frame)
+            [answer] = events(await until(socket), "assistant_message")
+            answers.append(answer["data"]["text"])
+        await socket.disconnect()
+        return answers
+
+    answers = asyncio.run(talk())
+
+    assert all(
+        "You attached 1 file, saved in the workspace: plan.md (6 bytes" in a for a in answers
+    )
+    assert "read it twice" in answers[2]
