@@ -122,10 +122,9 @@ async def turn_start(
     """Start a turn on ``session`` (or answer the question a running turn asked); the
     turn's id. With ``rewind_to`` the conversation goes on from that seq: the message
     after it is edited (``text``, a new version of it), or with ``again`` asked again (a
-    new version of its answer); the earlier versions stay in the log as branches.
-    ``files`` are ids of files attached to the chat that the message carries.
-    ``TurnInProgress`` while another turn runs, ``Invalid`` for a bad text, intent or
-    file (nothing is stored then)."""
+    new version of its answer); the earlier versions stay in the log as branches. It
+    carries ``files``, ids of files attached to the chat. ``TurnInProgress`` while
+    another turn runs, ``Invalid`` for a bad text, intent or file (nothing is stored)."""
     text = clean_text(text, files=bool(files))
     turn_id = str(uuid.uuid4())
     # Before the claim: asking a model's server is network time no transaction should hold.
@@ -133,14 +132,8 @@ async def turn_start(
     control = await control_channel()
     # Before the claim, so the runner's first lease renewal is never late.
     claimed_at = time.monotonic()
-    asked = {
-        "text": text,
-        "intent": intent,
-        "attended": attended,
-        "rewind_to": rewind_to,
-        "again": again,
-        "files": list(files),
-    }
+    asked = {"text": text, "intent": intent, "attended": attended, "rewind_to": rewind_to}
+    asked.update(again=again, files=list(files))
     try:
         begun = await on_db_thread(
             begin_turn, session=session, turn_id=turn_id, control=control, channel=channel, **asked
@@ -148,12 +141,7 @@ async def turn_start(
     except TurnBusy:
         # Only a person in the chat answers a question (not a REST call).
         answering = intent is None and attended and rewind_to is None and not files
-        answered = await _answered_question(session, text) if answering else None
-        if answered is None:
-            raise TurnInProgress(
-                "The assistant is still answering in this chat: wait for it, or press Stop."
-            ) from None
-        return answered
+        return await _answer_or_refuse(session, text, answering=answering)
     if begun.prepared is None:
         await notify_events(session.pk, begun.events)
         return turn_id
@@ -170,6 +158,17 @@ async def turn_start(
     )
     spawn(runner)
     return turn_id
+
+
+async def _answer_or_refuse(session: ChatSession, text: str, *, answering: bool) -> str:
+    """The running turn's id when ``text`` answers the question it waits for (and may:
+    ``answering``); ``TurnInProgress`` otherwise."""
+    answered = await _answered_question(session, text) if answering else None
+    if answered is None:
+        raise TurnInProgress(
+            "The assistant is still answering in this chat: wait for it, or press Stop."
+        )
+    return answered
 
 
 def _agent_of(*, session: ChatSession) -> Agent:

@@ -189,17 +189,9 @@ def begin_turn(
     A turn that failed before its first model call (a deleted profile, an unknown
     provider) begins with no ``prepared``: its events say why, and the session is free.
     """
-    # The claim reserves the seqs of the turn's first events.
-    lead: list[tuple[str, dict[str, Any]]] = []
-    if rewind_to is not None:
-        lead.append(("rewind", {"to": rewind_to + 1 if again else rewind_to}))
     with transaction.atomic():
-        if again and rewind_to is not None:
-            # Asked again: the person's message as stored, with its files, is answered.
-            said = message_said(session_id=session.pk, seq=rewind_to + 1) or {"text": text}
-        else:
-            said = {"text": text, **message_files(session_id=session.pk, ids=files)}
-            lead.append(("user_message", said))
+        # The claim reserves the seqs of the turn's first events.
+        lead, said = _lead(session, text=text, rewind_to=rewind_to, again=again, files=files)
         named = text or ", ".join(entry["name"] for entry in said.get("files", ()))
         claimed = _claimed(session, turn_id, control, title_from(named), reserve=1 + len(lead))
         first_seq = claimed.last_seq - len(lead)
@@ -220,6 +212,21 @@ def begin_turn(
             session_id=session.pk, turn=turn_id, first_seq=first_seq, items=items
         )
         return TurnBegun(prepared=prep, events=events, said=said)
+
+
+def _lead(
+    session: ChatSession, *, text: str, rewind_to: int | None, again: bool, files: Sequence[str]
+) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
+    """The events a turn begins with before ``turn_started`` (a rewind, the person's
+    message), and the message it answers as stored (its files marked sent)."""
+    lead: list[tuple[str, dict[str, Any]]] = []
+    if rewind_to is not None:
+        lead.append(("rewind", {"to": rewind_to + 1 if again else rewind_to}))
+    if again and rewind_to is not None:
+        # Asked again: the person's message as stored, with its files, is answered.
+        return lead, message_said(session_id=session.pk, seq=rewind_to + 1) or {"text": text}
+    said = {"text": text, **message_files(session_id=session.pk, ids=files)}
+    return [*lead, ("user_message", said)], said
 
 
 def _prepared(

@@ -17,7 +17,7 @@ from django.urls import reverse
 
 from agent_app.frames import FrameError, parse_frame
 from agent_app.history import messages_from_events
-from agent_app.providers.openai import to_chat_messages
+from agent_app.providers.chat_messages import to_chat_messages
 from sessions_app.models import Attachment, SessionEvent
 from sessions_app.services import session_create
 from tests.integration.chat import events, open_socket, rest_events_until_done, send, until
