@@ -39,6 +39,7 @@ from sessions_app.uploads import (
     media_type_of,
     workspace_of,
     workspace_place,
+    workspace_unlink,
 )
 from toolhub.lib.errors import Invalid, NotFound
 from toolhub.tools.files import size_in_words
@@ -137,23 +138,35 @@ def _stored(*, session: ChatSession, parts: list[Incoming]) -> list[Attachment]:
         ChatSession.objects.select_for_update().filter(pk=session.pk).exists()
         room = attachment_room(session_id=session.pk)
         total = sum(part.size for part in parts)
-        if len(parts) > room.files or total > room.bytes:
+        if len(parts) > room.files:
             raise UploadRefused(
-                f"Nothing was attached: {room.files_bound} can take {room.files} more files "
-                f"and {size_in_words(room.bytes)} at most."
+                f"Nothing was attached: {room.files_bound} can take {room.files} more files."
             )
-        stored = []
-        for part in parts:
-            name = workspace_place(session_id=session.pk, part=part)
-            stored.append(
+        if total > room.bytes:
+            raise UploadRefused(
+                f"Nothing was attached: {room.bytes_bound} can take "
+                f"{size_in_words(room.bytes)} more."
+            )
+        placed: list[str] = []
+        try:
+            for part in parts:
+                placed.append(workspace_place(session_id=session.pk, part=part))
+            return [
                 Attachment.objects.create(
                     session=session,
                     name=name,
                     media_type=media_type_of(name, part.head),
                     size=part.size,
                 )
-            )
-        return stored
+                for name, part in zip(placed, parts, strict=True)
+            ]
+        except BaseException as failed:
+            # All or nothing: the files this request placed leave with its rows.
+            for name in placed:
+                workspace_unlink(session_id=session.pk, name=name)
+            if isinstance(failed, OSError):
+                raise UploadMalformed("Nothing was attached: a file could not be stored.") from None
+            raise
 
 
 def attachments_waiting(*, session: ChatSession) -> list[Attachment]:
@@ -173,17 +186,7 @@ def attachment_remove(*, user: Any, session: ChatSession, attachment_id: Any) ->
         if found is None:
             raise NotFound("no such file waiting to be sent")
         found.delete()
-        _unlink(session_id=session.pk, name=found.name)
-
-
-def _unlink(*, session_id: Any, name: str) -> None:
-    directory = os.open(workspace_of(session_id=session_id), _DIRECTORY)
-    try:
-        os.unlink(name, dir_fd=directory)
-    except FileNotFoundError:
-        pass
-    finally:
-        os.close(directory)
+        workspace_unlink(session_id=session.pk, name=found.name)
 
 
 def attachment_entry(attachment: Attachment) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from toolhub.tools.files import size_in_words
 
 # The longest name a file keeps (in characters), its extension included.
 NAME_MAX = 120
+NAME_MAX_BYTES = 200
 # Tried before a name counts as taken for good.
 _SUFFIXES = 1_000
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
@@ -66,9 +67,14 @@ def clean_name(raw: str) -> str:
     if not name:
         return "file"
     stem, dot, extension = name.rpartition(".")
-    if dot and 0 < len(extension) <= 16 and stem:
-        return stem[: NAME_MAX - len(extension) - 1].rstrip() + "." + extension
-    return name[:NAME_MAX].rstrip()
+    if not (dot and 0 < len(extension) <= 16 and stem):
+        stem, extension = name, ""
+    stem = stem[: NAME_MAX - len(extension) - 1]
+    # A name is at most 255 bytes on disk: room is kept for " (999)".
+    while len(f"{stem}.{extension}".encode()) > NAME_MAX_BYTES:
+        stem = stem[:-1]
+    stem = stem.rstrip() or "file"
+    return f"{stem}.{extension}" if extension else stem
 
 
 def _numbered(name: str, number: int) -> str:
@@ -208,4 +214,22 @@ def workspace_place(*, session_id: Any, part: Incoming) -> str:
             return name
     finally:
         os.close(directory)
-    raise UploadRefused(f"the workspace already holds {_SUFFIXES} files named like {part.name}")
+    raise UploadRefused(
+        f"Nothing was attached: the workspace already holds {_SUFFIXES} files named like "
+        f"{part.name}."
+    )
+
+
+def workspace_unlink(*, session_id: Any, name: str) -> None:
+    """Remove ``name`` from the chat's workspace if it is there (a link is removed, never
+    followed; a folder the agent put under the name stays)."""
+    try:
+        directory = os.open(workspace_of(session_id=session_id), _DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.unlink(name, dir_fd=directory)
+    except OSError:
+        pass
+    finally:
+        os.close(directory)

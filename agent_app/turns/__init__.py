@@ -125,7 +125,7 @@ async def turn_start(
     new version of its answer); the earlier versions stay in the log as branches. It
     carries ``files``, ids of files attached to the chat. ``TurnInProgress`` while
     another turn runs, ``Invalid`` for a bad text, intent or file (nothing is stored)."""
-    text = clean_text(text, files=bool(files))
+    text = clean_text(text, files=bool(files) or again)  # again: answered as stored
     turn_id = str(uuid.uuid4())
     # Before the claim: asking a model's server is network time no transaction should hold.
     await _window_checked(session)

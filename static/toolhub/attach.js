@@ -19,6 +19,7 @@ export function attachments({ root, form, input, csrfToken, showError }) {
   const picker = form.querySelector("[data-attach-input]");
   const button = form.querySelector("[data-attach]");
   const uploading = new Set();
+  const away = []; // chips of a message sent and not yet stored
 
   function entries() {
     return [...chips.querySelectorAll(".file-chip")];
@@ -145,10 +146,23 @@ export function attachments({ root, form, input, csrfToken, showError }) {
     // Every upload given so far has finished (or failed).
     settled: () => Promise.all([...uploading]),
     ids: () => entries().map((entry) => entry.dataset.fileId).filter(Boolean),
-    // The message named them: they leave the composer.
+    // The message named them: they leave the composer, until the server refuses it.
     sent() {
-      for (const entry of entries()) if (entry.dataset.fileId) entry.remove();
+      for (const entry of entries()) {
+        if (!entry.dataset.fileId) continue;
+        entry.remove();
+        away.push(entry);
+      }
       changed();
+    },
+    // The message was refused: its files wait in the composer again.
+    refused() {
+      chips.append(...away.splice(0));
+      changed();
+    },
+    // The message was stored: its files are sent for good.
+    stored() {
+      away.length = 0;
     },
   };
 }

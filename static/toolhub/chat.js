@@ -255,6 +255,8 @@ function draw(frame) {
     // What was typed is not lost to a refusal.
     if (unconfirmed && !input.value) input.value = unconfirmed;
     unconfirmed = "";
+    // Nor the files it carried: they wait in the composer again.
+    if (["chat", "edit", "regenerate"].includes(frame.ref)) attached.refused();
     // Stop on a turn the server no longer runs (it stopped while the page was away).
     if (frame.code === "no_turn") setRunning(false);
     return;
@@ -275,6 +277,7 @@ function draw(frame) {
   switch (frame.kind) {
     case "user_message":
       unconfirmed = "";
+      attached.stored();
       changed(true);
       return;
     case "title":
@@ -722,6 +725,12 @@ form.addEventListener("submit", async (submitted) => {
   }
   // While a turn runs, a message is the answer to the model's question (the server
   // refuses it otherwise), so it carries no intent.
+  if (running && files.length) {
+    // An answer to the model's question is words only: files go with a new message.
+    composerError.hidden = false;
+    composerError.textContent = "Answer the question in words; your files go with your next message.";
+    return;
+  }
   const frame = { type: "chat", text };
   if (files.length) frame.files = files;
   if (!running) frame.intent = composerIntent();

@@ -27,6 +27,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from toolhub.lib.asgi_handler import upload_path
 from toolhub.lib.errors import ServiceError, Stale
 
 _CODES = {
@@ -195,7 +196,14 @@ class BodyLimitMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if request.path.startswith("/api/") and request.method in {"POST", "PUT", "PATCH"}:
+        # An upload's files stream to disk as its view parses them (toolhub.lib.asgi_handler
+        # bounds its body first).
+        uploading = upload_path(request.path)
+        if (
+            request.path.startswith("/api/")
+            and request.method in {"POST", "PUT", "PATCH"}
+            and not uploading
+        ):
             limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
             try:
                 declared = int(request.META.get("CONTENT_LENGTH") or 0)

@@ -60,11 +60,28 @@ class _TooLarge(Exception):
     pass
 
 
-def body_cap(path: str) -> int:
-    """The most bytes a request to ``path`` may send."""
-    if _UPLOAD_PATH.match(path):
+def upload_path(path: str) -> bool:
+    """Whether ``path`` takes a message's files (its body may pass ``BODY_MAX``)."""
+    return bool(_UPLOAD_PATH.match(path))
+
+
+def body_cap(path: str, *, signed_in: bool = True) -> int:
+    """The most bytes a request to ``path`` may send: a message's files to an upload path
+    from someone who may be signed in (a session cookie or credentials), else
+    ``BODY_MAX``, so nobody unknown makes the server spool 100 MB."""
+    if signed_in and upload_path(path):
         return settings.TOOLHUB_UPLOAD_MESSAGE_MAX_BYTES + _MULTIPART_SLACK
     return BODY_MAX
+
+
+def _signed_in(scope: dict[str, Any]) -> bool:
+    """A request that carries a session cookie or an Authorization header (checked
+    properly later: this only decides how much body it may send)."""
+    cookie = settings.SESSION_COOKIE_NAME.encode() + b"="
+    return any(
+        name == b"authorization" or (name == b"cookie" and cookie in value)
+        for name, value in scope.get("headers", ())
+    )
 
 
 def _declared_length(scope: dict[str, Any]) -> int:
@@ -103,7 +120,7 @@ class OneHopASGIHandler(ASGIHandler):
             self._give_back(executor, reuse=finished)
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        cap = body_cap(scope.get("path", ""))
+        cap = body_cap(scope.get("path", ""), signed_in=_signed_in(scope))
         try:
             if _declared_length(scope) > cap:
                 raise _TooLarge

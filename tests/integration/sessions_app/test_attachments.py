@@ -289,10 +289,14 @@ def test_a_frame_with_malformed_files_is_refused(files):
     assert refused.value.code == "bad_frame"
 
 
-def _post(app, path: str, *, length: int | None, chunks: int) -> tuple[int, int]:
-    """POST ``chunks`` MiB to ``path`` through the ASGI handler; its status and how many
-    chunks it read."""
+def _post(
+    app, path: str, *, length: int | None, chunks: int, signed: bool = True
+) -> tuple[int, int]:
+    """POST ``chunks`` MiB to ``path`` through the ASGI handler (``signed``: with a token,
+    never checked here); its status and how many chunks it read."""
     headers = [(b"host", b"localhost"), (b"content-type", b"multipart/form-data; boundary=x")]
+    if signed:
+        headers.append((b"authorization", b"Token not-checked-before-the-body"))
     if length is not None:
         headers.append((b"content-length", str(length).encode()))
     scope = {
@@ -334,11 +338,49 @@ def test_a_2_gb_upload_is_refused_on_its_headers_and_an_endless_one_where_it_pas
     declared = _post(app, path, length=2 * 10**9, chunks=2048)
     undeclared = _post(app, path, length=None, chunks=2048)
     elsewhere = _post(app, "/api/profiles/", length=None, chunks=2048)
+    stranger = _post(app, path, length=None, chunks=2048, signed=False)
 
     assert declared == (413, 0)
     # The bound is the message's plus a MiB for the form's own parts.
     assert undeclared == (413, 6)
+    # Anything else, and an upload from nobody signed in, may send 16 MiB.
     assert elsewhere == (413, 17)
+    assert stranger == (413, 17)
+
+
+def test_the_api_takes_a_file_larger_than_its_json_bodies(api, owner, chat, workspaces):
+    big = b"x" * (3 * 2**20)
+
+    answer = api(owner).post(
+        f"/api/sessions/{chat.pk}/attachments/",
+        {"file": SimpleUploadedFile("big.bin", big)},
+        format="multipart",
+    )
+
+    assert answer.status_code == 201
+    assert in_workspace(workspaces, chat)["big.bin"] == big
+
+
+def test_a_name_too_long_for_the_disk_is_cut_to_fit_and_a_failed_upload_keeps_nothing(
+    client, owner, chat, workspaces
+):
+    folder = workspaces / str(chat.pk)
+    folder.mkdir(parents=True)
+    # The agent took every name an upload of x.pdf could take.
+    (folder / "x.pdf").write_bytes(b"")
+    for number in range(1, 1000):
+        (folder / f"x ({number}).pdf").write_bytes(b"")
+    client.force_login(owner)
+
+    [wide] = upload(client, chat, ("中" * 119 + ".txt", b"wide")).json()["files"]
+    refused = upload(client, chat, ("first.txt", b"1"), ("x.pdf", b"2"))
+
+    assert len(wide["name"].encode()) <= 200
+    assert wide["name"].endswith(".txt")
+    assert refused.status_code == 413
+    assert "1000 files named like x.pdf" in refused.json()["message"]
+    assert "first.txt" not in in_workspace(workspaces, chat)
+    assert Attachment.objects.count() == 1
 
 
 @pytest.mark.django_db(transaction=True)
@@ -350,7 +392,8 @@ def test_a_regenerated_answer_and_an_edit_are_told_of_the_messages_files_again(c
         socket = await open_socket(chat.pk, owner)
         answers = []
         for frame in (
-            {"type": "chat", "text": "read it", "files": [stored["id"]]},
+            # Only its file: a regenerate answers it again, files and all.
+            {"type": "chat", "text": "", "files": [stored["id"]]},
             {"type": "regenerate"},
             {"type": "edit", "seq": 1, "text": "read it twice"},
         ):
@@ -366,3 +409,28 @@ def test_a_regenerated_answer_and_an_edit_are_told_of_the_messages_files_again(c
         "You attached 1 file, saved in the workspace: plan.md (6 bytes" in a for a in answers
     )
     assert "read it twice" in answers[2]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_edit_sends_the_image_the_model_saw_not_what_the_agent_made_of_it_since(
+    client, owner, chat, workspaces
+):
+    client.force_login(owner)
+    [stored] = upload(client, chat, ("dot.png", PNG)).json()["files"]
+
+    async def talk() -> None:
+        socket = await open_socket(chat.pk, owner)
+        await send(socket, {"type": "chat", "text": "look", "files": [stored["id"]]})
+        await until(socket)
+        (workspaces / str(chat.pk) / "dot.png").write_bytes(b"\x89PNG\r\n\x1a\nthe agent's own")
+        await send(socket, {"type": "edit", "seq": 1, "text": "look again"})
+        await until(socket)
+        await socket.disconnect()
+
+    asyncio.run(talk())
+
+    first, edited = SessionEvent.objects.filter(session=chat, kind="user_message").order_by("seq")
+    assert edited.data["text"] == "look again"
+    assert edited.data["files"] == first.data["files"]
+    assert edited.data["images"] == first.data["images"]
+    assert base64.b64decode(edited.data["images"][0]["data"]) == PNG
