@@ -66,7 +66,9 @@ async def test_a_deployed_workers_children_start_clean_and_run_the_first_tool(
             await send(socket, {"type": "chat", "text": "go"})
             frames = await until(socket, timeout=60)
             await socket.disconnect()
-        written = log.read_text()
+            # Read before the stop: its SIGTERM reaches the children with the main process,
+            # which may log them ending by it, and that is not how they started.
+            written = log.read_text()
     finally:
         shutil.rmtree(var_dir, ignore_errors=True)
 
