@@ -19,8 +19,6 @@ What stays true:
 from __future__ import annotations
 
 import base64
-import os
-import stat
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +28,7 @@ from django.db.models import Count, Q, Sum
 from django.http import HttpRequest
 
 from sessions_app.models import Attachment, ChatSession, SessionEvent
+from sessions_app.services.chats import sessions_of
 from sessions_app.uploads import (
     Incoming,
     Room,
@@ -42,16 +41,15 @@ from sessions_app.uploads import (
     workspace_unlink,
 )
 from toolhub.lib.errors import Invalid, NotFound
+from toolhub.lib.workspace_fs import NotAFile, RefusedPath, file_open
 from toolhub.tools.files import size_in_words
 from toolhub.tools.images import MAX_IMAGE_BYTES, MAX_IMAGES, ToolImage, sendable_image
-
-_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
 def _owned(user: Any, session_id: Any) -> ChatSession | None:
     if not getattr(user, "is_authenticated", False):
         return None
-    return ChatSession.objects.filter(pk=session_id, owner=user, deleted__isnull=True).first()
+    return sessions_of(user).filter(pk=session_id).first()
 
 
 def attachment_room(*, session_id: Any) -> Room:
@@ -245,24 +243,15 @@ def message_files(*, session_id: Any, ids: Sequence[str]) -> dict[str, Any]:
 
 
 def _image(session_id: Any, row: Attachment) -> ToolImage | None:
-    """``row``'s image as the workspace holds it now, when it still is one a model takes."""
+    """``row``'s image as the workspace holds it now, when it still is one a model takes
+    (read as the Files panel reads: no link followed, a regular file only)."""
     if not row.media_type.startswith("image/") or row.size > MAX_IMAGE_BYTES:
         return None
     try:
-        directory = os.open(workspace_of(session_id=session_id), _DIRECTORY)
-    except OSError:
+        with file_open(workspace_of(session_id=session_id), row.name) as opened:
+            raw = opened.head(MAX_IMAGE_BYTES + 1)
+    except (RefusedPath, NotAFile):
         return None
-    try:
-        handle = os.open(row.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory)
-    except OSError:
-        return None
-    finally:
-        os.close(directory)
-    with os.fdopen(handle, "rb") as file:
-        # A FIFO or a device the agent made under the name would block or never end.
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-            return None
-        raw = file.read(MAX_IMAGE_BYTES + 1)
     image = sendable_image(row.media_type, base64.b64encode(raw).decode("ascii"))
     return image if isinstance(image, ToolImage) else None
 
@@ -281,7 +270,12 @@ def message_said(*, session_id: Any, seq: int) -> dict[str, Any]:
 def message_file_ids(*, session_id: Any, seq: int) -> list[str]:
     """The ids of the files the person's message at ``seq`` carried: an edit of it
     carries them again."""
-    files = message_said(session_id=session_id, seq=seq).get("files")
+    return said_file_ids(message_said(session_id=session_id, seq=seq))
+
+
+def said_file_ids(said: dict[str, Any]) -> list[str]:
+    """The ids of the files a stored message (``message_said``) names."""
+    files = said.get("files")
     if not isinstance(files, list):
         return []
     return [str(entry["id"]) for entry in files if isinstance(entry, dict) and "id" in entry]

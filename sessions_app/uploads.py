@@ -32,6 +32,7 @@ from django.conf import settings
 from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 
 from toolhub.lib.errors import ServiceError
+from toolhub.lib.workspace_fs import raster_type
 from toolhub.tools.files import size_in_words
 
 # The longest name a file keeps (in characters), its extension included.
@@ -40,12 +41,6 @@ NAME_MAX_BYTES = 200
 # Tried before a name counts as taken for good.
 _SUFFIXES = 1_000
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-_IMAGE_SIGNATURES = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-)
 
 
 def workspace_of(*, session_id: Any) -> Path:
@@ -89,11 +84,9 @@ def _numbered(name: str, number: int) -> str:
 def media_type_of(name: str, head: bytes) -> str:
     """An image's type from its first bytes, anything else's from its name's extension;
     what the model is told, never what the client claimed."""
-    for signature, kind in _IMAGE_SIGNATURES:
-        if head.startswith(signature):
-            return kind
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "image/webp"
+    image = raster_type(head)
+    if image:
+        return image
     guessed, _ = mimetypes.guess_type(name, strict=False)
     if guessed is None or guessed.startswith("image/"):
         # An "image" whose bytes are not one of the four is not shown as one.

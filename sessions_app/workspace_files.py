@@ -29,7 +29,6 @@ import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -37,6 +36,7 @@ from django.http import StreamingHttpResponse
 from django.utils.http import content_disposition_header
 
 from sessions_app.models import ChatSession
+from sessions_app.uploads import workspace_of
 from toolhub.lib.downloads import SANDBOX
 from toolhub.lib.errors import Invalid, NotFound, ServiceError
 from toolhub.lib.workspace_fs import (
@@ -64,11 +64,6 @@ class ZipRefused(ServiceError):
 
     code = "too_large"
     status = 409
-
-
-def workspace_dir(session: ChatSession) -> Path:
-    """Where ``session``'s path tools work (``sessions_app.services.context``)."""
-    return Path(settings.TOOLHUB_WORKSPACE_ROOT) / str(session.pk)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +130,7 @@ def _zip_refusal(listing: Listing) -> str:
 
 def workspace_list(*, session: ChatSession) -> WorkspaceList:
     """The workspace's files and links, newest first, bounded (module docstring)."""
-    listing = workspace_walk(workspace_dir(session), most=SCAN_MAX)
+    listing = workspace_walk(workspace_of(session_id=session.pk), most=SCAN_MAX)
     most = settings.TOOLHUB_WORKSPACE_LIST_MAX
     shown = tuple(_shown(entry) for entry in listing.entries[:most])
     more = max(0, len(listing.entries) - most)
@@ -163,7 +158,7 @@ class Preview:
 def _opened(session: ChatSession, path: str) -> Iterator[OpenFile]:
     """The file, with the disk's refusals as the service errors views answer."""
     try:
-        with file_open(workspace_dir(session), path) as opened:
+        with file_open(workspace_of(session_id=session.pk), path) as opened:
             yield opened
     except RefusedPath as exc:
         raise Invalid(str(exc), fields={"path": [str(exc)]}) from None
@@ -252,10 +247,12 @@ def workspace_image(*, session: ChatSession, path: str) -> StreamingHttpResponse
 
 def workspace_zip(*, session: ChatSession) -> StreamingHttpResponse:
     """Every regular file of the workspace in one zip, or ``ZipRefused`` saying why."""
-    listing = workspace_walk(workspace_dir(session), most=SCAN_MAX)
+    listing = workspace_walk(workspace_of(session_id=session.pk), most=SCAN_MAX)
     refusal = _zip_refusal(listing)
     if refusal:
         raise ZipRefused(refusal)
     stem = re.sub(r"[^\w-]+", "-", str(session)).strip("-")[:60] or "chat"
-    chunks = zip_chunks(workspace_dir(session), sorted(listing.files, key=lambda e: e.path))
+    chunks = zip_chunks(
+        workspace_of(session_id=session.pk), sorted(listing.files, key=lambda e: e.path)
+    )
     return _served(chunks, media_type="application/zip", name=f"{stem}-files.zip")

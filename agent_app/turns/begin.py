@@ -24,7 +24,7 @@ from agent_app.providers.windows import turn_choice, turn_model, turn_window
 from agent_app.turns.claim import claim, release
 from agent_app.turns.preview import RequestTools, request_tools, turn_strategy
 from profiles_app.services.connections import model_price
-from sessions_app.attachments import message_file_ids, message_files, message_said
+from sessions_app.attachments import message_files, message_said, said_file_ids
 from sessions_app.eventlog import events_insert
 from sessions_app.models import ChatSession, SessionEvent
 from sessions_app.services import turn_context, turn_frame_apply
@@ -230,7 +230,7 @@ def _lead(
         # An edit carries its message's files with the images the model saw then,
         # whatever the agent did to them in the workspace since.
         earlier = message_said(session_id=session.pk, seq=rewind_to + 1)
-        if message_file_ids(session_id=session.pk, seq=rewind_to + 1) == list(files):
+        if said_file_ids(earlier) == list(files):
             said.pop("images", None)
             said.update({"images": earlier["images"]} if earlier.get("images") else {})
     return [*lead, ("user_message", said)], said

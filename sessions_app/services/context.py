@@ -18,7 +18,6 @@ import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -33,6 +32,7 @@ from profiles_app.services import (
 from sessions_app.eventlog import event_append, session_history, user_message_kept
 from sessions_app.models import ChatSession, FullResult, SessionEvent
 from sessions_app.services.chats import session_intent_merge
+from sessions_app.uploads import workspace_of
 from toolhub.lib.chat_services import chat_services
 from toolhub.lib.errors import Conflict
 from toolhub.lib.model_windows import DEFAULT_WINDOW
@@ -78,10 +78,6 @@ def _uuid_or_none(value: str) -> uuid.UUID | None:
         return uuid.UUID(str(value))
     except ValueError:
         return None
-
-
-def _workspace(session: ChatSession) -> Path:
-    return Path(settings.TOOLHUB_WORKSPACE_ROOT) / str(session.pk)
 
 
 def _usage(session: ChatSession) -> dict[str, int]:
@@ -149,7 +145,7 @@ def session_context(
         channel=channel or session.channel,
         mode="plan" if session.plan_mode else None,
         attended=attended,
-        workspace=_workspace(session),
+        workspace=workspace_of(session_id=session.pk),
         context_window_tokens=context_window or session.agent.context_window or DEFAULT_WINDOW,
         env=os.environ,
         services=chat_services(attended=attended),
