@@ -155,6 +155,13 @@ ToolsetSerializer = inline_serializer(
         ),
         "resident": serializers.ListField(child=serializers.DictField()),
         "catalog": serializers.ListField(child=serializers.DictField()),
+        "catalog_form": serializers.ChoiceField(
+            ["names", "grouped", "counts"],
+            help_text="How the catalog block tells the model of the deferred tools: a line "
+            "each (names), how many each source has with the most used named (grouped), or "
+            "how many there are with the most used named (counts): the most telling form "
+            "that fits the token budget",
+        ),
         "instructions": serializers.ListField(
             child=serializers.DictField(child=serializers.CharField()),
             help_text="Instructions of MCP servers whose tools are offered, as the catalog "

@@ -72,6 +72,9 @@ def inspector_toolset(*, session: ChatSession, channel: str = "web") -> dict[str
         "catalog": [
             {"name": tool.name, "tier": resolved.tiers[tool.name]} for tool in resolved.deferred
         ],
+        # How the catalog tells the model of them: names, sources with counts, or counts
+        # (toolhub.tools.catalog), as the tier plan chose within the budget.
+        "catalog_form": resolved.plan.catalog.form,
         # What origins (MCP servers) add to the catalog block, counted in its tokens.
         "instructions": [{"origin": origin, "text": note} for origin, note in resolved.notes],
         "tokens": {"resident": tools.resident_tokens, "catalog": tools.catalog_tokens},

@@ -7,6 +7,12 @@ Then the built-in pack with the 240 corpus tools as deferred MCP-style tools. Ea
 200,000-token window: resident tokens, catalog tokens, their sum, the all-resident figure
 (the same tools, nothing deferred) and the cut against it. Targets: resident <= 5% of the
 window, and at least an 85% cut against all-resident with the corpus.
+
+Last, the registry at scale: 50, 500, 5,000 and 10,000 tools (the built-in pack and
+corpus tools cycled over MCP servers named by their prefix, a server per copy, about six
+tools each), one line each: ``tokens-bench tools=N tool_tokens_per_turn=T`` (the resident
+array plus the catalog, as a turn sends them), with the catalog's form and the share of
+the window. Target: at most 5% of the window at every size (docs/accounting.md).
 """
 
 from __future__ import annotations
@@ -87,6 +93,52 @@ def main() -> None:
         _registry(defer=False), ctx=ctx, context_window_tokens=WINDOW, budget_tokens=10**9
     )
     _report("tokens-bench", deferred, token_cost(all_resident).resident)
+    scale(ctx)
+
+
+SCALES = (50, 500, 5_000, 10_000)
+
+
+def _scaled(size: int) -> ToolRegistry:
+    """``size`` tools: the built-in pack, then corpus tools as deferred MCP tools, each on
+    the server its prefix names (``repo``, ``chat``…), a new server per copy of the corpus."""
+    combined = _builtins(defer=True)
+    items = corpus()
+    for number in range(max(size - len(combined.names()), 0)):
+        item = items[number % len(items)]
+        copy = number // len(items)
+        prefix, _, rest = item["name"].partition("_")
+        server = f"{prefix}{copy or ''}"
+
+        def body(**kwargs):
+            return kwargs
+
+        body.__qualname__ = f"mcp:{server}:{rest}"
+        tool = function(
+            body,
+            name=f"{server}__{rest}",
+            description=item["description"],
+            parameters=item["parameters"],
+            register_globally=False,
+            defer=True,
+            source="mcp",
+        )
+        combined.register(dataclasses.replace(tool, origin=f"mcp:{server}"))
+    return combined
+
+
+def scale(ctx: ToolContext) -> None:
+    for size in SCALES:
+        registry = _scaled(size)
+        resolved = resolve(registry, ctx=ctx, context_window_tokens=WINDOW)
+        figures = token_cost(resolved)
+        total = figures.resident + figures.catalog
+        print(
+            f"tokens-bench tools={len(registry.names())} tool_tokens_per_turn={total} "
+            f"resident={figures.resident} catalog={figures.catalog} "
+            f"form={getattr(resolved.plan, 'catalog', None) and resolved.plan.catalog.form} "
+            f"share={total / WINDOW * 100:.2f}%"
+        )
 
 
 def _report(label: str, resolved, everything_resident: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -13,13 +14,14 @@ import pytest
 from tests.conftest import ROOT
 from tests.unit.conftest import synthetic_tools
 from toolhub.tools import ToolContext, ToolRegistry, function, get
+from toolhub.tools.catalog import CATALOG_HEADER, catalog_line, listed_line, smallest_tokens
 from toolhub.tools.intent_selection import ProfileSpec
 from toolhub.tools.resolve import CALL_TOOL, resolve, token_cost
 from toolhub.tools.schema import canonical_json
 from toolhub.tools.tiers import TierPlan
 from toolhub.tools.tokens import count
 from toolhub.tools.turn import TurnTools
-from toolhub.tools.wire import CATALOG_HEADER, array_frame_tokens, listed_line, tool_tokens
+from toolhub.tools.wire import array_frame_tokens, tool_tokens
 
 KEYED = ToolContext(env={"BRAVE_API_KEY": "k"})
 
@@ -161,12 +163,17 @@ def test_the_budget_demotes_the_least_used_first_ties_by_name():
         _add(reg, name, body)
     reg.register(get("tool_search"))
     # Room for the array's frame, two tools, and tool_search and call_tool, which join as soon
-    # as anything is deferred.
+    # as anything is deferred, and for the catalog after them: the three others listed, or
+    # the least it could be, which the array must leave it.
+    listed = [reg.get(name) for name in ("a_tool", "b_tool", "e_tool")]
+    catalog = count(CATALOG_HEADER) + sum(count(catalog_line(t, listed=True)) for t in listed)
+    everything = [reg.get(name) for name in ("a_tool", "b_tool", "c_tool", "d_tool", "e_tool")]
     budget = (
         array_frame_tokens()
         + tool_tokens(reg.get("a_tool")) * 2
         + tool_tokens(reg.get("tool_search"))
         + tool_tokens(CALL_TOOL)
+        + max(catalog, smallest_tokens(everything))
     )
 
     resolved = resolve(
@@ -182,6 +189,8 @@ def test_the_budget_demotes_the_least_used_first_ties_by_name():
         "tool_search": "core",
     }
     assert "- a_tool: Same size description.\n" in resolved.catalog
+    cost = token_cost(resolved)
+    assert cost.resident + cost.catalog <= budget
 
 
 @pytest.mark.parametrize("strategy", ["call_tool", "promote"])
@@ -557,7 +566,10 @@ def test_the_first_resolution_after_a_server_lists_its_tools_tokenizes_nothing(m
     cost = token_cost(resolved)
 
     assert {"core", "listed", "deferred"} <= set(resolved.tiers.values())
-    # At most the array's last piece, which ends the array instead of a separator.
-    assert tokenized in ([], [resolved.array_pieces[-1]])
+    # At most the array's last piece, which ends the array instead of a separator, and
+    # the lines of the catalog's smaller forms that say how many tools there are (weighed
+    # when the plan is made), never a tool's own text.
+    counted = re.compile(r"\b[\d,]+ tools?\b")
+    assert all(text == resolved.array_pieces[-1] or counted.search(text) for text in tokenized)
     assert cost.resident == count("".join(resolved.array_pieces))
     assert cost.catalog == count("".join(resolved.catalog_pieces))

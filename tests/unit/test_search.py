@@ -300,7 +300,9 @@ def test_select_loads_exact_names_and_says_which_are_unknown_as_before(model):
 
     assert _loaded_schemas(found) == ["read"]
     assert found.splitlines()[-1] == "Not available: zzzz"
-    assert unknown.startswith("No tool matched 'select:zzzz'. Searchable tools: ask_user_question")
+    assert unknown.startswith(
+        "No tool matched 'select:zzzz', so none was loaded. Searchable tools: ask_user_question"
+    )
     assert turn.loaded == ["read"]
 
 

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from toolhub.tools.catalog import catalog_pieces
 from toolhub.tools.context import ToolContext
 from toolhub.tools.decorator import function
 from toolhub.tools.intent import ToolIntent
@@ -40,7 +41,7 @@ from toolhub.tools.search import ToolIndex
 from toolhub.tools.tiers import TierPlan, tier_plan
 from toolhub.tools.tokens import count_cached
 from toolhub.tools.tool import Tool
-from toolhub.tools.wire import catalog_pieces, layout_array, native_json
+from toolhub.tools.wire import layout_array, native_json
 
 STRATEGIES = ("call_tool", "promote", "native")
 TOOL_SEARCH = "tool_search"
@@ -257,7 +258,8 @@ def _resolve(inputs: _Inputs) -> ResolvedToolset:
     search_tool = inputs.registry.get(TOOL_SEARCH)
     plan = _tier_plan(inputs, candidates, search_tool)
     tiers = dict(plan.tiers)
-    offered_tiers = {tool.name: tiers[tool.name] for tool in candidates}
+    # A tool registered after the plan was made is not in it: deferred (tiers.py).
+    offered_tiers = {tool.name: tiers.get(tool.name, "deferred") for tool in candidates}
     include_search = search_tool is not None and any(
         tier != "core" for tier in offered_tiers.values()
     )
@@ -309,7 +311,16 @@ def _tier_plan(inputs: _Inputs, candidates: list[Tool], search_tool: Tool | None
         usage=inputs.usage,
         candidates=candidates,
         meta=meta,
+        notes_tokens=sum(
+            count_cached(text) for _origin, text in _notes(inputs.registry, candidates)
+        ),
     )
+
+
+def _notes(registry: ToolRegistry, tools: Sequence[Tool]) -> tuple[tuple[str, str], ...]:
+    """(origin, note) of each origin with a note among ``tools``, by origin."""
+    origins = sorted({tool.origin for tool in tools})
+    return tuple((origin, registry.note(origin)) for origin in origins if registry.note(origin))
 
 
 def _laid_out(
@@ -328,8 +339,8 @@ def _laid_out(
             (resident if tier == "core" else deferred).append(tool)
     sent = _sent(strategy, offered=offered, resident=resident, deferred=deferred)
     pieces = layout_array([text for _, text in sent])
-    origins = sorted({tool.origin for tool in offered})
-    notes = tuple((origin, registry.note(origin)) for origin in origins if registry.note(origin))
+    notes = _notes(registry, offered)
+    known = frozenset(name for name, _tier in plan.tiers)
     return ResolvedToolset(
         strategy=strategy,
         offered=tuple(offered),
@@ -340,7 +351,8 @@ def _laid_out(
         plan=plan,
         array_pieces=pieces,
         array_names=tuple(name for name, _ in sent),
-        catalog_pieces=catalog_pieces(deferred, tiers) + tuple(text for _origin, text in notes),
+        catalog_pieces=catalog_pieces(deferred, tiers, plan.catalog, known)
+        + tuple(text for _origin, text in notes),
         fingerprint=hashlib.sha256("".join(pieces).encode()).hexdigest(),
         budget_tokens=inputs.budget,
         notes=notes,

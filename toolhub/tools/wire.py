@@ -3,7 +3,7 @@
 Invariants (docs/architecture.md, hard line 2):
 - Same inputs, same bytes: JSON is canonical, and the array is laid out as ``[\\n`` +
   pieces joined by ``,\\n`` + ``\\n]`` so each tool's piece ends on a tokenizer boundary
-  and counts exactly; the catalog is one line per deferred tool, by name.
+  and counts exactly. The catalog's text is ``toolhub.tools.catalog``'s.
 - Counts are kept by text (``tokens.count_cached``) and tools are immutable, so a piece is
   tokenized once per process: ``count_ahead`` does it when tools register, so the first
   resolution after only looks them up.
@@ -12,27 +12,15 @@ Invariants (docs/architecture.md, hard line 2):
 from __future__ import annotations
 
 import atexit
-import functools
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 
+from toolhub.tools.catalog import catalog_line
 from toolhub.tools.schema import canonical_json
 from toolhub.tools.tokens import count_cached
 from toolhub.tools.tool import Tool
 
-LISTED_LINE_BYTES = 120
 ARRAY_HEAD = "[\n"
-CATALOG_HEADER = (
-    "Deferred tools: available, but their schemas are not loaded. Load one with "
-    'tool_search (query "select:<name>", or describe what you need) before calling it.\n'
-)
-
-
-@functools.lru_cache(maxsize=65_536)
-def listed_line(tool: Tool) -> str:
-    """The first description line, cut at 120 UTF-8 bytes without splitting a character."""
-    first = " ".join(tool.first_line.split())
-    return first.encode()[:LISTED_LINE_BYTES].decode("utf-8", errors="ignore").rstrip()
 
 
 def layout_array(texts: list[str]) -> tuple[str, ...]:
@@ -59,23 +47,6 @@ def tool_tokens(tool: Tool) -> int:
     return tool.wire_tokens
 
 
-def catalog_pieces(deferred: Sequence[Tool], tiers: Mapping[str, str]) -> tuple[str, ...]:
-    """The catalog block: its header, then each deferred tool by name, with its first
-    line when its tier is ``listed``. Empty when nothing is deferred."""
-    if not deferred:
-        return ()
-    by_name = {tool.name: tool for tool in deferred}
-    return (
-        CATALOG_HEADER,
-        *(_catalog_line(by_name[name], listed=tiers[name] == "listed") for name in sorted(by_name)),
-    )
-
-
-def _catalog_line(tool: Tool, *, listed: bool) -> str:
-    line = listed_line(tool) if listed else ""
-    return f"- {tool.name}: {line}\n" if line else f"- {tool.name}\n"
-
-
 def count_ahead(tools: Iterable[Tool]) -> int:
     """Count now every piece a resolution may send of each tool: its array piece where it
     may be resident (never for one declared deferred), and its catalog line in either
@@ -83,10 +54,10 @@ def count_ahead(tools: Iterable[Tool]) -> int:
     tools register only looks them up. Returns how many tools were counted."""
     counted = 0
     for tool in tools:
-        count_cached(_catalog_line(tool, listed=False))
+        count_cached(catalog_line(tool, listed=False))
         if not tool.defer:
             _ = tool.wire_tokens
-            count_cached(_catalog_line(tool, listed=True))
+            count_cached(catalog_line(tool, listed=True))
         counted += 1
     return counted
 

@@ -265,3 +265,31 @@ def test_an_openai_count_is_of_the_function_wrapper_it_sends(api, owner, test_to
         )
     )
     assert count(anthropic_form) != usage["resident_tokens"]
+
+
+@pytest.mark.parametrize("fake", ["anthropic"], indirect=True)
+def test_with_thousands_of_tools_the_provider_gets_a_catalog_of_sources_within_the_budget(
+    api, owner, registry_state, fake
+):
+    from tests.catalogs import server_tools
+    from toolhub.tools.catalog import GROUPED_HEADER
+
+    for tool in server_tools(3_000):
+        registry_state.register(tool)
+    client = api(owner)
+    session_id = _session(client, _agent(owner, fake.provider, "call_tool"))
+    pattern = Reply(tool_calls=[("call_s", "tool_search", {"query": "select:srv3__*"})])
+    fake.replies.extend([pattern, Reply(text="Loaded srv3's tools.")])
+
+    events = _turn(client, session_id, "load every tool of srv3")
+
+    catalog = fake.requests[0].body["system"][-1]["text"]
+    assert catalog.startswith(GROUPED_HEADER)
+    assert "srv3: 8 tools\n" in catalog
+    usage = next(e["data"] for e in events if e["kind"] == "usage")
+    assert usage["catalog_tokens"] == count(catalog)
+    window = client.get(f"/api/sessions/{session_id}/toolset/").json()["context_window"]
+    assert usage["resident_tokens"] + usage["catalog_tokens"] <= window["tokens"] * 0.05
+    (result,) = [e["data"] for e in events if e["kind"] == "tool_result"]
+    loaded = [json.loads(line)["name"] for line in result["content"].splitlines()]
+    assert loaded == sorted(f"srv3__{tool.name.split('__')[1]}" for tool in server_tools(32)[24:])

@@ -1,15 +1,23 @@
-"""``tool_search``: load deferred tools by exact name or by query.
+"""``tool_search``: load deferred tools by exact name, by pattern or by query.
 
 It searches only the index the turn provides (``ToolServices.tool_index``), which holds
 just the tools that turn's resolution allows, so it never escalates past a veto. Without
 an index (nothing is deferred) it is unavailable. It loads exactly the tools its result
-carries schemas for: exact names for ``select:``, else the search's hits. A query that
-clears no relevance floor (``toolhub.tools.search``) loads nothing and says so, naming
-the nearest tools; an empty result always says what can be found, so a model is never
-dead-ended.
+carries schemas for: for ``select:``, exact names, a glob (``github__*``) or a source's
+name (``github``, its ``github__`` tools); else the search's hits. A query that clears no
+relevance floor (``toolhub.tools.search``) loads nothing and says so, naming the nearest
+tools; an empty result always says what can be found, so a model is never dead-ended.
+
+Invariant: what one call answers is bounded whatever the registry's size: at most
+``SELECT_MAX`` schemas for ``select:`` (a pattern matching more loads nothing and says how
+to narrow it), at most ``SEARCH_MAX`` hits for a query, and a miss names at most
+``_LIST_ALL_UP_TO`` tools.
 """
 
 from __future__ import annotations
+
+import difflib
+import fnmatch
 
 from toolhub.tools.context import ToolContext, present
 from toolhub.tools.decorator import function
@@ -22,6 +30,13 @@ MAX_QUERY_CHARS = 1_000
 # Up to this many searchable tools, a query that matched nothing lists them all: cheaper
 # than a retry. Past it, the nearest names are enough and the whole list would be noise.
 _LIST_ALL_UP_TO = 20
+# What one call may load: each schema joins the conversation, so a pattern matching a
+# large server's hundreds of tools would flood the context (docs/tool-search.md).
+SELECT_MAX = 20
+SEARCH_MAX = 10
+# Tool names of an MCP server start with its name and this (toolhub.tools.mcp.config).
+_SOURCE_SEPARATOR = "__"
+_GLOB = frozenset("*?[")
 
 
 def _has_index(ctx: ToolContext) -> bool:
@@ -32,11 +47,12 @@ def _has_index(ctx: ToolContext) -> bool:
 def tool_search(query: str, limit: int = 5, *, ctx: ToolContext) -> str:
     """Find tools that are available but not loaded yet, and load their full schemas.
 
-    Use "select:name_a,name_b" to load exact tools, or describe what you need.
+    Use "select:name_a,name_b" to load exact tools ("select:github__*" for a source's
+    tools, up to 20 at once), or describe what you need.
 
     Args:
-        query: "select:" followed by comma-separated names, or keywords.
-        limit: Most tools to return for a keyword query.
+        query: "select:" followed by comma-separated names or patterns, or keywords.
+        limit: Most tools to return for a keyword query (at most 10).
     """
     index = present(ctx.services.tool_index, "the turn's tool index")
     if len(query) > MAX_QUERY_CHARS:
@@ -45,14 +61,15 @@ def tool_search(query: str, limit: int = 5, *, ctx: ToolContext) -> str:
             'the tool in a few words, or name it with "select:<name>"'
         )
     if query.strip().lower().startswith(SELECT_PREFIX):
-        found, missing = index.select(query.strip()[len(SELECT_PREFIX) :].split(","))
+        asked = query.strip()[len(SELECT_PREFIX) :].split(",")
+        names, refusal = _selected(asked, index.names)
+        if refusal:
+            return refusal
+        found, missing = index.select(names)
         if not found:
-            return (
-                f"No tool matched {query!r}. Searchable tools: {', '.join(index.names)}. "
-                'Try other words, or load one by name with "select:<name>".'
-            )
+            return _no_select(query, missing, index.names)
     else:
-        hits = index.search(query, limit)
+        hits = index.search(query, min(max(limit, 1), SEARCH_MAX))
         if not hits:
             return _no_match(query, hits.nearest, index.names)
         found, missing = [hit.tool for hit in hits], []
@@ -60,6 +77,69 @@ def tool_search(query: str, limit: int = 5, *, ctx: ToolContext) -> str:
     if missing:
         lines.append("Not available: " + ", ".join(missing))
     return "\n".join(lines)
+
+
+def _selected(asked: list[str], names: list[str]) -> tuple[list[str], str]:
+    """The exact names ``asked`` stands for (a pattern or a source's name expanded, in
+    name order), or a refusal when they are more than one call loads."""
+    wanted: dict[str, None] = {}
+    known = frozenset(names)
+    for item in (item.strip() for item in asked):
+        if not item:
+            continue
+        matches = None if item in known else _pattern_matches(item, names)
+        if matches is None:
+            wanted[item] = None
+            continue
+        if len(matches) > SELECT_MAX:
+            sample = ", ".join(matches[:_LIST_ALL_UP_TO])
+            return [], (
+                f"{item!r} matches {len(matches):,} tools, more than the {SELECT_MAX} one "
+                "call loads, so none was loaded. Narrow the pattern (such as "
+                f"{_stem(item)}issue*), name the tools you need, or describe the task as "
+                f"a query. The first of them: {sample}."
+            )
+        wanted.update(dict.fromkeys(matches))
+    if len(wanted) > SELECT_MAX:
+        return [], (
+            f"That names {len(wanted):,} tools, more than the {SELECT_MAX} one call loads, "
+            "so none was loaded. Load fewer at a time."
+        )
+    return list(wanted), ""
+
+
+def _pattern_matches(item: str, names: list[str]) -> list[str] | None:
+    """The names ``item`` matches, in order, when it is a glob (``github__*issue*``) or a
+    source's name (``github`` or ``github__``, for its ``github__`` tools); ``None`` for
+    anything else, which is taken as an exact name."""
+    if _GLOB & set(item):
+        # Tool names are case-sensitive, but a model writing a pattern means the letters.
+        pattern = item.lower()
+        return sorted(name for name in names if fnmatch.fnmatchcase(name.lower(), pattern))
+    prefix = item if item.endswith(_SOURCE_SEPARATOR) else item + _SOURCE_SEPARATOR
+    return sorted(name for name in names if name.startswith(prefix)) or None
+
+
+def _stem(item: str) -> str:
+    """What a narrower pattern starts with: a glob before its first wildcard, or a
+    source's tools' prefix."""
+    if _GLOB & set(item):
+        return item[: min(item.index(c) for c in _GLOB if c in item)]
+    return item if item.endswith(_SOURCE_SEPARATOR) else item + _SOURCE_SEPARATOR
+
+
+def _no_select(query: str, missing: list[str], names: list[str]) -> str:
+    if len(names) <= _LIST_ALL_UP_TO:
+        known = f"Searchable tools: {', '.join(names)}."
+    else:
+        close = {
+            near
+            for name in missing[:_LIST_ALL_UP_TO]
+            for near in difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+        }
+        known = f"Nearest names: {', '.join(sorted(close))}." if close else ""
+    text = f"No tool matched {query[:200]!r}, so none was loaded. {known}".rstrip()
+    return text + ' Try other words, or load one by name with "select:<name>".'
 
 
 def _no_match(query: str, nearest: tuple[str, ...], names: list[str]) -> str:
