@@ -77,6 +77,7 @@ class CatalogPlan:
 NAMES = CatalogPlan()
 
 
+@functools.lru_cache(maxsize=65_536)
 def group_of(tool: Tool) -> str:
     """The source a tool is counted under: its MCP server, else the built-in tools."""
     kind, _, server = tool.origin.partition(":")
@@ -116,7 +117,7 @@ def catalog_plan(
 ) -> CatalogPlan:
     """The most telling form whose block fits in ``room`` tokens, naming as many of the
     most used tools as fit; ``counts`` when nothing else does (the smallest there is)."""
-    if _tokens(catalog_pieces(deferred, tiers, NAMES, [t.name for t in deferred])) <= room:
+    if _names_fit(deferred, tiers, room):
         return NAMES
     told = sorted(deferred, key=lambda tool: tool.name)
     used = sorted(
@@ -128,6 +129,17 @@ def catalog_plan(
         counts = Counter(group_of(tool) for tool in told)
         return _naming("grouped", used, room - grouped, counts)
     return _naming("counts", used, room - _tokens(_counts(told, [])), Counter())
+
+
+def _names_fit(deferred: Sequence[Tool], tiers: Mapping[str, str], room: int) -> bool:
+    """Whether the ``names`` form fits in ``room``: counted line by line, and given up as
+    soon as it does not (at thousands of tools, after a few hundred lines)."""
+    room -= count_cached(CATALOG_HEADER)
+    for tool in deferred:
+        room -= count_cached(_names_line(tool, tiers))
+        if room < 0:
+            return False
+    return True
 
 
 def _naming(form: str, used: Sequence[Tool], room: int, counts: Counter[str]) -> CatalogPlan:
