@@ -225,18 +225,27 @@ def test_the_catalog_is_the_same_bytes_across_processes_hash_seeds_and_registrat
         {"form": "counts", "named": "srv0__create_issue_0"},
         {"form": "counts", "named": {"a": 1}},
         {"form": "counts", "named": [None, 1, {"x": []}, "srv0__create_issue_0"]},
-        {"form": "counts", "named": [f"nobody_{n}" for n in range(100_000)]},
+        {"form": "counts", "named": [], "notes": "mcp:srv0"},
         {"form": ["counts"], "named": []},
+        {"form": "tiny", "named": []},
     ],
 )
-def test_a_crafted_catalog_in_a_plan_is_read_without_error_and_names_no_stranger(catalog):
+def test_a_crafted_catalog_in_a_plan_is_not_trusted_and_the_plan_is_made_again(catalog):
     data = {"key": "k", "tiers": {"a": "core"}, "catalog": catalog}
 
-    plan = TierPlan.from_json(data)
+    assert TierPlan.from_json(data) is None
 
-    assert plan is not None
-    assert plan.catalog.form in ("names", "grouped", "counts")
-    assert all(isinstance(name, str) for name in plan.catalog.named)
+
+def test_a_stored_plan_naming_a_hundred_thousand_strangers_names_none_of_them():
+    registry = _registry(server_tools(3_000))
+    good = resolve(registry, ctx=CTX)
+    data = good.plan.to_json()
+    data["catalog"]["named"] = [f"nobody_{n}" for n in range(100_000)]
+
+    resolved = resolve(registry, plan=TierPlan.from_json(data), ctx=CTX)
+
+    assert "nobody_" not in resolved.catalog
+    assert resolved.catalog == good.catalog
 
 
 def test_a_plan_stored_with_a_crafted_key_of_an_old_version_is_made_again():
@@ -254,12 +263,6 @@ def test_a_plan_stored_with_a_crafted_key_of_an_old_version_is_made_again():
 # --- Stored plans and server notes: bugs --------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a stored plan's catalog is trusted when its key matches: an unknown form falls "
-    "back to names (the largest, unbounded form) and any named list is rendered, so a "
-    "corrupt or crafted plan sends every deferred tool's name far past the budget",
-)
 @pytest.mark.parametrize("crafted", ["unknown form", "missing catalog", "everything named"])
 def test_a_stored_plan_with_a_corrupt_catalog_still_keeps_the_turn_within_its_budget(crafted):
     registry = _registry(server_tools(3_000))
@@ -278,12 +281,6 @@ def test_a_stored_plan_with_a_corrupt_catalog_still_keeps_the_turn_within_its_bu
     assert spent <= allowed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an MCP server's instructions note starts with a newline "
-    "(mcp.config.instructions_note), so it joins the piece before it into one '\\n\\n' "
-    "token: the sum of the pieces' counts is not the block's count",
-)
 def test_server_instructions_after_the_catalog_are_counted_exactly_as_the_whole_block():
     registry = _registry(server_tools(40))
     registry.set_note("mcp:srv0", _note("srv0", 1))
@@ -294,12 +291,6 @@ def test_server_instructions_after_the_catalog_are_counted_exactly_as_the_whole_
     assert token_cost(resolved).catalog == count(resolved.catalog)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a server registered after the plan was made is left out of the catalog, but "
-    "its instructions note is appended to the block (resolve._notes over the offered "
-    "tools), so the bytes heading the prompt cache change under a running conversation",
-)
 def test_a_server_registered_later_with_instructions_changes_no_byte_of_the_catalog():
     registry = _registry(server_tools(3_000))
     first = resolve(registry, ctx=CTX)
@@ -312,12 +303,6 @@ def test_a_server_registered_later_with_instructions_changes_no_byte_of_the_cata
     assert later.catalog == first.catalog
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the notes' tokens are weighed only when a plan is made: notes of servers "
-    "registered (or set) later are added to a kept plan's block, uncounted, and push the "
-    "turn past the budget",
-)
 def test_servers_registered_later_with_instructions_do_not_push_a_kept_plan_over_budget():
     registry = _registry(server_tools(3_000))
     budget = 3_000
@@ -334,12 +319,6 @@ def test_servers_registered_later_with_instructions_do_not_push_a_kept_plan_over
     assert spent <= allowed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server notes are subtracted from the room but never cut: when they alone "
-    "exceed the budget (a few 2,000-character notes against a 1,000-token tier_budget, the "
-    "API's least) every tool is demoted and the block is still over",
-)
 def test_server_instructions_larger_than_the_budget_are_kept_within_it():
     servers = [f"srv{n}" for n in range(4)]
     registry = _registry(server_tools(32))
@@ -352,13 +331,6 @@ def test_server_instructions_larger_than_the_budget_are_kept_within_it():
     assert spent <= allowed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="below the floor (the array's frame, tool_search and call_tool, and the counts "
-    "sentence: about 233 tokens) no plan fits, and nothing clamps or refuses it: an agent "
-    "whose context_window is 1,000 to about 4,600 (the API allows 1,000) gets a 50 to 230 "
-    "token budget, which every turn exceeds",
-)
 @pytest.mark.parametrize("window", [1_000, 4_000])
 def test_the_smallest_window_an_agent_may_have_still_gets_a_budget_the_turn_keeps(window):
     resolved = resolve(_registry(server_tools(100)), ctx=CTX, context_window_tokens=window)
@@ -450,12 +422,6 @@ def test_exact_names_and_a_source_together_load_up_to_twenty_in_name_order():
 # --- tool_search: bugs ----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="every item of select: is matched against every name, without a cap on the "
-    "items or dropping repeats: a 1,000-character query of 496 '?' globs runs 496 x N "
-    "fnmatch calls (3.5 s of CPU at 10,000 tools)",
-)
 def test_a_select_of_hundreds_of_patterns_costs_at_most_a_few_passes_over_the_names(
     monkeypatch,
 ):
@@ -477,11 +443,6 @@ def test_a_select_of_hundreds_of_patterns_costs_at_most_a_few_passes_over_the_na
     assert calls <= SELECT_MAX * len(MANY)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a missed select: runs difflib.get_close_matches over the whole registry for "
-    "each of up to 20 missing names: 20 misspelt names take 6.8 s of CPU at 10,000 tools",
-)
 def test_a_select_of_twenty_misspelt_names_compares_them_with_the_registry_a_few_times(
     monkeypatch,
 ):
@@ -501,12 +462,6 @@ def test_a_select_of_twenty_misspelt_names_compares_them_with_the_registry_a_few
     assert compared <= 2 * len(MANY)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the catalog counts tools not from an MCP server under a source 'built-in' and "
-    "tells the model to load a source with select:<source>__*, but select:built-in (or "
-    "built-in__*) matches nothing: those tools are reachable only by a keyword search",
-)
 def test_the_built_in_source_the_catalog_names_can_be_loaded_by_its_name():
     built_ins = [_built_in(name) for name in ("alpha_tool", "beta_tool", "gamma_tool")]
     registry = _registry([*built_ins, *server_tools(3_000)])
@@ -516,33 +471,25 @@ def test_the_built_in_source_the_catalog_names_can_be_loaded_by_its_name():
 
     ctx = ToolContext(services=ToolServices(tool_index=resolved.index))
     by_name = asyncio.run(get("tool_search").execute({"query": f"select:{BUILT_IN}"}, ctx))
-    by_glob = asyncio.run(get("tool_search").execute({"query": f"select:{BUILT_IN}__*"}, ctx))
+    lower = asyncio.run(get("tool_search").execute({"query": "select:built-in"}, ctx))
 
     assert sorted(_loaded(by_name.content)) == ["alpha_tool", "beta_tool", "gamma_tool"]
-    assert _loaded(by_glob.content) == _loaded(by_name.content)
+    assert _loaded(lower.content) == _loaded(by_name.content)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="'built-in' is a valid MCP server name (mcp.config.SERVER_NAME), so such a "
-    "server's tools are counted in one line with the built-in tools",
-)
 def test_an_mcp_server_named_built_in_is_not_counted_with_the_built_in_tools():
     built_ins = [_built_in(name) for name in ("alpha_tool", "beta_tool")]
-    server = [mcp_tool(BUILT_IN, f"tool_{n}") for n in range(3)]
+    # A valid MCP server name (lower case), which the built-in source's name is not.
+    server = [mcp_tool("built-in", f"tool_{n}") for n in range(3)]
     registry = _registry([*built_ins, *server, *server_tools(3_000)])
 
     resolved = resolve(registry, ctx=CTX)
 
     assert resolved.plan.catalog.form == "grouped"
-    assert f"{BUILT_IN}: 5 tools\n" not in resolved.catalog
+    assert f"{BUILT_IN}: 2 tools\n" in resolved.catalog
+    assert "built-in: 3 tools\n" in resolved.catalog
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a glob is matched case-insensitively (select:GitHub__* loads github's tools) "
-    "but a source's name is not (select:GitHub is taken as an exact name and misses)",
-)
 def test_a_sources_name_in_other_case_loads_its_tools_as_its_glob_does():
     slack = [mcp_tool("slack", name) for name in ("post_message", "list_channels")]
 

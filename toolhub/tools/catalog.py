@@ -13,16 +13,24 @@ leaves after the array (docs/accounting.md, "The catalog at scale"):
 - ``counts``: one sentence saying how many tools there are from how many sources and that
   ``tool_search`` finds them, then the most used by name.
 
+What MCP servers say about their tools (their instructions) ends the block: those of the
+most used sources, within a ``NOTES_SHARE``th of the budget.
+
 Invariants:
-- The form and the tools it names are decided when the tier plan is made and kept with
-  it (``CatalogPlan``): a tool registered later is neither named nor counted until the
-  plan is made again, so the block does not change under a running conversation; only a
-  tool that goes away leaves it.
+- The form, the tools it names and the sources whose notes it sends are decided when the
+  tier plan is made and kept with it (``CatalogPlan``): a tool or server registered later
+  is neither named, counted nor quoted until the plan is made again, so the block does
+  not change under a running conversation; only a tool that goes away leaves it.
 - Every piece ends in a newline and none starts with white space, so the block's tokens
   are the sum of its pieces' (cl100k never joins across such a boundary), and the choice
   counts exactly what will be sent.
-- Same inputs, same bytes: sources and names are sorted; "most used" is by usage count,
-  ties by name, and a tool never used is never "most used".
+- The array and the block never pass the budget: where a kept plan's block would (a
+  server's instructions grown since, a stored plan read back wrong), the turn sends the
+  smallest block instead (``least_pieces``), and the budget is never below what that and
+  the meta tools cost (``toolhub.tools.tiers.least_budget``).
+- Same inputs, same bytes: sources are sorted, and so are names, but for the most used,
+  which go most used first; "most used" is by usage count, ties by name, and a tool never
+  used is never "most used".
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ import functools
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from toolhub.tools.tokens import count_cached
 from toolhub.tools.tool import Tool
@@ -45,35 +53,48 @@ CATALOG_HEADER = (
 GROUPED_HEADER = (
     "Deferred tools: available, but their schemas are not loaded, and they are too many "
     "to name each. Below: how many tools each source has, and the most used by name. "
-    'Load one with tool_search (query "select:<name>", "select:<source>__*" for a '
-    "source's tools, or describe what you need) before calling it.\n"
+    'Load one with tool_search (query "select:<name>", "select:<source>" for up to 20 of '
+    "a source's tools, or describe what you need) before calling it.\n"
 )
 MOST_USED = "The most used:\n"
-# The group of a tool that did not come from an MCP server.
-BUILT_IN = "built-in"
+# The source of the tools that did not come from an MCP server: capitalised, so no MCP
+# server (lower-case names only, toolhub.tools.mcp.config.SERVER_NAME) can be counted
+# with them.
+BUILT_IN = "Built-in"
+# At most this share of the budget goes to what MCP servers say about their tools
+# (their instructions end the block), so a few verbose servers cannot crowd out the rest.
+NOTES_SHARE = 4
 
 
 @dataclass(frozen=True, slots=True)
 class CatalogPlan:
-    """The catalog's form and, unless it is ``names``, the tools it names (by name)."""
+    """The catalog's form; unless it is ``names``, the tools it names (most used first);
+    and the sources whose instructions end it (by origin)."""
 
     form: str = "names"
     named: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"form": self.form, "named": list(self.named)}
+        return {"form": self.form, "named": list(self.named), "notes": list(self.notes)}
 
     @classmethod
-    def from_json(cls, data: Any) -> CatalogPlan:
+    def from_json(cls, data: Any) -> CatalogPlan | None:
+        """The plan as stored, or ``None`` when it is not one this version wrote (its tier
+        plan is then made again, never guessed at)."""
         if not isinstance(data, Mapping) or data.get("form") not in FORMS:
-            return NAMES
-        named = data.get("named")
-        names = tuple(str(name) for name in named) if isinstance(named, list) else ()
-        return cls(form=str(data["form"]), named=names)
+            return None
+        named, notes = data.get("named"), data.get("notes", [])
+        if not (_strings(named) and _strings(notes)):
+            return None
+        return cls(form=data["form"], named=tuple(named), notes=tuple(notes))
 
 
-# A catalog that names every deferred tool: what a plan made before the catalog had a
-# budget (or a plan read without one) sends.
+def _strings(value: Any) -> TypeGuard[list[str]]:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+# A catalog that names every deferred tool: the most telling form.
 NAMES = CatalogPlan()
 
 
@@ -97,28 +118,50 @@ def catalog_line(tool: Tool, *, listed: bool) -> str:
 
 
 def catalog_pieces(
-    deferred: Sequence[Tool], tiers: Mapping[str, str], plan: CatalogPlan, known: Collection[str]
+    deferred: Sequence[Tool],
+    tiers: Mapping[str, str],
+    plan: CatalogPlan,
+    known: Collection[str],
+    notes: Mapping[str, str],
 ) -> tuple[str, ...]:
-    """The block for ``deferred`` (the turn's deferred tools) as ``plan`` says: only those
-    ``known`` to the tier plan are named or counted. Empty when nothing is deferred."""
-    if not deferred:
-        return ()
+    """The block as ``plan`` says: ``deferred`` (the turn's deferred tools) told of, only
+    those ``known`` to the tier plan named or counted, then the ``notes`` (origin: text)
+    of the sources the plan chose. Empty when there is nothing to say."""
     told = sorted((tool for tool in deferred if tool.name in known), key=lambda tool: tool.name)
+    said = tuple(notes[origin] for origin in plan.notes if notes.get(origin))
+    if not deferred:
+        return said
     if plan.form == "names":
-        return (CATALOG_HEADER, *(_names_line(tool, tiers) for tool in told))
-    named = frozenset(plan.named)
-    if plan.form == "grouped":
-        return _grouped(told, [tool for tool in told if tool.name in named])
-    return _counts(told, [tool for tool in told if tool.name in named])
+        return (CATALOG_HEADER, *(_names_line(tool, tiers) for tool in told), *said)
+    by_name = {tool.name: tool for tool in told}
+    named = [by_name[name] for name in plan.named if name in by_name]
+    render = _grouped if plan.form == "grouped" else _counts
+    return (*render(told, named), *said)
+
+
+def least_pieces(
+    deferred: Sequence[Tool], known: Collection[str], notes: Mapping[str, str], plan: CatalogPlan
+) -> tuple[str, ...]:
+    """The smallest block there is for these tools: the ``counts`` form naming none, with
+    the notes ``plan`` chose or, where ``notes`` is empty, without. What a turn sends
+    instead of its plan's block when that would pass the budget: a stored plan read back
+    wrong, or a server's instructions grown since the plan was made."""
+    counted = CatalogPlan(form="counts", notes=plan.notes if notes else ())
+    return catalog_pieces(deferred, {}, counted, known, notes)
 
 
 def catalog_plan(
-    deferred: Sequence[Tool], tiers: Mapping[str, str], usage: Mapping[str, int], room: int
+    deferred: Sequence[Tool],
+    tiers: Mapping[str, str],
+    usage: Mapping[str, int],
+    room: int,
+    notes: tuple[str, ...] = (),
 ) -> CatalogPlan:
-    """The most telling form whose block fits in ``room`` tokens, naming as many of the
-    most used tools as fit; ``counts`` when nothing else does (the smallest there is)."""
+    """The most telling form whose block fits in ``room`` tokens (the chosen ``notes``
+    apart), naming as many of the most used tools as fit; ``counts`` when nothing else
+    does (the smallest there is)."""
     if _names_fit(deferred, tiers, room):
-        return NAMES
+        return CatalogPlan(notes=notes)
     told = sorted(deferred, key=lambda tool: tool.name)
     used = sorted(
         (tool for tool in deferred if usage.get(tool.name, 0) > 0),
@@ -127,8 +170,28 @@ def catalog_plan(
     grouped = _tokens(_grouped(told, []))
     if grouped <= room:
         counts = Counter(group_of(tool) for tool in told)
-        return _naming("grouped", used, room - grouped, counts)
-    return _naming("counts", used, room - _tokens(_counts(told, [])), Counter())
+        named = _naming("grouped", used, room - grouped, counts)
+        return CatalogPlan(form="grouped", named=named, notes=notes)
+    named = _naming("counts", used, room - _tokens(_counts(told, [])), Counter())
+    return CatalogPlan(form="counts", named=named, notes=notes)
+
+
+def chosen_notes(
+    notes: Mapping[str, str], tools: Sequence[Tool], usage: Mapping[str, int], budget: int
+) -> tuple[str, ...]:
+    """The origins whose ``notes`` a new plan sends: those of the sources used most first
+    (then by origin), while they fit in a ``NOTES_SHARE``th of the ``budget``."""
+    used: Counter[str] = Counter()
+    for tool in tools:
+        used[tool.origin] += max(usage.get(tool.name, 0), 0)
+    room = budget // NOTES_SHARE
+    chosen = []
+    for origin in sorted(notes, key=lambda origin: (-used[origin], origin)):
+        cost = count_cached(notes[origin])
+        if cost <= room:
+            room -= cost
+            chosen.append(origin)
+    return tuple(chosen)
 
 
 def _names_fit(deferred: Sequence[Tool], tiers: Mapping[str, str], room: int) -> bool:
@@ -142,10 +205,10 @@ def _names_fit(deferred: Sequence[Tool], tiers: Mapping[str, str], room: int) ->
     return True
 
 
-def _naming(form: str, used: Sequence[Tool], room: int, counts: Counter[str]) -> CatalogPlan:
-    """``form`` naming the most used tools while they fit in ``room`` more tokens, each
-    costed exactly: its line, and what naming the first of a source (``grouped``) or the
-    first at all (``counts``) adds."""
+def _naming(form: str, used: Sequence[Tool], room: int, counts: Counter[str]) -> tuple[str, ...]:
+    """The most used tools ``form`` names, most used first, while they fit in ``room``
+    more tokens, each costed exactly: its line, and what naming the first of a source
+    (``grouped``) or the first at all (``counts``) adds."""
     named: list[str] = []
     opened: set[str] = set()
     for tool in used:
@@ -161,7 +224,7 @@ def _naming(form: str, used: Sequence[Tool], room: int, counts: Counter[str]) ->
         room -= cost
         opened.add(group)
         named.append(tool.name)
-    return CatalogPlan(form=form, named=tuple(sorted(named)))
+    return tuple(named)
 
 
 def smallest_tokens(deferred: Sequence[Tool]) -> int:

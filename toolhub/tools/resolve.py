@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from toolhub.tools.catalog import catalog_pieces
+from toolhub.tools.catalog import catalog_pieces, least_pieces
 from toolhub.tools.context import ToolContext
 from toolhub.tools.decorator import function
 from toolhub.tools.intent import ToolIntent
@@ -38,7 +38,7 @@ from toolhub.tools.layers import Hidden, Selection, agent_tools, availability
 from toolhub.tools.registry import ToolRegistry
 from toolhub.tools.registry import registry as default_registry
 from toolhub.tools.search import ToolIndex
-from toolhub.tools.tiers import TierPlan, tier_plan
+from toolhub.tools.tiers import TierPlan, least_budget, tier_plan
 from toolhub.tools.tokens import count_cached
 from toolhub.tools.tool import Tool
 from toolhub.tools.wire import layout_array, native_json
@@ -116,16 +116,36 @@ def token_cost(resolved: ResolvedToolset) -> TokenCost:
     """Tokens of the resident array and of the catalog block, each exactly. Under
     ``native`` the deferred entries travel flagged ``defer_loading`` and are not billed
     until loaded, so the resident half is the array without them."""
-    pieces, names = resolved.array_pieces, resolved.array_names
-    if resolved.strategy == "native" and resolved.deferred:
-        names = tuple(tool.name for tool in resolved.resident)
-        pieces = layout_array([tool.wire_json for tool in resolved.resident])
+    names, pieces = _billed(
+        resolved.strategy,
+        resolved.array_names,
+        resolved.array_pieces,
+        resolved.resident,
+        deferred=bool(resolved.deferred),
+    )
     per_tool = tuple(
         (name, count_cached(piece)) for name, piece in zip(names, pieces[1:], strict=True)
     )
     resident = count_cached(pieces[0]) + sum(tokens for _, tokens in per_tool)
     catalog = sum(count_cached(piece) for piece in resolved.catalog_pieces)
     return TokenCost(resident=resident, catalog=catalog, per_tool=per_tool)
+
+
+def _billed(
+    strategy: str,
+    names: tuple[str, ...],
+    pieces: tuple[str, ...],
+    resident: Sequence[Tool],
+    *,
+    deferred: bool,
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The names and pieces of the array the provider bills (``native``: the resident
+    tools only, as their own array)."""
+    if strategy == "native" and deferred:
+        return tuple(tool.name for tool in resident), layout_array(
+            [tool.wire_json for tool in resident]
+        )
+    return names, pieces
 
 
 class _Memo:
@@ -256,7 +276,12 @@ def _resolve(inputs: _Inputs) -> ResolvedToolset:
     selection = _selected(inputs)
     candidates = [tool for tool in selection.tools if tool.name != TOOL_SEARCH]
     search_tool = inputs.registry.get(TOOL_SEARCH)
-    plan = _tier_plan(inputs, candidates, search_tool)
+    # The meta tools join the array once anything is deferred: a new plan counts them.
+    meta = [search_tool] if search_tool is not None else []
+    if inputs.strategy == "call_tool" and meta:
+        meta.append(CALL_TOOL)
+    budget = max(inputs.budget, least_budget(candidates, meta))
+    plan = _tier_plan(inputs, candidates, meta, budget)
     tiers = dict(plan.tiers)
     # A tool registered after the plan was made is not in it: deferred (tiers.py).
     offered_tiers = {tool.name: tiers.get(tool.name, "deferred") for tool in candidates}
@@ -270,7 +295,7 @@ def _resolve(inputs: _Inputs) -> ResolvedToolset:
     hidden = tuple(hidden for hidden in selection.hidden if hidden.name != TOOL_SEARCH)
     if search_tool is not None and not include_search:
         hidden += (Hidden(TOOL_SEARCH, "L2b", "nothing is deferred, so nothing to search"),)
-    return _laid_out(inputs, offered_tiers, hidden=hidden, plan=plan)
+    return _laid_out(inputs, offered_tiers, hidden=hidden, plan=plan, budget=budget)
 
 
 def _selected(inputs: _Inputs) -> Selection:
@@ -295,25 +320,20 @@ def _selected(inputs: _Inputs) -> Selection:
     )
 
 
-def _tier_plan(inputs: _Inputs, candidates: list[Tool], search_tool: Tool | None) -> TierPlan:
+def _tier_plan(inputs: _Inputs, candidates: list[Tool], meta: list[Tool], budget: int) -> TierPlan:
     """The plan to store, with every candidate's tier (``tiers.tier_plan``)."""
-    # The meta tools join the array once anything is deferred: a new plan counts them.
-    meta = [search_tool] if search_tool is not None else []
-    if inputs.strategy == "call_tool" and meta:
-        meta.append(CALL_TOOL)
     return tier_plan(
         session=inputs.session,
         agent=inputs.agent,
         toolset_name=inputs.toolset_name,
-        budget=inputs.budget,
+        budget=budget,
+        key_budget=inputs.budget,
         strategy=inputs.strategy,
         stored=inputs.plan,
         usage=inputs.usage,
         candidates=candidates,
         meta=meta,
-        notes_tokens=sum(
-            count_cached(text) for _origin, text in _notes(inputs.registry, candidates)
-        ),
+        notes=dict(_notes(inputs.registry, candidates)),
     )
 
 
@@ -324,7 +344,12 @@ def _notes(registry: ToolRegistry, tools: Sequence[Tool]) -> tuple[tuple[str, st
 
 
 def _laid_out(
-    inputs: _Inputs, tiers: dict[str, str], *, hidden: tuple[Hidden, ...], plan: TierPlan
+    inputs: _Inputs,
+    tiers: dict[str, str],
+    *,
+    hidden: tuple[Hidden, ...],
+    plan: TierPlan,
+    budget: int,
 ) -> ResolvedToolset:
     """The offered tools (those with a tier) split by tier, and what the strategy sends."""
     registry, strategy = inputs.registry, inputs.strategy
@@ -338,9 +363,11 @@ def _laid_out(
             offered.append(tool)
             (resident if tier == "core" else deferred).append(tool)
     sent = _sent(strategy, offered=offered, resident=resident, deferred=deferred)
+    names = tuple(name for name, _ in sent)
     pieces = layout_array([text for _, text in sent])
-    notes = _notes(registry, offered)
-    known = frozenset(name for name, _tier in plan.tiers)
+    _, billed = _billed(strategy, names, pieces, resident, deferred=bool(deferred))
+    room = budget - sum(count_cached(piece) for piece in billed)
+    catalog, notes = _catalog(registry, plan, tiers, offered, deferred, room)
     return ResolvedToolset(
         strategy=strategy,
         offered=tuple(offered),
@@ -350,13 +377,35 @@ def _laid_out(
         hidden=hidden,
         plan=plan,
         array_pieces=pieces,
-        array_names=tuple(name for name, _ in sent),
-        catalog_pieces=catalog_pieces(deferred, tiers, plan.catalog, known)
-        + tuple(text for _origin, text in notes),
+        array_names=names,
+        catalog_pieces=catalog,
         fingerprint=hashlib.sha256("".join(pieces).encode()).hexdigest(),
-        budget_tokens=inputs.budget,
+        budget_tokens=budget,
         notes=notes,
     )
+
+
+def _catalog(
+    registry: ToolRegistry,
+    plan: TierPlan,
+    tiers: Mapping[str, str],
+    offered: Sequence[Tool],
+    deferred: Sequence[Tool],
+    room: int,
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The catalog block the plan says, and the notes (origin, text) that end it; the
+    smallest block instead where that would pass ``room`` (toolhub.tools.catalog)."""
+    known = frozenset(name for name, _tier in plan.tiers)
+    # Only the sources of tools the plan knows: a server registered later says nothing.
+    notes = dict(_notes(registry, [tool for tool in offered if tool.name in known]))
+    pieces = catalog_pieces(deferred, tiers, plan.catalog, known, notes)
+    for fallback in (notes, {}):
+        if sum(count_cached(piece) for piece in pieces) <= room:
+            break
+        notes = fallback
+        pieces = least_pieces(deferred, known, notes, plan.catalog)
+    said = tuple((origin, notes[origin]) for origin in plan.catalog.notes if notes.get(origin))
+    return pieces, said
 
 
 def _sent(

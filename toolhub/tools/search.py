@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolhub.tools import embeddings, glossary, phrasings
+from toolhub.tools.catalog import group_of
 from toolhub.tools.embedding_model import Encoding
 from toolhub.tools.tool import Tool
 
@@ -247,6 +248,12 @@ class ToolIndex:
     @property
     def names(self) -> list[str]:
         return list(self._order)
+
+    @functools.cached_property
+    def sources(self) -> dict[str, str]:
+        """Each tool's source (``catalog.group_of``) by name: what ``select:<source>``
+        loads, as the catalog counts it."""
+        return {name: group_of(self._tools[name]) for name in self._order}
 
     @property
     def modes(self) -> tuple[str, ...]:

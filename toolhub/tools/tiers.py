@@ -25,9 +25,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from toolhub.tools.catalog import NAMES, CatalogPlan, catalog_plan, smallest_tokens
+from toolhub.tools.catalog import (
+    NAMES,
+    CatalogPlan,
+    catalog_plan,
+    chosen_notes,
+    smallest_tokens,
+)
 from toolhub.tools.intent import ToolIntent
 from toolhub.tools.schema import canonical_json
+from toolhub.tools.tokens import count_cached
 from toolhub.tools.tool import Tool
 from toolhub.tools.wire import array_frame_tokens, tool_tokens
 
@@ -55,6 +62,9 @@ class TierPlan:
             return None
         tiers = tuple((str(name), tier) for name, tier in data["tiers"].items() if tier in TIERS)
         catalog = CatalogPlan.from_json(data.get("catalog"))
+        if catalog is None:
+            # Not a plan this version wrote: made again from the usage counts.
+            return None
         return cls(key=str(data.get("key", "")), tiers=tiers, catalog=catalog)
 
 
@@ -64,20 +74,23 @@ def tier_plan(
     agent: ToolIntent,
     toolset_name: str | None,
     budget: int,
+    key_budget: int,
     strategy: str,
     stored: TierPlan | None,
     usage: Mapping[str, int],
     candidates: Sequence[Tool],
     meta: Sequence[Tool],
-    notes_tokens: int = 0,
+    notes: Mapping[str, str],
 ) -> TierPlan:
     """Each candidate's tier and the catalog's form, as the plan to store: the ``stored``
     one while its key holds, else a new one from the usage counts (``meta``: the tools that
-    join the array once anything is deferred; ``notes_tokens``: what the server notes
-    ending the catalog cost)."""
+    join the array once anything is deferred; ``notes``: what the candidates' sources say
+    about their tools, by origin, which ends the catalog). ``budget`` is the one to keep,
+    at least ``least_budget``; the plan's key is made with the one asked for
+    (``key_budget``), so tools coming and going do not make a plan again."""
     plan_key = hashlib.sha256(
         canonical_json(
-            [_PLAN_VERSION, session.to_json(), agent.to_json(), toolset_name, budget, strategy]
+            [_PLAN_VERSION, session.to_json(), agent.to_json(), toolset_name, key_budget, strategy]
         ).encode()
     ).hexdigest()[:32]
     if stored is not None and stored.key == plan_key:
@@ -85,10 +98,11 @@ def tier_plan(
         # (the array of a running conversation does not grow by itself), and the catalog
         # does not name or count it until a new plan is made.
         return stored
-    room = budget - notes_tokens
+    said = chosen_notes(notes, candidates, usage, budget)
+    room = budget - sum(count_cached(notes[origin]) for origin in said)
     tiers, spent = build_tiers(candidates, usage, room, meta)
     deferred = [tool for tool in candidates if tiers[tool.name] != "core"]
-    catalog = catalog_plan(deferred, tiers, usage, room - spent)
+    catalog = catalog_plan(deferred, tiers, usage, room - spent, said)
     # Registry order (deterministic already): no sort on this path.
     return TierPlan(key=plan_key, tiers=tuple(tiers.items()), catalog=catalog)
 
@@ -126,3 +140,12 @@ def build_tiers(
     for tool in core:
         tiers.setdefault(tool.name, "core")
     return tiers, spent
+
+
+def least_budget(candidates: Sequence[Tool], meta: Sequence[Tool]) -> int:
+    """The least budget a turn with these candidates can keep once anything is deferred:
+    the array's frame, the meta tools and the catalog at its smallest. A smaller budget (a
+    tiny context window's 5%) is raised to it rather than broken."""
+    if not meta:
+        return 0
+    return array_frame_tokens() + sum(tool_tokens(t) for t in meta) + smallest_tokens(candidates)

@@ -145,6 +145,10 @@ class _RecordingIndex:
     def names(self) -> list[str]:
         return self._index.names
 
+    @property
+    def sources(self) -> dict[str, str]:
+        return self._index.sources
+
     def select(self, names: list[str]) -> tuple[list[Tool], list[str]]:
         found, missing = self._index.select(names)
         self._turn.mark_loaded(tool.name for tool in found)

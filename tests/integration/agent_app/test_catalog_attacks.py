@@ -33,7 +33,7 @@ def test_the_inspector_lists_a_hundred_loadable_tools_then_says_how_many_more(
     assert loadable >= size
     assert listed == [tool["name"] for tool in toolset["catalog"][:100]]
     assert f"And {loadable - 100:,} more.</p>" in section
-    assert f"Loaded when needed: {loadable} tools" in section
+    assert f"Loaded when needed: {loadable:,} tools" in section
     assert toolset["catalog_form"] == ("names" if size == 150 else "grouped")
     if toolset["catalog_form"] == "grouped":
         assert "too many to name each" in section

@@ -961,7 +961,7 @@ def test_a_servers_log_messages_are_kept_cut_and_cleaned_at_info_and_above(manag
 @pytest.mark.processes
 def test_a_servers_instructions_join_the_catalog_only_while_its_tools_are_offered(manager, reg):
     connect(manager, stdio_config("demo", "--instructions", "Use add for sums.\x07"))
-    note = "\nMCP server demo says how to use its tools:\nUse add for sums.\n"
+    note = "MCP server demo says how to use its tools:\nUse add for sums.\n"
 
     offered = resolve(reg, ctx=ToolContext(env={}))
     # In plan mode every tool of this server is hidden (none is marked read-only).

@@ -288,7 +288,10 @@ def instructions_note(server: str, text: str | None) -> str:
     cleaned = untrusted_text(text, MAX_INSTRUCTIONS_CHARS)
     if not cleaned:
         return ""
-    return f"\nMCP server {server} says how to use its tools:\n{cleaned}\n"
+    # No leading blank line: the catalog's pieces must not start with white space, or
+    # the tokenizer joins them with the newline before and the count is off
+    # (toolhub.tools.catalog).
+    return f"MCP server {server} says how to use its tools:\n{cleaned}\n"
 
 
 class McpUnavailableError(Exception):
