@@ -13,14 +13,21 @@ all queries and per difficulty:
 - ``mrr``: the mean reciprocal rank of the first relevant tool;
 - ``p50_ms``: the median time of a query (the index is built once, outside the loop).
 
-``cv`` lines choose the weights (semantic, token, expansion) on four fifths of the
-queries and score the fifth, for each fifth: the choice per fold, the held-out figures
-and their spread. ``ablation`` lines show what the glossary (``toolhub.tools.glossary``)
-adds, by cross-validation too. ``scale`` lines rank the same queries among the corpus and
-generated near-duplicates (240, 1,000 and 10,000 tools). ``cost`` lines give index build
-time (cold: nothing encoded; warm_disk: encodings in the shared cache file only;
-warm_memory: in this process), a first turn's search set-up after 200 new tools, and the
-peak RSS of a process searching 1,000 deferred tools with the semantic ranker on and off.
+``holdout`` lines are the same figures for ``--holdout`` (bench/data/tool_search_holdout.json:
+queries written before any tuning and never used to choose anything).
+
+``cv`` lines choose the weights (token, reverse, head: ``GRID``) on four fifths of the dev
+queries and score the fifth, for each fifth, the objective being the mean hit@5 over every
+scale: the choice per fold and the held-out figures at each scale. ``ablation`` lines
+show what the glossary (``toolhub.tools.glossary``) adds, by cross-validation at 240 tools.
+``scale`` lines rank the dev and holdout queries among the corpus and generated
+near-duplicates (240, 1,000 and 10,000 tools) with the product's weights.
+
+``cost`` lines give index build time (cold: nothing encoded; warm_disk: encodings in the
+shared cache file only; warm_memory: in this process), a first turn's search set-up after
+200 new tools, and the peak RSS of a process searching 1,000 deferred tools with the
+semantic ranker on and off, and of one searching 10,000 (encodings from the scale cache),
+lexical and hybrid.
 
 Nonsense (``rejected_<kind>``: the share of those that find, so load, nothing):
 ``letters`` (random letter strings), ``words`` (random words from the model's vocabulary
@@ -63,10 +70,14 @@ VOCABULARY = "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
 SEED = 17
 RANDOM_QUERIES = 200
 FOLDS = 5
+HOLDOUT = Path(__file__).resolve().parent / "data" / "tool_search_holdout.json"
+# The weights chosen by cross-validation, each fold on every scale (SCALES) at once: the
+# token share, the reverse score and its share over the name (embeddings). The semantic
+# and expansion weights keep what the same folds chose at 240 tools (0.9 and 0.5).
 GRID = {
-    "semantic": (0.7, 0.8, 0.9),
     "token": (0.25, 0.5, 0.75),
-    "expansion": (0.25, 0.5, 1.0),
+    "reverse": (0.0, 0.5, 1.0),
+    "head": (0.0, 0.25, 0.5),
 }
 SCALES = (240, 1_000, 10_000)
 OFF_TOPIC = (
@@ -297,37 +308,43 @@ def rejected(nonsense_cases, mode: str) -> dict[str, float]:
     }
 
 
-def set_weights(semantic: float, token: float, expansion: float) -> None:
-    embeddings.SEMANTIC_WEIGHT, embeddings.TOKEN_WEIGHT = semantic, token
-    search.EXPANSION_WEIGHT = expansion
+def set_weights(token: float, reverse: float, head: float) -> None:
+    embeddings.TOKEN_WEIGHT, embeddings.REVERSE_WEIGHT, embeddings.HEAD_WEIGHT = (
+        token,
+        reverse,
+        head,
+    )
 
 
-def cross_validate(real, mode: str, grid: list[tuple[float, ...]], label: str) -> None:
-    """Per fold, the grid point best on the other folds (hit@5, then MRR), scored on it."""
+def cross_validate(reals: dict[int, list], mode: str, grid: list[tuple[float, ...]], label: str):
+    """Per fold, the grid point best on the other folds (mean hit@5 over the scales in
+    ``reals``, then MRR), scored on it at each scale."""
     ranked = {}
     for point in grid:
         set_weights(*point)
-        ranked[point] = run(real, mode)
-    folds = [range(fold, len(real), FOLDS) for fold in range(FOLDS)]
-    held_out, fold_hits = [], []
-    for fold, rows in enumerate(folds):
-        train = [row for row in range(len(real)) if row % FOLDS != fold]
+        ranked[point] = {size: run(real, mode) for size, real in reals.items()}
+    count = len(next(iter(reals.values())))
+    held_out: dict[int, list] = {size: [] for size in reals}
+    for fold in range(FOLDS):
+        train = [row for row in range(count) if row % FOLDS != fold]
 
         def score(point, train=train):
-            result = figures([ranked[point][row] for row in train])
-            return (result["hit@5"], result["mrr"])
+            results = [figures([ranked[point][size][row] for row in train]) for size in reals]
+            return tuple(
+                statistics.mean(result[key] for result in results) for key in ("hit@5", "mrr")
+            )
 
         best = max(grid, key=score)
-        test = [ranked[best][row] for row in rows]
-        held_out.extend(test)
-        fold_hits.append(figures(test)["hit@5"])
-        weights = ",".join(map(str, best))
-        print(f"tool_search {label} fold{fold} weights={weights} hit@5 {fold_hits[-1]:.3f}")
-    print_quality(label, held_out, timing=False)
-    print(
-        f"tool_search {label} fold_hit@5 min {min(fold_hits):.3f} max {max(fold_hits):.3f}"
-        f" stdev {statistics.pstdev(fold_hits):.3f}"
-    )
+        for size in reals:
+            held_out[size].extend(ranked[best][size][row] for row in range(fold, count, FOLDS))
+        print(f"tool_search {label} fold{fold} weights={','.join(map(str, best))}")
+    for size, results in held_out.items():
+        prefix = "" if size == min(reals) else f"tools={size} "
+        for group, triples in by_difficulty(results).items():
+            if group in ("all", "hard"):
+                name = "hit@5" if group == "all" else "hard hit@5"
+                print(f"tool_search {label} {prefix}{name} {figures(triples)['hit@5']:.3f}")
+    return held_out
 
 
 def memoized_queries():
@@ -339,20 +356,31 @@ def memoized_queries():
     return original
 
 
-def scale(items: list[dict], queries) -> None:
+def scale_indexes(items: list[dict]) -> dict[int, ToolIndex]:
+    """An index per scale: the corpus and generated near-duplicates, built and warmed."""
+    indexes = {}
     for size in SCALES:
         extra = near_duplicates(items, max(size - len(items), 0))
-        tools = [spec_tool(item) for item in [*items, *extra]]
+        index = ToolIndex([spec_tool(item) for item in [*items, *extra]])
         started = time.perf_counter()
-        index = ToolIndex(tools)
         index.search("warm up")
         build = (time.perf_counter() - started) * 1000
-        for mode in index.modes:
-            result = figures(run([(index, item) for item in queries], mode))
-            print(
-                f"tool_search scale {mode} tools={len(tools)} hit@5 {result['hit@5']:.3f}"
-                f" p50_ms {result['p50_ms']:.2f} build_ms {build:.0f}"
-            )
+        print(f"tool_search scale tools={size} build_ms {build:.0f}")
+        indexes[size] = index
+    return indexes
+
+
+def scale(indexes: dict[int, ToolIndex], query_sets: dict[str, list]) -> None:
+    """hit@5 and p50 of each query set at each scale (``dev`` lines without a label)."""
+    for size, index in indexes.items():
+        for label, queries in query_sets.items():
+            prefix = "" if label == "dev" else f"{label} "
+            for mode in index.modes:
+                result = figures(run([(index, item) for item in queries], mode))
+                print(
+                    f"tool_search scale {prefix}{mode} tools={size} hit@5 {result['hit@5']:.3f}"
+                    f" p50_ms {result['p50_ms']:.2f}"
+                )
 
 
 def model_rewrite() -> None:
@@ -407,13 +435,15 @@ def cost(items: list[dict]) -> None:
         turn.index.search("archive an issue")
         print(f"tool_search cost first_search_ms {(time.perf_counter() - started) * 1000:.1f}")
     for on in (False, True):
-        child = subprocess.run(
-            [sys.executable, __file__, "--rss-child", "on" if on else "off"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        print(child.stdout.strip())
+        print(_child("--rss-child", "on" if on else "off"))
+    # At 10,000 tools, encodings from the scale cache (encoding them takes minutes).
+    peaks = {on: _child("--rss-scale", on) for on in ("off", "on")}
+    print(f"tool_search cost peak_rss_mb tools=10000 lexical={peaks['off']} hybrid={peaks['on']}")
+
+
+def _child(*args: str) -> str:
+    command = [sys.executable, __file__, *args]
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
 
 
 def rss_child(semantic_on: bool) -> None:
@@ -424,28 +454,43 @@ def rss_child(semantic_on: bool) -> None:
             cache_file=Path(directory) / "c.sqlite3",
             model_dir=BENCH_VAR,
         )
-        items = json.loads((SHARED / "tool_corpus.json").read_text())
-        tools = [spec_tool(item) for item in [*items, *near_duplicates(items, 1_000 - len(items))]]
-        index = ToolIndex(tools)
-        for query in json.loads((SHARED / "tool_search_dev.json").read_text())[:50]:
-            index.search(query["query"])
-        # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent across exec.
-        status = Path("/proc/self/status").read_text()
-        peak = int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024
+        peak = _searched_peak_mb(1_000)
         label = "semantic_on" if semantic_on else "semantic_off"
         print(f"tool_search cost peak_rss_mb_{label} {peak:.0f} tools=1000")
+
+
+def rss_scale_child(semantic_on: bool) -> None:
+    """A process searching 10,000 deferred tools encoded before (the scale cache)."""
+    embeddings.configure(semantic_search=semantic_on, cache_file=SCALE_CACHE, model_dir=BENCH_VAR)
+    print(f"{_searched_peak_mb(10_000):.0f}")
+
+
+def _searched_peak_mb(count: int) -> float:
+    items = json.loads((SHARED / "tool_corpus.json").read_text())
+    tools = [spec_tool(item) for item in [*items, *near_duplicates(items, count - len(items))]]
+    index = ToolIndex(tools)
+    for query in json.loads((SHARED / "tool_search_dev.json").read_text())[:50]:
+        index.search(query["query"])
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent across exec.
+    status = Path("/proc/self/status").read_text()
+    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--corpus", type=Path, default=SHARED / "tool_corpus.json")
     parser.add_argument("--queries", type=Path, default=SHARED / "tool_search_dev.json")
+    parser.add_argument("--holdout", type=Path, default=HOLDOUT, help="queries never tuned on")
     parser.add_argument("--index-size", type=int, help="tools per index (default: all)")
     parser.add_argument("--quick", action="store_true", help="quality and nonsense only")
     parser.add_argument("--rss-child", choices=("on", "off"), help=argparse.SUPPRESS)
+    parser.add_argument("--rss-scale", choices=("on", "off"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rss_child:
         rss_child(args.rss_child == "on")
+        return
+    if args.rss_scale:
+        rss_scale_child(args.rss_scale == "on")
         return
     # The product's model: rewritten once into var/bench (the first run pays the rewrite).
     embeddings.configure(semantic_search=embeddings.enabled, cache_file=None, model_dir=BENCH_VAR)
@@ -486,27 +531,41 @@ def main() -> None:
             for name, value in rejected(nonsense_cases, mode).items():
                 print(f"tool_search {mode} without_floor {name} {value:.3f}")
         search.RELEVANCE_FLOOR, search.CLOSE_MATCH, search.STANDOUT_MARGIN = floor
-    defaults = (embeddings.SEMANTIC_WEIGHT, embeddings.TOKEN_WEIGHT, search.EXPANSION_WEIGHT)
+    holdout = json.loads(args.holdout.read_text())
+    print_quality(
+        "holdout hybrid" if "hybrid" in modes else "holdout lexical",
+        run([(index, item) for item in holdout], "hybrid" if "hybrid" in modes else "lexical"),
+        timing=False,
+    )
+    indexes = {len(tools): index}
+    if not args.quick and args.index_size is None:
+        embeddings.configure(
+            semantic_search=embeddings.enabled, cache_file=SCALE_CACHE, model_dir=BENCH_VAR
+        )
+        indexes = scale_indexes(items)
+    defaults = (embeddings.TOKEN_WEIGHT, embeddings.REVERSE_WEIGHT, embeddings.HEAD_WEIGHT)
     if "hybrid" in modes:
         encode = memoized_queries()
         grid = list(itertools.product(*GRID.values()))
-        print(f"tool_search cv folds={FOLDS} grid=semantic,token,expansion points={len(grid)}")
-        cross_validate(real, "hybrid", grid, "cv hybrid")
-        # What the glossary adds: the same search with it off, weights chosen the same way.
+        reals = {size: [(scaled, item) for _, item in real] for size, scaled in indexes.items()}
+        if args.index_size:
+            reals = {size: real}
+        names = ",".join(GRID)
+        print(f"tool_search cv folds={FOLDS} grid={names} points={len(grid)} tools={list(reals)}")
+        cross_validate(reals, "hybrid", grid, "cv hybrid")
+        # What the glossary adds: the same search with it off, weights chosen the same way
+        # (at the corpus' own size only, to keep the run short).
         glossary_on = glossary.expansion
         glossary.expansion = lambda query: ""
-        plain = [(*point, 0.0) for point in itertools.product(GRID["semantic"], GRID["token"])]
-        cross_validate(real, "hybrid", plain, "ablation no_glossary cv hybrid")
+        first = {min(reals): reals[min(reals)]}
+        cross_validate(first, "hybrid", grid, "ablation no_glossary cv hybrid")
         glossary.expansion = glossary_on
         embeddings.SemanticIndex.encode = encode  # type: ignore[method-assign]
     else:
         print_quality("cv lexical (no weights to choose)", run(real, "lexical"), timing=False)
     set_weights(*defaults)
     if not args.quick and args.index_size is None:
-        embeddings.configure(
-            semantic_search=embeddings.enabled, cache_file=SCALE_CACHE, model_dir=BENCH_VAR
-        )
-        scale(items, queries)
+        scale(indexes, {"dev": queries, "holdout": holdout})
         cost(items)
 
 

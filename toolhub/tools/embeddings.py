@@ -52,14 +52,23 @@ logger = logging.getLogger(__name__)
 
 # How much the semantic ranker counts in the fused score (the lexical one gets the rest),
 # and within it the share of the token similarity. Chosen by cross-validation over folds
-# of the dev queries (bench/tool_search.py prints the folds' choices and their spread).
+# of the dev queries (bench/tool_search.py prints the folds' choices).
 SEMANTIC_WEIGHT = 0.9
-TOKEN_WEIGHT = 0.5
+TOKEN_WEIGHT = 0.75
+# What the reverse late-interaction score (how much of a tool's text the query is about)
+# and its share over the tool's name add to a candidate's standardized score. With
+# TOKEN_WEIGHT, chosen by cross-validation with every scale (240, 1,000, 10,000 tools) in
+# the objective: one fold chose these; the others chose reverse 1.0, which gains a point
+# or two at scale but ranks grep over glob for "find files matching a pattern" and the
+# channel message over the direct one for "DM priya on slack" in small indexes (tested).
+# docs/tool-search.md has the folds' figures.
+REVERSE_WEIGHT = 0.5
+HEAD_WEIGHT = 0.25
 # Below this cosine similarity (and with no word in common) a tool is unrelated to the
 # query: on MiniLM's scale unrelated sentences sit near 0, paraphrases above 0.4.
 MIN_SIMILARITY = 0.1
-# How many documents' token vectors a search widens to float32 at once.
-_SCORE_ROWS = 16
+# How many documents' token vectors a search widens to float32 at once (~4 MB).
+_SCORE_ROWS = 64
 # How long exit waits for the batch in the model (a batch takes well under a second).
 _CLOSE_SECONDS = 10.0
 # How long a search waits for another thread that is loading (or rewriting) the model
@@ -231,8 +240,14 @@ class SemanticIndex:
         np = encoder.np
         self.np = np
         self._encoder = encoder
-        self._vectors = np.stack([item.vector for item in encoded])
-        self._encoded = list(encoded)
+        # Each distinct encoding is scored once and its score copied to every row that
+        # has it (the same text is the same cached object): the same text always scores
+        # the same, to the last bit, so a tie breaks by name. A product computes columns
+        # by different paths, which would otherwise part them in float32's last bits.
+        first: dict[int, int] = {}
+        self._inverse = np.array([first.setdefault(id(item), len(first)) for item in encoded])
+        self._encoded = list({id(item): item for item in encoded}.values())
+        self._vectors = np.stack([item.vector for item in self._encoded])
 
     @classmethod
     def build(cls, documents: Sequence[str]) -> SemanticIndex | None:
@@ -250,18 +265,70 @@ class SemanticIndex:
 
     def sentence(self, query: Encoding) -> Any:
         """Cosine of the query's sentence vector to each document's (a numpy vector)."""
-        return self._vectors @ query.vector
+        return (self._vectors @ query.vector)[self._inverse]
 
     def token(self, query: Encoding, rows: Sequence[int]) -> Any:
         """For each of ``rows``: the mean over the query's tokens of each one's best cosine
         among that document's tokens."""
+        return self.interaction(query, rows, [0] * len(rows))[0]
+
+    def interaction(self, query: Encoding, rows: Sequence[int], heads: Sequence[int]) -> Any:
+        """Three late-interaction scores for each of ``rows``, from one similarity matrix
+        of the query's tokens against the document's (rows of the result):
+
+        0. forward: each query token's best cosine among the document's, averaged (does
+           the tool speak to every word of the query?);
+        1. reverse: each document token's best cosine among the query's, averaged (how
+           much of the tool's text is the query about? a tool that also does something
+           the query never mentions scores less);
+        2. head: the reverse score over the document's first ``heads[i]`` tokens only
+           (its name, when the text starts with it); the reverse score where that is 0.
+        """
+        np = self.np
+        distinct, back = np.unique(
+            self._inverse[np.asarray(rows, dtype=np.intp)], return_inverse=True
+        )
+        first_head = dict(zip(back.tolist(), heads, strict=True))
+        return self._interaction(query, distinct, [first_head[at] for at in range(len(distinct))])[
+            :, back
+        ]
+
+    def _interaction(self, query: Encoding, rows: Any, heads: Sequence[int]) -> Any:
+        """``interaction`` over distinct encodings (indexes into ``_encoded``)."""
         np = self.np
         scores = []
-        # A few documents at a time: the widened vectors of every candidate at once would
+        # Some documents at a time: the widened vectors of every candidate at once would
         # be the largest allocation of a search (~10 MB at 1,000 tools).
         for start in range(0, len(rows), _SCORE_ROWS):
-            parts = [self._encoded[row].widened(np) for row in rows[start : start + _SCORE_ROWS]]
-            starts = np.cumsum([0, *(len(part) for part in parts[:-1])])
-            best = np.maximum.reduceat(query.tokens @ np.concatenate(parts).T, starts, axis=1)
-            scores.append(best.mean(axis=0))
-        return np.concatenate(scores)
+            chunk = [self._encoded[row] for row in rows[start : start + _SCORE_ROWS]]
+            sizes = np.array([len(item.tokens) for item in chunk])
+            starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+            # One widening for the chunk: per document it would cost more in calls than
+            # in arithmetic.
+            widened = np.concatenate([item.tokens for item in chunk]).astype(np.float32)
+            # Scaled after the product: the query has fewer tokens than a vector has
+            # dimensions, so that is fewer multiplications.
+            similarity = query.tokens @ widened.T
+            similarity *= np.concatenate([_scales(np, item) for item in chunk])
+            forward = np.maximum.reduceat(similarity, starts, axis=1).mean(axis=0)
+            best = np.concatenate(([0.0], np.cumsum(similarity.max(axis=0))))
+            reverse = (best[starts + sizes] - best[starts]) / sizes
+            count = np.minimum(np.array(heads[start : start + _SCORE_ROWS]), sizes)
+            head = (best[starts + count] - best[starts]) / np.maximum(count, 1)
+            scores.append(np.stack([forward, reverse, np.where(count > 0, head, reverse)]))
+        return np.concatenate(scores, axis=1)
+
+    def pieces(self, text: str) -> int:
+        """How many of the model's tokens ``text`` is, without the special ones."""
+        return _pieces(self._encoder.model, text)
+
+
+def _scales(np: Any, item: Encoding) -> Any:
+    """Each token vector's scale (1 for float ones: a query's, or a test's)."""
+    return item.scales if item.scales is not None else np.ones(len(item.tokens), np.float32)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _pieces(model: Any, text: str) -> int:
+    # token_count counts [CLS] and [SEP].
+    return max(int(model.token_count(text)) - 2, 0)

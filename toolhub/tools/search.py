@@ -8,12 +8,17 @@ light stemming; a query that is exactly a tool's name puts that tool first. The 
 query implies without saying them (``glossary.expansion``: "slack" implies chat, "ls"
 list directory, "PROJ-12" a ticket) count too, at ``EXPANSION_WEIGHT``, and join the
 query the semantic ranker encodes. Where the optional embedding model is installed
-(``toolhub.tools.embeddings``), a semantic ranker runs too (sentence similarity over the
-whole index, then token similarity for the best ``CANDIDATES``, each standardized) and
-the two rankers' scores are fused. Ties break by name, so the same query always gives
-the same answer. Where a model has written how people ask for a tool (``phrasings``),
-that text joins the tool's in both rankers. docs/tool-search.md has the measurements
-behind every constant.
+(``toolhub.tools.embeddings``), a semantic ranker runs too and the two rankers' scores are
+fused: sentence similarity over the whole index, then late interaction for the best
+``CANDIDATES`` (each standardized). The late interaction asks both ways: does the tool
+speak to every word of the query (token similarity), and is the query about all of the
+tool (the reverse score, over its text and over its name)? Of near-duplicates, one that
+also does something the query never mentions, or belongs to a service it never names,
+ranks below the one that does just what was asked. Nothing in it knows any catalog.
+Ties break by name, so the same query always gives the same answer (a text shared by
+several tools is scored once, so they tie exactly). Where a model has written how people
+ask for a tool (``phrasings``), that text joins the tool's in both rankers.
+docs/tool-search.md has the measurements behind every constant.
 
 Making an index costs a dict and queues its tools' texts for the background encoder:
 no turn waits for the model unless it searches before the background is done.
@@ -35,7 +40,6 @@ import difflib
 import functools
 import heapq
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -44,15 +48,11 @@ from typing import Any
 from toolhub.tools import embeddings, glossary, phrasings
 from toolhub.tools.catalog import group_of
 from toolhub.tools.embedding_model import Encoding
+from toolhub.tools.search_text import WORD, Lexical, document, stem, title, tokens
 from toolhub.tools.tool import Tool
 
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-_K1 = 1.2
-_B = 0.75
-# Field weights: a word in the name says more about a tool than one in a parameter note.
-_NAME_WEIGHT = 3
-_DESCRIPTION_WEIGHT = 2
-_PARAMETER_WEIGHT = 1
+__all__ = ["SearchHit", "SearchHits", "ToolIndex", "document_text", "prepare", "stem", "tokens"]
+
 # The relevance floor (see the module docstring), on MiniLM's sentence cosine scale, chosen
 # with bench/tool_search.py: the shared 240-tool corpus and its dev queries, the even half to
 # choose and the odd half to check, against random letters, random words that share no word
@@ -69,112 +69,14 @@ _PARAMETER_WEIGHT = 1
 RELEVANCE_FLOOR = 0.15
 # What a word the query implies (glossary.expansion) counts for, against one it says.
 EXPANSION_WEIGHT = 0.5
-# The semantic ranker's second stage re-scores this many tools with token similarity,
-# standardizing it over them and an even sample of about STATISTICS_SAMPLE others.
-CANDIDATES = 50
+# The semantic ranker's second stage re-scores this many tools with late interaction,
+# standardizing it over them and an even sample of about STATISTICS_SAMPLE others. At
+# 10,000 tools, dev hit@5 was 0.742 re-scoring 50, 0.750 at 100, 0.758 at 200 (measured
+# offline on the first stage's best N; docs/tool-search.md).
+CANDIDATES = 100
 STATISTICS_SAMPLE = 64
 CLOSE_MATCH = 0.35
 STANDOUT_MARGIN = 0.125
-_STOP_WORDS = frozenset(
-    (
-        "a",
-        "an",
-        "the",
-        "to",
-        "of",
-        "in",
-        "on",
-        "for",
-        "from",
-        "with",
-        "by",
-        "at",
-        "as",
-        "is",
-        "are",
-        "be",
-        "it",
-        "its",
-        "this",
-        "that",
-        "these",
-        "those",
-        "and",
-        "or",
-        "not",
-        "no",
-        "my",
-        "me",
-        "i",
-        "we",
-        "our",
-        "you",
-        "your",
-        "them",
-        "they",
-        "their",
-        "what",
-        "which",
-        "how",
-        "do",
-        "does",
-        "can",
-        "please",
-        "some",
-        "any",
-        "all",
-        "into",
-        "onto",
-        "about",
-    )
-)
-
-
-def stem(word: str) -> str:
-    """A light stemmer (plurals, -ing, -ed, a final e, doubled consonants), enough for
-    word forms to meet: files/file, batches/batch, created/creating/create."""
-    if len(word) > 3:
-        if word.endswith("ies") and len(word) > 4:
-            word = word[:-3] + "y"
-        elif word.endswith(("ches", "shes", "sses", "xes", "zes")):
-            word = word[:-2]
-        elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
-            word = word[:-1]
-    for suffix in ("ing", "ed"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            word = word[: -len(suffix)]
-            break
-    if len(word) > 4 and word.endswith("e"):
-        word = word[:-1]
-    if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiouls":
-        word = word[:-1]
-    return word
-
-
-def tokens(text: str) -> list[str]:
-    words = (word.lower() for word in _WORD.findall(text))
-    return [stem(word) for word in words if word not in _STOP_WORDS]
-
-
-def _document(tool: Tool) -> Counter[str]:
-    doc: Counter[str] = Counter()
-    for word in tokens(tool.name) + tokens(_title(tool)):
-        doc[word] += _NAME_WEIGHT
-    for word in tokens(tool.description):
-        doc[word] += _DESCRIPTION_WEIGHT
-    for name, spec in sorted(tool.parameters.get("properties", {}).items()):
-        for word in tokens(name) + tokens(str(spec.get("description", ""))):
-            doc[word] += _PARAMETER_WEIGHT
-    # How people ask for it, written by a model (phrasings): weighed as parameter text.
-    for word in tokens(phrasings.known(tool)):
-        doc[word] += _PARAMETER_WEIGHT
-    return doc
-
-
-def _title(tool: Tool) -> str:
-    """A title that says more than the name (an MCP tool's ``title``), else nothing."""
-    label = " ".join(tool.label.split())
-    return label if tokens(label) != tokens(tool.name) else ""
 
 
 def document_text(tool: Tool) -> str:
@@ -185,11 +87,15 @@ def document_text(tool: Tool) -> str:
     return _document_text(tool, phrasings.known(tool))
 
 
+def name_words(tool: Tool) -> str:
+    """A tool's name as lower-case words: how its encoded text starts."""
+    return " ".join(word.lower() for word in WORD.findall(tool.name))
+
+
 @functools.lru_cache(maxsize=65_536)
 def _document_text(tool: Tool, phrasing: str) -> str:
-    words = " ".join(word.lower() for word in _WORD.findall(tool.name))
-    title = _title(tool)
-    head = f"{words} ({title})" if title else words
+    label = title(tool)
+    head = f"{name_words(tool)} ({label})" if label else name_words(tool)
     text = f"{head}: {tool.description}".strip()
     return f"{text} Asked as: {phrasing}" if phrasing else text
 
@@ -227,17 +133,19 @@ class ToolIndex:
 
     Making one costs a dict: the lexical tables are built at the first search, and the
     semantic ranker's encodings are queued for the background at once and looked up at
-    the first search, so a turn that never searches never waits for either."""
+    the first search, so a turn that never searches never waits for either. Rows are the
+    tools in name order, so the lower row wins a tie."""
 
     def __init__(self, tools: Iterable[Tool]) -> None:
         self._tools = {tool.name: tool for tool in tools}
         self._order = sorted(self._tools)
-        self._rows = {name: row for row, name in enumerate(self._order)}
+        # Per row, how many model tokens its name is (its encoded text starts with it).
+        self._heads: dict[int, int] = {}
         prepare(self._tools.values())
 
     @functools.cached_property
-    def _lexical(self) -> _Lexical:
-        return _Lexical([(name, _document(self._tools[name])) for name in self._order])
+    def _lexical(self) -> Lexical:
+        return Lexical([document(self._tools[name]) for name in self._order])
 
     @functools.cached_property
     def _semantic(self) -> embeddings.SemanticIndex | None:
@@ -271,13 +179,12 @@ class ToolIndex:
 
     def lexical_scores(self, query: str, implied: str = "") -> dict[str, float]:
         """BM25 of the query's words, plus ``EXPANSION_WEIGHT`` times that of the words it
-        implies (``glossary.expansion``) that it does not say itself."""
-        said = Counter(tokens(query))
-        scores = self._lexical.scores(said)
-        more = Counter({term: 1 for term in tokens(implied) if term not in said})
-        for name, score in self._lexical.scores(more).items():
-            scores[name] = scores.get(name, 0.0) + EXPANSION_WEIGHT * score
-        return scores
+        implies (``glossary.expansion``) that it does not say itself; by tool name."""
+        rows = self._lexical_rows(query, implied)
+        return {self._order[row]: score for row, score in rows.items()}
+
+    def _lexical_rows(self, query: str, implied: str) -> dict[int, float]:
+        return self._lexical.scores(_terms(query, implied))
 
     def search(self, query: str, limit: int = 5, *, mode: str | None = None) -> SearchHits:
         """The best ``limit`` tools for ``query``; only tools some ranker finds related, and
@@ -292,70 +199,80 @@ class ToolIndex:
         mode = (mode or "hybrid") if semantic is not None else "lexical"
         limit = max(limit, 1)
         implied = glossary.expansion(query)
-        lexical = self.lexical_scores(query, implied)
-        related = set(lexical) if mode != "semantic" else set()
-        scores = lexical
-        matched = bool(lexical)
-        if semantic is not None:
-            encoded = semantic.encode(f"{query} {implied}".strip())
-            sentence = semantic.sentence(encoded)
-            # The floor is the same in every mode that has the model: it judges the query,
-            # whichever ranker then orders the tools.
-            matched = _clears_floor(sentence, shares_word=matched)
-            near = (sentence >= embeddings.MIN_SIMILARITY).nonzero()[0]
-            related |= {self._order[row] for row in near}
-            scores = self._semantic_scores(semantic, encoded, sentence, lexical, mode=mode)
-        exact = query.strip()
-        if exact in self._tools:
-            matched = True
-            related.add(exact)
+        exact = self._order.index(query.strip()) if query.strip() in self._tools else None
+        if semantic is None:
+            lexical = self._lexical_rows(query, implied)
+            if exact is not None:
+                lexical[exact] = math.inf
+            if not lexical:
+                return SearchHits(nearest=self._nearest(query, None, limit))
+            ranked = heapq.nsmallest(limit, lexical, key=lambda row: (-lexical[row], row))
+            return self._hits(ranked, lexical)
+        terms = _terms(query, implied)
+        lexical_all = self._lexical.vector(semantic.np, terms, len(self._order))
+        encoded = semantic.encode(f"{query} {implied}".strip())
+        sentence = semantic.sentence(encoded)
+        shares_word = lexical_all > 0
+        # The floor is the same in every mode that has the model: it judges the query,
+        # whichever ranker then orders the tools.
+        matched = exact is not None or _clears_floor(sentence, shares_word=shares_word.any())
+        scores = self._semantic_scores(semantic, encoded, sentence, lexical_all, mode=mode)
+        if exact is not None:
             scores[exact] = math.inf
         if not matched:
             return SearchHits(nearest=self._nearest(query, scores, limit))
-        ranked = heapq.nsmallest(limit, related, key=lambda name: (-scores[name], name))
-        return SearchHits(SearchHit(self._tools[name], scores[name]) for name in ranked)
+        related = sentence >= embeddings.MIN_SIMILARITY
+        if mode != "semantic":
+            related |= shares_word
+        if exact is not None:
+            related[exact] = True
+        return self._hits(_best(semantic.np, scores, related, limit), scores)
 
-    def _nearest(self, query: str, scores: dict[str, float], limit: int) -> list[str]:
+    def _hits(self, rows: Iterable[int], scores: Any) -> SearchHits:
+        return SearchHits(
+            SearchHit(self._tools[self._order[row]], float(scores[row])) for row in rows
+        )
+
+    def _nearest(self, query: str, scores: Any, limit: int) -> list[str]:
         """The names a query that matched nothing came closest to: by the ranker's own score
         where it scored every tool, else (lexical, no word shared) by spelling."""
-        if len(scores) < len(self._order):
+        if scores is None:
             text = query.strip().lower()
-            scores = {
-                name: difflib.SequenceMatcher(None, text, name.lower()).ratio()
-                for name in self._order
-            }
-        return heapq.nsmallest(limit, self._order, key=lambda name: (-scores[name], name))
+            scores = [
+                difflib.SequenceMatcher(None, text, name.lower()).ratio() for name in self._order
+            ]
+        rows = heapq.nsmallest(limit, range(len(self._order)), key=lambda row: (-scores[row], row))
+        return [self._order[row] for row in rows]
 
     def _semantic_scores(
         self,
         semantic: embeddings.SemanticIndex,
         encoded: Encoding,
         sentence: Any,
-        lexical: dict[str, float],
+        lexical: Any,
         *,
         mode: str,
-    ) -> dict[str, float]:
+    ) -> Any:
         """Every tool's score, in two stages. First the sentence similarity, standardized
         over this index (z-scores), mixed with the standardized lexical score in hybrid
-        mode. Then the ``CANDIDATES`` best are re-scored with the token similarity in place
-        of half the sentence one; it is standardized with the mean and spread of the
-        candidates and an even sample of the rest (all of them in a small index), so the
-        cost of a query stops growing with the index. Scores, not ranks, are fused: a
-        ranker sure of one tool should count for more than one that is not.
+        mode. Then the ``CANDIDATES`` best are re-scored by late interaction
+        (``SemanticIndex.interaction``): the token similarity takes the place of half the
+        sentence one, and the reverse score (over the tool's whole text and over its name)
+        is added, so of near-duplicates the one whose words the query speaks to wins.
+        Each is standardized over the candidates and an even sample of the rest (all in a
+        small index), so a query's cost stops growing with the index. Scores, not ranks,
+        are fused: a ranker sure of one tool should count for more than one that is not.
 
-        A tool outside the candidates keeps its first-stage score with the lowest token
-        score seen, so it can still be listed, below every candidate it trails."""
+        A tool outside the candidates keeps its first-stage score with the lowest
+        second-stage scores seen, so it can still be listed, below every candidate it
+        trails."""
         np = semantic.np
         weight = embeddings.SEMANTIC_WEIGHT if mode == "hybrid" else 1.0
         sentence_z = _standardized(sentence)
         first = weight * sentence_z
-        if mode == "hybrid":
-            lexical_all = np.zeros(len(self._order))
-            if lexical:
-                rows = [self._rows[name] for name in lexical]
-                lexical_all[rows] = list(lexical.values())
-            first += (1 - weight) * _standardized(lexical_all)
         count = len(self._order)
+        if mode == "hybrid":
+            first += (1 - weight) * _standardized(lexical)
         candidates = (
             np.argpartition(-first, CANDIDATES)[:CANDIDATES]
             if count > CANDIDATES
@@ -363,55 +280,58 @@ class ToolIndex:
         )
         step = max(count // STATISTICS_SAMPLE, 1)
         scored = np.union1d(candidates, np.arange(0, count, step))
-        token = _standardized(semantic.token(encoded, scored))
-        token_all = np.full(count, float(token.min()))
-        token_all[scored] = token
+        heads = [self._head(semantic, int(row)) for row in scored]
+        forward, reverse, head = semantic.interaction(encoded, scored, heads)
         # The token score takes the place of `share` of the standardized sentence score.
         share = embeddings.TOKEN_WEIGHT * weight
-        final = first + share * (token_all - sentence_z)
-        return dict(zip(self._order, final.tolist(), strict=True))
+        final = first - share * sentence_z
+        for values, gain in (
+            (forward, share),
+            (reverse, embeddings.REVERSE_WEIGHT),
+            (head, embeddings.HEAD_WEIGHT),
+        ):
+            standard = _standardized(values)
+            column = np.full(count, float(standard.min()))
+            column[scored] = standard
+            final += gain * column
+        return final
+
+    def _head(self, semantic: embeddings.SemanticIndex, row: int) -> int:
+        if row not in self._heads:
+            self._heads[row] = semantic.pieces(name_words(self._tools[self._order[row]]))
+        return self._heads[row]
 
 
-class _Lexical:
-    """BM25 over field-weighted documents: document frequencies and postings."""
+def _terms(query: str, implied: str) -> dict[str, float]:
+    """The query's words, each weighed by how often it says it, and the words it implies
+    without saying them, at ``EXPANSION_WEIGHT``."""
+    return {**dict.fromkeys(tokens(implied), EXPANSION_WEIGHT), **Counter(tokens(query))}
 
-    def __init__(self, docs: list[tuple[str, Counter[str]]]) -> None:
-        self._docs = dict(docs)
-        self._lengths = {name: sum(doc.values()) for name, doc in docs}
-        self._average = sum(self._lengths.values()) / len(docs) if docs else 1
-        frequency: Counter[str] = Counter()
-        self._postings: dict[str, list[str]] = {}
-        for name, doc in docs:
-            frequency.update(doc.keys())
-            for term in doc:
-                self._postings.setdefault(term, []).append(name)
-        self._idf = {
-            term: math.log(1 + (len(docs) - seen + 0.5) / (seen + 0.5))
-            for term, seen in frequency.items()
-        }
 
-    def scores(self, terms: Counter[str]) -> dict[str, float]:
-        scores: dict[str, float] = {}
-        for term, weight in terms.items():
-            idf = self._idf.get(term)
-            if idf is None:
-                continue
-            for name in self._postings[term]:
-                freq = self._docs[name][term]
-                norm = _K1 * (1 - _B + _B * self._lengths[name] / self._average)
-                scores[name] = scores.get(name, 0.0) + weight * idf * freq * (_K1 + 1) / (
-                    freq + norm
-                )
-        return scores
+def _best(np: Any, scores: Any, related: Any, limit: int) -> list[int]:
+    """The rows of the ``limit`` best related scores, best first, ties by row (name)."""
+    rows = np.flatnonzero(related)
+    if len(rows) > limit:
+        # Everything at least as good as the limit-th best, so a tie there breaks by row.
+        cut = np.partition(scores[rows], len(rows) - limit)[len(rows) - limit]
+        rows = rows[scores[rows] >= cut]
+    ordered = rows[np.lexsort((rows, -scores[rows]))]
+    return [int(row) for row in ordered[:limit]]
 
 
 def _clears_floor(sentence: Any, *, shares_word: bool) -> bool:
     """Whether a query is about any tool in the index, from its sentence similarities."""
-    best, *others = heapq.nlargest(2, sentence.tolist())
+    best, *others = heapq.nlargest(2, sentence.tolist()) if len(sentence) < 64 else _two(sentence)
     if best < RELEVANCE_FLOOR:
         return False
     runner_up = max(others[0] if others else -1.0, embeddings.MIN_SIMILARITY)
     return shares_word or best >= CLOSE_MATCH or best - runner_up >= STANDOUT_MARGIN
+
+
+def _two(values: Any) -> list[float]:
+    """The two largest of a long numpy vector, largest first, without a list of it."""
+    top = values[values.argpartition(len(values) - 2)[-2:]]
+    return sorted(top.tolist(), reverse=True)
 
 
 def _standardized(values: Any) -> Any:

@@ -1,0 +1,129 @@
+"""tool_search among many tools: near-duplicates from other services, the same answer for
+the same query, at most the asked number of hits, and the reverse score that tells a tool
+the query is about from one that also does something the query never mentions."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from toolhub.tools import embeddings, function
+from toolhub.tools.search import ToolIndex
+
+SERVICES = ("northwind", "contoso", "fabrikam", "tailspin", "woodgrove", "litware")
+
+
+def _tool(name: str, description: str):
+    def body(**kwargs):
+        return kwargs
+
+    schema = {"type": "object", "properties": {"title": {"type": "string"}}}
+    return function(
+        body, name=name, description=description, parameters=schema, register_globally=False
+    )
+
+
+def _catalog():
+    """Each service's tools for the same objects, and one service's calendar tools."""
+    tools = []
+    for service in SERVICES:
+        tools += [
+            _tool(f"{service}_create_ticket", f"Create a ticket in the {service} tracker."),
+            _tool(f"{service}_close_ticket", f"Close a ticket in the {service} tracker."),
+            _tool(f"{service}_list_tickets", f"List the tickets of the {service} tracker."),
+            _tool(f"{service}_ticket_history", f"Show the change history of a {service} ticket."),
+        ]
+    tools.append(_tool("calendar_create_event", "Schedule a new event on a calendar."))
+    return tools
+
+
+@pytest.fixture(params=["with the embedding model", "lexical only"])
+def model(request, monkeypatch):
+    if request.param == "lexical only":
+        monkeypatch.setattr(embeddings, "enabled", False)
+    elif not embeddings.available():
+        if os.environ.get("TOOLHUB_REQUIRE_SERVICES") == "1":
+            pytest.fail("the semantic extra is not installed (make installs it)")
+        pytest.skip("the semantic extra is not installed")
+    return request.param
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_among_near_duplicates_from_other_services_the_one_the_query_names_ranks_first(
+    model, service
+):
+    index = ToolIndex(_catalog())
+
+    hits = index.search(f"close a {service} ticket")
+
+    assert hits[0].tool.name == f"{service}_close_ticket"
+
+
+def test_a_tool_that_does_only_what_was_asked_ranks_above_one_that_also_does_more(model):
+    index = ToolIndex(
+        [
+            _tool("tracker_close_ticket_history", "Manage the history of closing a ticket."),
+            _tool("tracker_close_ticket", "Close a ticket."),
+            _tool("mail_send", "Send an email."),
+        ]
+    )
+
+    assert index.search("close a ticket")[0].tool.name == "tracker_close_ticket"
+
+
+def test_the_same_query_gives_the_same_results_every_time(model):
+    index = ToolIndex(_catalog())
+    other = ToolIndex(list(reversed(_catalog())))
+
+    first = [(hit.tool.name, hit.score) for hit in index.search("list tickets", 10)]
+
+    for _ in range(3):
+        assert [(hit.tool.name, hit.score) for hit in index.search("list tickets", 10)] == first
+    assert [hit.tool.name for hit in other.search("list tickets", 10)] == [n for n, _ in first]
+
+
+def test_tools_that_score_the_same_are_listed_by_name(model):
+    # The same words (so the same text for both rankers), told apart only by their names.
+    names = ("close_ticket", "close-ticket", "close__ticket")
+    twins = [_tool(name, "Close a ticket in the tracker.") for name in names]
+
+    hits = ToolIndex([*twins, *_catalog()]).search("close a ticket in the tracker")
+
+    assert [hit.tool.name for hit in hits[:3]] == sorted(names)
+    assert hits[0].score == hits[1].score
+
+
+@pytest.mark.parametrize("limit", [1, 3, 5, 8])
+def test_a_search_returns_at_most_the_number_of_results_asked_for(model, limit):
+    index = ToolIndex(_catalog())
+
+    hits = index.search("ticket", limit)
+
+    assert 1 <= len(hits) <= limit
+    assert len({hit.tool.name for hit in hits}) == len(hits)
+
+
+def test_a_search_asking_for_more_results_than_there_are_related_tools_lists_only_those(model):
+    index = ToolIndex(_catalog())
+
+    hits = index.search("schedule a calendar event", 100)
+
+    assert hits[0].tool.name == "calendar_create_event"
+    assert len(hits) < 100
+
+
+def test_the_reverse_score_is_higher_for_a_text_that_says_only_what_the_query_asks(model):
+    if model == "lexical only":
+        pytest.skip("late interaction is the model's")
+    index = embeddings.SemanticIndex.build(
+        ["close ticket: Close a ticket.", "close ticket history: Manage the history of a ticket."]
+    )
+    assert index is not None
+    query = index.encode("close a ticket")
+
+    forward, reverse, head = index.interaction(query, [0, 1], [2, 3])
+
+    assert reverse[0] > reverse[1]
+    assert head[0] > head[1]
+    assert forward[0] >= forward[1]
