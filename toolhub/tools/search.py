@@ -259,13 +259,11 @@ class ToolIndex:
         (``SemanticIndex.interaction``): the token similarity takes the place of half the
         sentence one, and the reverse score (over the tool's whole text and over its name)
         is added, so of near-duplicates the one whose words the query speaks to wins.
-        Each is standardized over the candidates and an even sample of the rest (all in a
-        small index), so a query's cost stops growing with the index. Scores, not ranks,
-        are fused: a ranker sure of one tool should count for more than one that is not.
-
-        A tool outside the candidates keeps its first-stage score with the lowest
-        second-stage scores seen, so it can still be listed, below every candidate it
-        trails."""
+        Each is standardized over the candidates and an even sample of the rest, so a
+        query's cost stops growing with the index. Scores, not ranks, are fused: a ranker
+        sure of one tool should count for more than one that is not. A tool outside the
+        candidates keeps its first-stage score with the lowest second-stage scores seen,
+        so it is listed below every candidate it trails."""
         np = semantic.np
         weight = embeddings.SEMANTIC_WEIGHT if mode == "hybrid" else 1.0
         sentence_z = _standardized(sentence)
