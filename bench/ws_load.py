@@ -4,11 +4,12 @@ servers, beside the floor the same sockets reach with no turns.
 For each server count (BENCH_WS_SERVERS, default "1,2,4"): drops and recreates the database
 ``toolhub_bench_ws`` on the PostgreSQL at BENCH_WS_DATABASE_URL (default
 postgres://postgres@127.0.0.1:5432/toolhub_bench_ws), flushes the Redis database at
-BENCH_WS_REDIS_URL (default redis://127.0.0.1:6379/4), migrates, and makes one user with a
-token and the sessions. The servers run as in production (DEBUG off) and share that
-database and the Redis channel layer; the fake Anthropic Messages API (tests.fakes) answers
-every model call with 50 words streamed as 50 deltas. Tool phrasings are off: they are
-asked once per machine, and a fresh database would ask again during the load.
+BENCH_WS_REDIS_URL (default redis://127.0.0.1:6379/4), migrates, and makes a person with a
+token for each chat (a server's chats are many people's). The servers run as in
+production (DEBUG off) and share that database and the Redis channel layer; the fake
+Anthropic Messages API (tests.fakes) answers every model call with 50 words streamed as
+50 deltas. Tool phrasings are off: they are asked once per machine, and a fresh database
+would ask again during the load.
 
 The load: one warm-up turn per server goes first (its time is printed apart); then the 200
 clients, spread across the servers in turn, all connect at once, resume from seq 0 and run
@@ -28,13 +29,19 @@ of the phase to the last event received), delivery latency (receipt on the clien
 minus the publisher's stamp), turn latency (``chat`` sent to terminal event received), the
 CPU seconds each phase took from the servers, this process (clients, publisher and fake
 model), PostgreSQL and Redis, with the servers' CPU per turn (two cores here: when their sum
-nears twice the phase's seconds, the machine, not the product, sets the pace), and
+nears twice the phase's seconds, the machine, not the product, sets the pace) beside what
+the anthropic SDK alone spends on the same replies, as many calls a turn
+(``sdk_ms_per_turn``: the provider's request path in a process of its own, the chat's title
+call included; the target is at most twice it), and
 the delivery check: per session the seqs received must be 1..last, each once, in order, and
 every stored event must have arrived. Then a table of the counts side by side, with each
 load's share of its floor's events per second. Figures are printed, not asserted; details
 of anything that went wrong go to stderr. A client that cannot finish (a turn silent for
 120 s, or no socket) makes the run exit non-zero after the figures. Everything it started
 is stopped, the database dropped and the Redis index flushed at the end.
+
+With BENCH_WS_PYSPY set to a directory, py-spy (on PATH, not a dependency) records each
+server while the load runs, as raw stacks there, for the profile's top frames.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -82,6 +90,7 @@ class _Client:
     session_id: str
     server: int
     url: str
+    token: str
     # (seq, kind, wall-clock receipt time) per event frame, and each frame's size.
     events: list[tuple[int, str, float]] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
@@ -116,20 +125,25 @@ def _django(var_dir: Path, env: dict[str, str]) -> None:
     django.setup()
 
 
-def _setup(servers: int) -> tuple[str, list[str]]:
-    """A user, a token, and sessions: the load's, the floor's, one warm-up per server."""
+def _setup(servers: int) -> list[tuple[str, str]]:
+    """(token, session) of each chat: the load's, the floor's, one warm-up per server, each
+    chat a person's own, as a server's chats are (one person's 200 chats would make every
+    handshake count that person's open sockets, which no deployment sees)."""
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
     from sessions_app.services import session_create
 
-    user = get_user_model().objects.create_user(username="bench")
-    token = Token.objects.create(user=user)
-    sessions = [str(session_create(user=user).pk) for _ in range(2 * SESSIONS + servers)]
-    return token.key, sessions
+    chats = []
+    for number in range(2 * SESSIONS + servers):
+        # No password: hashing one is a tenth of a second the bench does not measure.
+        user = get_user_model().objects.create(username=f"bench{number}")
+        token = Token.objects.create(user=user)
+        chats.append((token.key, str(session_create(user=user).pk)))
+    return chats
 
 
-async def _open(client: _Client, token: str) -> Any:
+async def _open(client: _Client) -> Any:
     """Open the session's socket and resume after the last seq received, as a client that
     reconnects does; a refused handshake is retried with backoff and counted."""
     from websockets.asyncio.client import connect
@@ -140,7 +154,7 @@ async def _open(client: _Client, token: str) -> Any:
         try:
             socket = await connect(
                 client.url,
-                additional_headers={"Authorization": f"Token {token}"},
+                additional_headers={"Authorization": f"Token {client.token}"},
                 open_timeout=CONNECT_TIMEOUT,
                 # The bench's own loop can be busy for seconds under load; a late keepalive
                 # pong must not close a socket the server is still writing to.
@@ -157,15 +171,15 @@ async def _open(client: _Client, token: str) -> Any:
     raise _Stuck(f"no socket opened in {CONNECT_ATTEMPTS} attempts: {client.retries[-1]}")
 
 
-async def _converse(client: _Client, token: str, turns: int = TURNS) -> None:
+async def _converse(client: _Client, turns: int = TURNS) -> None:
     try:
-        socket = await _open(client, token)
+        socket = await _open(client)
     except _Stuck as exc:
         client.stuck = f"session {client.session_id} on server {client.server}: {exc}"
         return
     try:
         for number in range(1, turns + 1):
-            socket = await _turn(client, socket, token, number)
+            socket = await _turn(client, socket, number)
     except _Stuck as exc:
         client.stuck = (
             f"session {client.session_id} on server {client.server}: {exc} "
@@ -175,7 +189,7 @@ async def _converse(client: _Client, token: str, turns: int = TURNS) -> None:
         await socket.close()
 
 
-async def _turn(client: _Client, socket: Any, token: str, number: int) -> Any:
+async def _turn(client: _Client, socket: Any, number: int) -> Any:
     """Run turn ``number`` to its terminal event; returns the socket, reopened if the server
     closed it meanwhile (the events in between then come from the resume replay)."""
     from websockets.exceptions import ConnectionClosed
@@ -195,7 +209,7 @@ async def _turn(client: _Client, socket: Any, token: str, number: int) -> Any:
         except ConnectionClosed as closed:
             code = closed.rcvd.code if closed.rcvd else None
             client.drops.append(f"turn {number}: close code {code} after seq {client.last_seq}")
-            socket = await _open(client, token)
+            socket = await _open(client)
             continue
         received = time.time()
         frame = json.loads(raw)
@@ -215,17 +229,19 @@ async def _turn(client: _Client, socket: Any, token: str, number: int) -> Any:
             return socket
 
 
-async def _load(clients: list[_Client], warmups: list[_Client], token: str) -> float:
-    """One turn per server first, then every client connects and runs its turns, all at
-    once; returns the wall-clock time the load started.
-
-    The warm-up takes each server's one-time costs (the provider SDK is imported by the
-    first turn, for seconds) out of the figures; its duration is printed on its own.
-    """
+async def _warm(warmups: list[_Client]) -> None:
+    """One turn per server, before the load: it takes each server's one-time costs (the
+    provider SDK is imported by the first turn, for seconds) out of the figures; its
+    duration is printed on its own."""
     for warmup in warmups:
-        await _converse(warmup, token, turns=1)
+        await _converse(warmup, turns=1)
+
+
+async def _load(clients: list[_Client]) -> float:
+    """Every client connects and runs its turns, all at once; returns the wall-clock time
+    the load started."""
     started = time.time()
-    await asyncio.gather(*(_converse(client, token) for client in clients))
+    await asyncio.gather(*(_converse(client) for client in clients))
     return started
 
 
@@ -255,11 +271,11 @@ class _FloorSocket:
             await asyncio.wait_for(self.moved.wait(), FLOOR_TIMEOUT)
 
 
-async def _floor_client(client: _Client, token: str, state: _FloorSocket) -> None:
+async def _floor_client(client: _Client, state: _FloorSocket) -> None:
     """Receive the expected frames after the probe; each frame's delivery is its receipt
     minus the time the publisher stamped on it."""
     try:
-        socket = await _open(client, token)
+        socket = await _open(client)
     except _Stuck as exc:
         client.stuck = f"floor session {client.session_id}: {exc}"
         state.listening.set()
@@ -331,14 +347,14 @@ async def _probe(client: _Client, state: _FloorSocket) -> None:
             await asyncio.wait_for(state.listening.wait(), 0.1)
 
 
-async def _floor(load: list[_Client], floor: list[_Client], token: str) -> float:
+async def _floor(load: list[_Client], floor: list[_Client]) -> float:
     """The floor: as many sockets on the same servers receive the same frames (kinds,
     sizes, per socket, turn by turn) through plain group sends; returns when sending
     began."""
     plans = [_turns_of(client) for client in load]
     states = [_FloorSocket(expected=sum(map(len, plan))) for plan in plans]
     receivers = [
-        asyncio.create_task(_floor_client(client, token, state))
+        asyncio.create_task(_floor_client(client, state))
         for client, state in zip(floor, states, strict=True)
     ]
     await asyncio.gather(*(_probe(c, state) for c, state in zip(floor, states, strict=True)))
@@ -557,30 +573,57 @@ def _cpu(servers: list[int]) -> dict[str, float]:
     }
 
 
-def _print_cpu(phase: str, before: dict[str, float], after: dict[str, float], turns: int) -> None:
+def _print_cpu(
+    phase: str, before: dict[str, float], after: dict[str, float], more: str = ""
+) -> dict[str, float]:
     spent = {name: after[name] - before[name] for name in after}
-    per_turn = f" server_ms_per_turn={spent['servers'] / turns * 1000:.1f}" if turns else ""
     print(
         f"ws_load cpu_s {phase} "
         + " ".join(f"{name}={seconds:.1f}" for name, seconds in spent.items())
-        + per_turn
+        + more
     )
+    return spent
+
+
+def _profiling(servers: list[int]) -> list[subprocess.Popen[bytes]]:
+    """py-spy recording each server while the load runs, where BENCH_WS_PYSPY names a
+    directory for its raw stacks (``py-spy`` on PATH; it is not a dependency)."""
+    where = os.environ.get("BENCH_WS_PYSPY")
+    if not where:
+        return []
+    Path(where).mkdir(parents=True, exist_ok=True)
+    return [
+        subprocess.Popen(
+            [
+                *("py-spy", "record", "-p", str(pid), "-r", "100", "-f", "raw"),
+                *("--nonblocking", "-o", str(Path(where) / f"server-{len(servers)}-{number}.raw")),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for number, pid in enumerate(servers)
+    ]
 
 
 async def _phases(
     load: list[_Client],
     floor: list[_Client],
     warmups: list[_Client],
-    token: str,
     servers: list[int],
-) -> tuple[float, float]:
+) -> tuple[float, float, dict[str, float]]:
+    """The warm-up, the load and the floor; the load's CPU seconds by process (from after
+    the warm-up: one-time costs are not a turn's)."""
+    await _warm(warmups)
+    recorders = _profiling(servers)
     before = _cpu(servers)
-    started = await _load(load, warmups, token)
+    started = await _load(load)
     between = _cpu(servers)
-    floor_started = await _floor(load, floor, token)
-    _print_cpu("load", before, between, turns=TURNS * len(load) + len(warmups))
-    _print_cpu("floor", between, _cpu(servers), turns=0)
-    return started, floor_started
+    for recorder in recorders:
+        recorder.send_signal(signal.SIGINT)
+        recorder.wait()
+    floor_started = await _floor(load, floor)
+    _print_cpu("floor", between, _cpu(servers))
+    return started, floor_started, {name: between[name] - before[name] for name in between}
 
 
 def _run(var_dir: Path, servers: int) -> tuple[list[str], dict[str, float]]:
@@ -608,9 +651,6 @@ def _run(var_dir: Path, servers: int) -> tuple[list[str], dict[str, float]]:
             # Tools are phrased once per machine; a fresh bench database would ask again.
             TOOLHUB_TOOL_PHRASINGS="0",
             TOOLHUB_EMBEDDING_CACHE=str(ROOT / "var" / "bench" / "embeddings.sqlite3"),
-            # Every chat of the load is one person's: the per-person bound on open sockets
-            # (30 by default) would refuse all but the first chats.
-            TOOLHUB_SOCKETS_PER_PERSON="100000",
         )
         (ROOT / "var" / "bench").mkdir(parents=True, exist_ok=True)
         migrated = manage("migrate", "--noinput", env=env)
@@ -618,7 +658,7 @@ def _run(var_dir: Path, servers: int) -> tuple[list[str], dict[str, float]]:
             raise SystemExit(f"ws_load: migrate failed:\n{migrated.stderr}")
         if not _django_ready():  # this process sets Django up once, for the first count
             _django(var_dir, env)
-        token, sessions = _setup(servers)
+        chats = _setup(servers)
         logs = [var_dir / f"daphne-{servers}-{number}.log" for number in range(servers)]
         with contextlib.ExitStack() as running:
             # Server output goes to files: under load a full pipe would stall a server.
@@ -630,17 +670,74 @@ def _run(var_dir: Path, servers: int) -> tuple[list[str], dict[str, float]]:
                     server=index % servers,
                     url=bases[index % servers].replace("http://", "ws://")
                     + f"/ws/sessions/{session_id}/",
+                    token=token,
                 )
-                for index, session_id in enumerate(sessions)
+                for index, (token, session_id) in enumerate(chats)
             ]
             load, floor = everyone[:SESSIONS], everyone[SESSIONS : 2 * SESSIONS]
             warmups = everyone[2 * SESSIONS :]
-            started, floor_started = asyncio.run(
-                _phases(load, floor, warmups, token, [process.pid for process in processes])
+            started, floor_started, spent = asyncio.run(
+                _phases(load, floor, warmups, [process.pid for process in processes])
             )
+            # The SDK's own share, in a process of its own, for the same replies and as
+            # many model calls a turn (the chat's title call included).
+            calls = sum(1 for seen in model.requests if seen.path == "/v1/messages") - servers
+            turns = TURNS * len(load)
+            sdk_ms = _sdk_ms_per_call(model.url) * calls / turns
+        server_ms = spent["servers"] / turns * 1000
+        print(
+            f"ws_load cpu_s load servers={spent['servers']:.1f} bench={spent['bench']:.1f} "
+            f"postgres={spent['postgres']:.1f} redis={spent['redis']:.1f} "
+            f"server_ms_per_turn={server_ms:.1f} sdk_ms_per_turn={sdk_ms:.1f} "
+            f"ratio={server_ms / sdk_ms:.2f}"
+        )
         # The servers are stopped: every event that will ever be stored is stored.
-        calls = sum(1 for seen in model.requests if seen.path == "/v1/messages") - servers
         return _report(load, warmups, calls, started, logs, floor, floor_started)
+
+
+# What the anthropic SDK costs a model call on its own: the provider's request path
+# (agent_app.providers.anthropic: a raw POST streamed into RawMessageStreamEvents), read to
+# its end, in a fresh process; CPU seconds per call after a warm-up.
+_SDK_ALONE = """
+import asyncio, sys, time
+import anthropic
+from anthropic.types import Message, RawMessageStreamEvent
+
+BODY = (b'{"model":"bench","max_tokens":64,"stream":true,'
+        b'"messages":[{"role":"user","content":"hi"}]}')
+
+async def main(url, calls):
+    client = anthropic.AsyncAnthropic(api_key="bench", base_url=url, max_retries=0)
+    async def one():
+        response = await client.post(
+            "/v1/messages", cast_to=Message, content=BODY,
+            options={"headers": {"Content-Type": "application/json"}},
+            stream=True, stream_cls=anthropic.AsyncStream[RawMessageStreamEvent],
+        )
+        async for event in response:
+            if event.type == "content_block_delta":
+                event.delta.text
+    for _ in range(20):
+        await one()
+    started = time.process_time()
+    for _ in range(calls):
+        await one()
+    print((time.process_time() - started) / calls * 1000)
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+"""
+SDK_CALLS = 200
+
+
+def _sdk_ms_per_call(url: str) -> float:
+    measured = subprocess.run(
+        [sys.executable, "-c", _SDK_ALONE, url, str(SDK_CALLS)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return float(measured.stdout.strip())
 
 
 def _django_ready() -> bool:

@@ -18,6 +18,7 @@ write-only: sealed at rest, never read back to a page or an API.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,6 +27,7 @@ from django.conf import settings
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 
 from profiles_app.models import ProviderConnection, connection_name_validator
@@ -174,9 +176,53 @@ def _env_configured(name: str) -> bool:
 ENV_LABELS = {"anthropic": "Anthropic", "openai": "OpenAI-compatible"}
 
 
+# A turn asks for the offers twice (its window, its price) and every composer page once,
+# yet they change only when staff save a connection: a process keeps them for
+# OFFERS_SECONDS, and forgets them as soon as it writes a connection itself (another
+# process's write reaches it within that time). Keyed by the settings they read too.
+OFFERS_SECONDS = 2.0
+_offers: tuple[tuple[Any, ...], float, tuple[ProviderOffer, ...]] | None = None
+
+
+def _offers_forget(**_: Any) -> None:
+    """Forget the offers now and again once the write commits: a turn reading them in
+    between would keep what the write replaced."""
+    global _offers
+    _offers = None
+    transaction.on_commit(_offers_clear)
+
+
+def _offers_clear() -> None:
+    global _offers
+    _offers = None
+
+
+post_save.connect(_offers_forget, sender=ProviderConnection)
+post_delete.connect(_offers_forget, sender=ProviderConnection)
+
+
 def provider_offers() -> list[ProviderOffer]:
     """Every provider a person can pick now, each with its models: the environment's,
-    then the enabled connections by name, then the offline demo."""
+    then the enabled connections by name, then the offline demo (at most
+    ``OFFERS_SECONDS`` old: see above)."""
+    global _offers
+    key = (
+        settings.TOOLHUB_PROVIDER,
+        settings.TOOLHUB_MODEL,
+        settings.ANTHROPIC_API_KEY,
+        settings.ANTHROPIC_BASE_URL,
+        settings.OPENAI_BASE_URL,
+    )
+    now = time.monotonic()
+    kept = _offers
+    if kept is not None and kept[0] == key and now - kept[1] < OFFERS_SECONDS:
+        return list(kept[2])
+    offers = _offers_read()
+    _offers = (key, now, tuple(offers))
+    return offers
+
+
+def _offers_read() -> list[ProviderOffer]:
     rows = {row.name: row for row in ProviderConnection.objects.all()}
     offers = []
     for name in ("anthropic", "openai"):
@@ -373,6 +419,7 @@ def connection_listing_store(
         fields["listed"] = kept
         fields["listed_at"] = timezone.now()
     ProviderConnection.objects.filter(name=name).update(**fields)
+    _offers_forget()
     return len(fields.get("listed", ()))
 
 

@@ -160,7 +160,9 @@ def test_a_chat_picks_a_connections_model_and_its_turn_goes_there_with_its_windo
         # Only what a provider offers can be picked; a refusal changes nothing.
         for value in ("local:nope", "nosuch:llama-b", "local", ":llama-b", "local:llama-b\x00"):
             assert _pick(client, session, value).status_code == 400, value
-        ProviderConnection.objects.filter(name="local").update(enabled=False)
+        connection = ProviderConnection.objects.get(name="local")
+        connection.enabled = False
+        connection.save()
         assert _pick(client, session, "local:llama-z").status_code == 400
 
         # Back to the agent's model.
@@ -342,3 +344,24 @@ def test_choices_made_at_once_from_many_tabs_each_apply_whole_or_say_not_changed
     assert (stored.tool_intent.get("enabled"), stored.plan_mode) in {
         (shown[pick["tools"]], pick["plan_mode"] == "on") for pick, _ in applied
     }
+
+
+def test_a_connection_another_process_turns_off_stops_being_offered_within_two_seconds(
+    staff, monkeypatch
+):
+    from profiles_app.services import connections
+
+    ProviderConnection.objects.create(name="elsewhere", kind="openai", base_url="http://x/v1")
+    clock = [1_000.0]
+    monkeypatch.setattr(connections.time, "monotonic", lambda: clock[0])
+    assert "elsewhere" in [offer.name for offer in connections.provider_offers()]
+
+    # Another process's write: no signal reaches this one.
+    ProviderConnection.objects.filter(name="elsewhere").update(enabled=False)
+    clock[0] += connections.OFFERS_SECONDS / 2
+    still = [offer.name for offer in connections.provider_offers()]
+    clock[0] += connections.OFFERS_SECONDS
+    later = [offer.name for offer in connections.provider_offers()]
+
+    assert "elsewhere" in still
+    assert "elsewhere" not in later
