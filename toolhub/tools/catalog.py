@@ -267,7 +267,8 @@ def _counts(told: Sequence[Tool], named: Sequence[Tool]) -> tuple[str, ...]:
         f"Deferred tools: {_tools(len(told))} from {sources:,} source{'s' if sources != 1 else ''} "
         "are available, but their schemas are not loaded and they are too many to list. "
         "Describe what you need to tool_search and it loads the best matches (or query "
-        '"select:<name>", or "select:<source>__*" for a source\'s tools) before you call one.\n'
+        '"select:<name>", or "select:<source>" for up to 20 of a source\'s tools) before you '
+        "call one.\n"
     )
     if not named:
         return (head,)
