@@ -318,6 +318,17 @@ class SemanticIndex:
             scores.append(np.stack([forward, reverse, np.where(count > 0, head, reverse)]))
         return np.concatenate(scores, axis=1)
 
+    def centroids(self, groups: Any, count: int) -> Any:
+        """Per group (``groups[row]`` is each row's, ``count`` of them), the normalized
+        mean of its rows' sentence vectors: what a group of documents is about as a whole."""
+        np = self.np
+        sums = np.zeros((count, self._vectors.shape[1]), np.float32)
+        # Rows a chunk at a time: every row's vector at once would be ~15 MB at 10,000.
+        for start in range(0, len(groups), 1_024):
+            chunk = self._inverse[start : start + 1_024]
+            np.add.at(sums, groups[start : start + 1_024], self._vectors[chunk])
+        return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+
     def pieces(self, text: str) -> int:
         """How many of the model's tokens ``text`` is, without the special ones."""
         return _pieces(self._encoder.model, text)
