@@ -18,10 +18,13 @@ queries written before any tuning and never used to choose anything).
 
 ``cv`` lines choose the weights (token, reverse, head: ``GRID``) on four fifths of the dev
 queries and score the fifth, for each fifth, the objective being the mean hit@5 over every
-scale: the choice per fold and the held-out figures at each scale. ``ablation`` lines
+scale: the choice per fold and the held-out figures at each scale; ``cv source`` lines
+choose the source score's weight (``SOURCE_GRID``) the same way. ``ablation`` lines
 show what the glossary (``toolhub.tools.glossary``) adds, by cross-validation at 240 tools.
 ``scale`` lines rank the dev and holdout queries among the corpus and generated
-near-duplicates (240, 1,000 and 10,000 tools) with the product's weights.
+near-duplicates (240, 1,000 and 10,000 tools) with the product's weights. Every tool is
+listed as an MCP server would list it: its server is its name's first word (a corpus
+tool's topic, a near-duplicate's vendor), which the source score reads.
 
 ``cost`` lines give index build time (cold: nothing encoded; warm_disk: encodings in the
 shared cache file only; warm_memory: in this process), a first turn's search set-up after

@@ -14,7 +14,10 @@ fused: sentence similarity over the whole index, then late interaction for the b
 speak to every word of the query (token similarity), and is the query about all of the
 tool (the reverse score, over its text and over its name)? Of near-duplicates, one that
 also does something the query never mentions, or belongs to a service it never names,
-ranks below the one that does just what was asked. Nothing in it knows any catalog.
+ranks below the one that does just what was asked. A tool's source (its MCP server,
+``catalog.group_of``) counts as a whole: the closer the query is to what the source is
+about (``SOURCE_WEIGHT``), the higher its tools; an index of one source is ranked as if
+there were none. Nothing in it knows any catalog.
 Ties break by name, so the same query always gives the same answer (a text shared by
 several tools is scored once, so they tie exactly). Where a model has written how people
 ask for a tool (``phrasings``), that text joins the tool's in both rankers.
