@@ -18,10 +18,13 @@ queries written before any tuning and never used to choose anything).
 
 ``cv`` lines choose the weights (token, reverse, head: ``GRID``) on four fifths of the dev
 queries and score the fifth, for each fifth, the objective being the mean hit@5 over every
-scale: the choice per fold and the held-out figures at each scale. ``ablation`` lines
+scale: the choice per fold and the held-out figures at each scale; ``cv source`` lines
+choose the source score's weight (``SOURCE_GRID``) the same way. ``ablation`` lines
 show what the glossary (``toolhub.tools.glossary``) adds, by cross-validation at 240 tools.
 ``scale`` lines rank the dev and holdout queries among the corpus and generated
-near-duplicates (240, 1,000 and 10,000 tools) with the product's weights.
+near-duplicates (240, 1,000 and 10,000 tools) with the product's weights. Every tool is
+listed as an MCP server would list it: its server is its name's first word (a corpus
+tool's topic, a near-duplicate's vendor), which the source score reads.
 
 ``cost`` lines give index build time (cold: nothing encoded; warm_disk: encodings in the
 shared cache file only; warm_memory: in this process), a first turn's search set-up after
@@ -41,6 +44,7 @@ random) instead of the whole corpus. ``--quick`` skips scale, cost and without_f
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import itertools
 import json
@@ -80,6 +84,9 @@ GRID = {
     "head": (0.0, 0.25, 0.5),
 }
 SCALES = (240, 1_000, 10_000)
+# The source score's weights (search.SOURCE_WEIGHT), chosen the same way with the others
+# at the product's values.
+SOURCE_GRID = (0.0, 0.5, 1.0, 1.5, 2.0)
 OFF_TOPIC = (
     "purple elephant symphony",
     "grandmother's knitting needles",
@@ -156,18 +163,25 @@ QUALIFIERS = ("history", "settings", "template", "permissions", "quota", "webhoo
 
 
 def spec_tool(item: dict, registry: ToolRegistry | None = None, *, defer: bool = False):
+    """A corpus tool as an MCP server would list it: its server is its name's first word
+    (``repo_create_issue``: ``repo``; a generated near-duplicate's: its vendor's)."""
+
     def body(**kwargs):
         return kwargs
 
-    return function(
+    tool = function(
         body,
         name=item["name"],
         description=item["description"],
         parameters=item["parameters"],
-        register_globally=registry is not None,
-        registry=registry,
+        register_globally=False,
         defer=defer,
     )
+    server = item["name"].split("_")[0]
+    tool = dataclasses.replace(tool, origin=f"mcp:{server}", source="mcp")
+    if registry is not None:
+        registry.register(tool)
+    return tool
 
 
 def load_tools(path: Path):
@@ -316,12 +330,18 @@ def set_weights(token: float, reverse: float, head: float) -> None:
     )
 
 
-def cross_validate(reals: dict[int, list], mode: str, grid: list[tuple[float, ...]], label: str):
+def set_source_weight(weight: float) -> None:
+    search.SOURCE_WEIGHT = weight
+
+
+def cross_validate(
+    reals: dict[int, list], mode: str, grid: list[tuple[float, ...]], label: str, setter=set_weights
+):
     """Per fold, the grid point best on the other folds (mean hit@5 over the scales in
-    ``reals``, then MRR), scored on it at each scale."""
+    ``reals``, then MRR), scored on it at each scale; ``setter`` applies a point."""
     ranked = {}
     for point in grid:
-        set_weights(*point)
+        setter(*point)
         ranked[point] = {size: run(real, mode) for size, real in reals.items()}
     count = len(next(iter(reals.values())))
     held_out: dict[int, list] = {size: [] for size in reals}
@@ -553,6 +573,11 @@ def main() -> None:
         names = ",".join(GRID)
         print(f"tool_search cv folds={FOLDS} grid={names} points={len(grid)} tools={list(reals)}")
         cross_validate(reals, "hybrid", grid, "cv hybrid")
+        set_weights(*defaults)
+        source_weight = search.SOURCE_WEIGHT
+        points = [(weight,) for weight in SOURCE_GRID]
+        cross_validate(reals, "hybrid", points, "cv source hybrid", set_source_weight)
+        search.SOURCE_WEIGHT = source_weight
         # What the glossary adds: the same search with it off, weights chosen the same way
         # (at the corpus' own size only, to keep the run short).
         glossary_on = glossary.expansion

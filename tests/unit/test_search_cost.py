@@ -263,7 +263,7 @@ def test_processes_encoding_the_same_tools_at_once_share_one_cache_file_without_
         odd = "\\u00e9\\u0000\\U0001f600"
         texts = [f"concurrent tool {{n}}: does thing {{n}} {{odd}}" for n in range(40)]
         index = embeddings.SemanticIndex.build(texts)
-        print(len(index._encoded))
+        print(len(index._texts))
         """
     )
     children = [
@@ -385,8 +385,8 @@ def test_a_tool_texts_token_vectors_kept_as_int8_score_as_the_float_ones(semanti
         assert small.tokens.dtype == np.int8
         assert small.tokens.nbytes * 4 == item.tokens.nbytes
         assert np.abs(small.widened(np) - item.tokens).max() < 0.01
-    exact = embeddings.SemanticIndex(encoder, full).token(query, range(len(texts)))
-    kept = embeddings.SemanticIndex(encoder, compact).token(query, range(len(texts)))
+    exact = embeddings.SemanticIndex(encoder, texts, full).token(query, range(len(texts)))
+    kept = embeddings.SemanticIndex(encoder, texts, compact).token(query, range(len(texts)))
     assert np.abs(exact - kept).max() < 0.01
     assert exact.argmax() == kept.argmax() == texts.index("Send a private message to one person.")
 
@@ -406,3 +406,24 @@ def test_a_search_while_the_model_is_still_loading_ranks_lexically_instead_of_wa
     assert hits[0].tool.name == "chat_send_message"
     assert index.modes == ("lexical",)
     assert ToolIndex(TEAM_TOOLS).modes == ("lexical", "semantic", "hybrid")
+
+
+def test_an_index_over_a_disk_cache_holds_no_token_vectors_and_scores_as_one_that_does(
+    semantic, cache_file, monkeypatch
+):
+    texts = [tool.description for tool in TEAM_TOOLS]
+    reading = embeddings.SemanticIndex.build(texts)
+    encoder = embeddings._encoder()
+    held = embeddings.SemanticIndex(encoder, texts, encoder.documents(texts))
+    # Memory keeps one encoding: the others are read from the file when scored.
+    monkeypatch.setattr(embedding_cache, "_MEMORY_ENTRIES_WITH_DISK", 1)
+    embeddings.forget_in_memory()
+    query = encoder.query("tell priya something privately")
+    rows = list(range(len(texts)))
+
+    assert reading is not None
+    assert reading._encoded == []
+    assert (
+        reading.interaction(query, rows, [2] * len(rows))
+        == held.interaction(query, rows, [2] * len(rows))
+    ).all()

@@ -4,6 +4,7 @@ the query is about from one that also does something the query never mentions.""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -21,6 +22,13 @@ def _tool(name: str, description: str):
     schema = {"type": "object", "properties": {"title": {"type": "string"}}}
     return function(
         body, name=name, description=description, parameters=schema, register_globally=False
+    )
+
+
+def _server_tool(server: str, name: str, description: str):
+    """A tool as MCP server ``server`` lists it (its source, ``catalog.group_of``)."""
+    return dataclasses.replace(
+        _tool(f"{server}_{name}", description), origin=f"mcp:{server}", source="mcp"
     )
 
 
@@ -127,3 +135,38 @@ def test_the_reverse_score_is_higher_for_a_text_that_says_only_what_the_query_as
     assert reverse[0] > reverse[1]
     assert head[0] > head[1]
     assert forward[0] >= forward[1]
+
+
+def test_of_near_copies_the_one_from_the_source_the_query_is_about_ranks_above_a_kitchen_sinks(
+    model,
+):
+    if model == "lexical only":
+        pytest.skip("the source score is the model's")
+    repositories = [
+        ("create_issue", "Create an issue in a repository."),
+        ("close_issue", "Close an issue in a repository."),
+        ("list_pull_requests", "List the pull requests of a repository."),
+        ("merge_pull_request", "Merge a pull request into its base branch."),
+        ("list_commits", "List the commits of a repository branch."),
+        ("create_branch", "Create a branch in a repository."),
+        ("get_file", "Read a file from a repository."),
+    ]
+    # The same issue tool, from a server about everything (named to sort first, and
+    # ranked first without the source score).
+    everything = [
+        ("create_issue", "Create an issue in a repository."),
+        ("send_email", "Send an email to a recipient."),
+        ("get_weather", "Get the weather forecast for a city."),
+        ("play_song", "Play a song on the speaker."),
+        ("book_flight", "Book a flight between two airports."),
+        ("convert_currency", "Convert an amount between currencies."),
+        ("translate_text", "Translate text into another language."),
+    ]
+    index = ToolIndex(
+        [_server_tool("zeta", *tool) for tool in repositories]
+        + [_server_tool("alpha", *tool) for tool in everything]
+    )
+
+    hits = index.search("create an issue in the repository")
+
+    assert [hit.tool.name for hit in hits[:2]] == ["zeta_create_issue", "alpha_create_issue"]

@@ -8,7 +8,8 @@ through the model at a time.
 The process's memory stays bounded: texts are encoded shortest first in batches of
 similar length, padded only to the longest of their batch, and what a batch freed is
 given back to the system when it ends. A tool text's token vectors are kept as int8 (one
-scale per vector, ``Encoding.compact``).
+scale per vector, ``Encoding.compact``). With a disk cache, memory keeps fewer encodings
+(``_MEMORY_ENTRIES_WITH_DISK``): the rest are read again when a search scores them.
 
 Invariants: a cache failure never raises into a search (a read that fails encodes
 instead, a write that fails keeps the encoding in memory only, a file that cannot be
@@ -37,8 +38,11 @@ logger = logging.getLogger(__name__)
 # working set grows with its tokens (~60 MB at 1,024).
 _BATCH = 32
 _BATCH_TOKENS = 512
-# A text's encoding in memory is ~30 KB for a typical description, so at most this many.
+# A text's encoding in memory is ~16 KB for a typical description, so at most this many;
+# with a disk cache to read them from again, fewer: what a process's searches re-score
+# most (an index holds its sentence vectors itself).
 _MEMORY_ENTRIES = 10_000
+_MEMORY_ENTRIES_WITH_DISK = 1_024
 
 
 class _DiskCache:
@@ -127,10 +131,16 @@ class Encoder:
         with self._memory_lock:
             self._memory.clear()
 
+    @property
+    def persistent(self) -> bool:
+        """Whether encodings can be read again from a disk cache."""
+        return self._disk_cache() is not None
+
     def _remember(self, items: dict[str, Encoding]) -> None:
+        bound = _MEMORY_ENTRIES if self._disk is None else _MEMORY_ENTRIES_WITH_DISK
         with self._memory_lock:
             self._memory.update(items)
-            while len(self._memory) > _MEMORY_ENTRIES:
+            while len(self._memory) > bound:
                 self._memory.popitem(last=False)
 
     def documents(

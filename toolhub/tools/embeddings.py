@@ -28,7 +28,10 @@ Cost, and where it is paid (docs/tool-search.md has the figures):
   and other processes share (``embedding_cache``).
 - The runtime's memory stays bounded: the model runs without onnxruntime's arena, in
   batches of similar length, and a tool text's token vectors are kept as int8, widened
-  only for the candidates a search re-scores, a few at a time.
+  only for the candidates a search re-scores, a few at a time. Where there is a disk
+  cache, an index holds only its sentence vectors: the token vectors of the rows a
+  search scores come from the encoder's bounded memory, else the file (at 10,000 tools,
+  ~150 MB less at peak for a few ms a search).
 
 Invariants: encoding never raises into a search (a model or cache failure turns the
 semantic ranker off, or skips the disk, with one log line); a search waits at most
@@ -69,6 +72,8 @@ HEAD_WEIGHT = 0.25
 MIN_SIMILARITY = 0.1
 # How many documents' token vectors a search widens to float32 at once (~4 MB).
 _SCORE_ROWS = 64
+# How many documents an index build reads at once.
+_BUILD_ROWS = 256
 # How long exit waits for the batch in the model (a batch takes well under a second).
 _CLOSE_SECONDS = 10.0
 # How long a search waits for another thread that is loading (or rewriting) the model
@@ -233,21 +238,36 @@ def start() -> None:
 
 
 class SemanticIndex:
-    """Sentence vectors of a set of documents as one matrix; their token vectors stay the
-    shared cached arrays, scored only for the rows a search asks about."""
+    """Sentence vectors of a set of documents as one matrix. Their token vectors are read
+    only for the rows a search scores: from the encoder (its bounded memory, then the
+    disk cache) where there is a disk cache, else held here (nowhere else to read them)."""
 
-    def __init__(self, encoder: Encoder, encoded: Sequence[Encoding]) -> None:
+    def __init__(
+        self, encoder: Encoder, documents: Sequence[str], encoded: Sequence[Encoding] = ()
+    ) -> None:
+        """``encoded``: the documents' encodings where the caller has them (a test's)."""
         np = encoder.np
         self.np = np
         self._encoder = encoder
-        # Each distinct encoding is scored once and its score copied to every row that
-        # has it (the same text is the same cached object): the same text always scores
-        # the same, to the last bit, so a tie breaks by name. A product computes columns
-        # by different paths, which would otherwise part them in float32's last bits.
-        first: dict[int, int] = {}
-        self._inverse = np.array([first.setdefault(id(item), len(first)) for item in encoded])
-        self._encoded = list({id(item): item for item in encoded}.values())
-        self._vectors = np.stack([item.vector for item in self._encoded])
+        # Each distinct text is scored once and its score copied to every row that has
+        # it: the same text always scores the same, to the last bit, so a tie breaks by
+        # name. A product computes columns by different paths, which would otherwise part
+        # them in float32's last bits.
+        first: dict[str, int] = {}
+        self._inverse = np.array([first.setdefault(text, len(first)) for text in documents])
+        self._texts = list(first)
+        held = dict(zip(documents, encoded, strict=False))
+        self._encoded: list[Encoding] = [held[text] for text in self._texts] if held else []
+        vectors = [item.vector for item in self._encoded]
+        if not held:
+            keep = not encoder.persistent
+            # A chunk at a time: every document's token vectors at once would be the
+            # process's peak (~160 MB at 10,000 tools).
+            for start in range(0, len(self._texts), _BUILD_ROWS):
+                chunk = encoder.documents(self._texts[start : start + _BUILD_ROWS])
+                vectors += [item.vector for item in chunk]
+                self._encoded += chunk if keep else []
+        self._vectors = np.stack(vectors)
 
     @classmethod
     def build(cls, documents: Sequence[str]) -> SemanticIndex | None:
@@ -258,7 +278,13 @@ class SemanticIndex:
         encoder = _encoder(wait=_SEARCH_WAIT_SECONDS)
         if encoder is None:
             return None
-        return cls(encoder, encoder.documents(documents))
+        return cls(encoder, documents)
+
+    def _documents(self, rows: Sequence[int]) -> list[Encoding]:
+        """The encodings of distinct documents ``rows`` (indexes into ``_texts``)."""
+        if self._encoded:
+            return [self._encoded[row] for row in rows]
+        return self._encoder.documents([self._texts[row] for row in rows])
 
     def encode(self, query: str) -> Encoding:
         return self._encoder.query(query)
@@ -294,13 +320,13 @@ class SemanticIndex:
         ]
 
     def _interaction(self, query: Encoding, rows: Any, heads: Sequence[int]) -> Any:
-        """``interaction`` over distinct encodings (indexes into ``_encoded``)."""
+        """``interaction`` over distinct documents (indexes into ``_texts``)."""
         np = self.np
         scores = []
         # Some documents at a time: the widened vectors of every candidate at once would
         # be the largest allocation of a search (~10 MB at 1,000 tools).
         for start in range(0, len(rows), _SCORE_ROWS):
-            chunk = [self._encoded[row] for row in rows[start : start + _SCORE_ROWS]]
+            chunk = self._documents(rows[start : start + _SCORE_ROWS])
             sizes = np.array([len(item.tokens) for item in chunk])
             starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
             # One widening for the chunk: per document it would cost more in calls than
@@ -317,6 +343,17 @@ class SemanticIndex:
             head = (best[starts + count] - best[starts]) / np.maximum(count, 1)
             scores.append(np.stack([forward, reverse, np.where(count > 0, head, reverse)]))
         return np.concatenate(scores, axis=1)
+
+    def centroids(self, groups: Any, count: int) -> Any:
+        """Per group (``groups[row]`` is each row's, ``count`` of them), the normalized
+        mean of its rows' sentence vectors: what a group of documents is about as a whole."""
+        np = self.np
+        sums = np.zeros((count, self._vectors.shape[1]), np.float32)
+        # Rows a chunk at a time: every row's vector at once would be ~15 MB at 10,000.
+        for start in range(0, len(groups), 1_024):
+            chunk = self._inverse[start : start + 1_024]
+            np.add.at(sums, groups[start : start + 1_024], self._vectors[chunk])
+        return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
 
     def pieces(self, text: str) -> int:
         """How many of the model's tokens ``text`` is, without the special ones."""

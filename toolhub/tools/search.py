@@ -14,7 +14,10 @@ fused: sentence similarity over the whole index, then late interaction for the b
 speak to every word of the query (token similarity), and is the query about all of the
 tool (the reverse score, over its text and over its name)? Of near-duplicates, one that
 also does something the query never mentions, or belongs to a service it never names,
-ranks below the one that does just what was asked. Nothing in it knows any catalog.
+ranks below the one that does just what was asked. A tool's source (its MCP server,
+``catalog.group_of``) counts as a whole: the closer the query is to what the source is
+about (``SOURCE_WEIGHT``), the higher its tools; an index of one source is ranked as if
+there were none. Nothing in it knows any catalog.
 Ties break by name, so the same query always gives the same answer (a text shared by
 several tools is scored once, so they tie exactly). Where a model has written how people
 ask for a tool (``phrasings``), that text joins the tool's in both rankers.
@@ -72,9 +75,19 @@ EXPANSION_WEIGHT = 0.5
 # The semantic ranker's second stage re-scores this many tools with late interaction,
 # standardizing it over them and an even sample of about STATISTICS_SAMPLE others. At
 # 10,000 tools, dev hit@5 was 0.742 re-scoring 50, 0.750 at 100, 0.758 at 200 (measured
-# offline on the first stage's best N; docs/tool-search.md).
+# offline on the first stage's best N; docs/tool-search.md). A sample of 16 instead of 64
+# gave the same hit@5 within a query at every scale (with the source score) and scores
+# ~30% fewer rows; 50 candidates lost a point on the held-out queries at 10,000.
 CANDIDATES = 100
-STATISTICS_SAMPLE = 64
+STATISTICS_SAMPLE = 16
+# What the query's closeness to a tool's source counts for (added to the tool's score):
+# the source (``catalog.group_of``: its MCP server) as a whole, the normalized mean of its
+# tools' sentence vectors, against the query's (``_source_scores``). A server is about
+# one thing, so of near-copies the one whose server the query is about wins over a
+# kitchen-sink server's. Chosen by 5-fold cross-validation (0 / 0.5 / 1 / 1.5 / 2, mean
+# dev hit@5 over 240, 1,000 and 10,000 tools): four folds chose 1.0, one 2.0. The mean
+# of a source's best 3 similarities, or its best one, lost (docs/tool-search.md).
+SOURCE_WEIGHT = 1.0
 CLOSE_MATCH = 0.35
 STANDOUT_MARGIN = 0.125
 
@@ -141,6 +154,9 @@ class ToolIndex:
         self._order = sorted(self._tools)
         # Per row, how many model tokens its name is (its encoded text starts with it).
         self._heads: dict[int, int] = {}
+        # Per source (``_source_rows``), its sentence vectors' normalized mean: made at the
+        # first semantic search, since the semantic index is.
+        self._centroids: Any = None
         prepare(self._tools.values())
 
     @functools.cached_property
@@ -271,6 +287,7 @@ class ToolIndex:
         count = len(self._order)
         if mode == "hybrid":
             first += (1 - weight) * _standardized(lexical)
+        first += SOURCE_WEIGHT * self._source_scores(semantic, encoded, sentence)
         candidates = (
             np.argpartition(-first, CANDIDATES)[:CANDIDATES]
             if count > CANDIDATES
@@ -293,6 +310,32 @@ class ToolIndex:
             column[scored] = standard
             final += gain * column
         return final
+
+    @functools.cached_property
+    def _source_rows(self) -> tuple[list[int], int]:
+        """Each row's source as a number, and how many sources there are."""
+        numbers: dict[str, int] = {}
+        rows = [numbers.setdefault(self.sources[name], len(numbers)) for name in self._order]
+        return rows, len(numbers)
+
+    def _source_scores(
+        self, semantic: embeddings.SemanticIndex, encoded: Encoding, sentence: Any
+    ) -> Any:
+        """Per row, its source's closeness to the query (the cosine of the query to the
+        source's centroid) less the mean over rows, over the spread of the rows' sentence
+        similarities; 0 everywhere in an index of one source: nothing to tell apart."""
+        np = semantic.np
+        rows, count = self._source_rows
+        if count < 2:
+            return np.zeros(len(rows), np.float32)
+        groups = np.asarray(rows, dtype=np.intp)
+        if self._centroids is None:
+            self._centroids = semantic.centroids(groups, count)
+        # On the tools' own scale (the spread of their sentence similarities), not
+        # standardized over the sources: over two sources that would always be -1 and +1,
+        # however alike they are.
+        column = (self._centroids @ encoded.vector)[groups]
+        return (column - column.mean()) / (float(sentence.std()) or 1.0)
 
     def _head(self, semantic: embeddings.SemanticIndex, row: int) -> int:
         if row not in self._heads:
