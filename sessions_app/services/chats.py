@@ -325,12 +325,18 @@ def _clean_model(value: Any) -> tuple[str, str]:
 def session_intent_merge(*, session: ChatSession, patch: Any) -> ChatSession:
     """Merge a chat frame's intent into the stored one (its fields replace those fields).
 
-    The merge starts from the row as stored now and is written only if nobody wrote in
-    between (``WHERE version = read``); otherwise it is redone on the newer intent, so a
-    concurrent REST edit is never overwritten.
+    The merge starts from the row as stored now, read under its lock, so a concurrent
+    REST edit is never overwritten and what is returned is this merge's result.
     """
-    for _ in range(5):
-        current = ChatSession.objects.values("tool_intent", "version").get(pk=session.pk)
+    # The row stays locked from the read to the end of the caller's transaction: a chat
+    # read back here is the one this merge made, never another tab's that committed in
+    # between (the composer answers with it, saying what it applied).
+    with transaction.atomic():
+        current = (
+            ChatSession.objects.select_for_update()
+            .values("tool_intent", "version")
+            .get(pk=session.pk)
+        )
         try:
             stored_intent = ToolIntent.parse(current["tool_intent"])
             merged = stored_intent.merge(patch)
@@ -342,16 +348,11 @@ def session_intent_merge(*, session: ChatSession, patch: Any) -> ChatSession:
             refuse_meta_tool(name, "intent", "removed from a chat")
         toolset_check_exists(user=session.owner, name=merged.toolset)
         stored = merged.to_json()
-        if stored == current["tool_intent"]:
-            break
-        written = ChatSession.objects.filter(pk=session.pk, version=current["version"]).update(
-            tool_intent=stored, tier_plan=None, version=F("version") + 1
-        )
-        if written:
-            break
-    else:
-        raise Conflict("the session keeps changing; try again")
-    session.refresh_from_db()
+        if stored != current["tool_intent"]:
+            ChatSession.objects.filter(pk=session.pk).update(
+                tool_intent=stored, tier_plan=None, version=F("version") + 1
+            )
+        session.refresh_from_db()
     return session
 
 

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from toolhub.tools import function
+from toolhub.tools.catalog import smallest_tokens
 from toolhub.tools.resolve import CALL_TOOL
 from toolhub.tools.wire import array_frame_tokens, tool_tokens
 
@@ -18,10 +19,11 @@ NAMES = ("t_a", "t_b", "t_c", "t_d", "t_e", "t_f")
 
 
 def _same_size(ref: str) -> str:
-    """Fetch a record of the lab by its reference.
+    """Fetch a record of the lab by its reference, with its samples, its instruments and
+    the notes its technicians wrote, as the lab's records system keeps them.
 
     Args:
-        ref: The record's reference.
+        ref: The record's reference, as printed on the sample's label.
     """
     return f"record {ref}"
 
@@ -35,9 +37,11 @@ def test_tools(registry_state):
 
 
 def _two_fit(registry) -> int:
-    """A budget that holds the array's frame, the meta tools and two of the test tools."""
+    """A budget that holds the array's frame, the meta tools and two of the test tools,
+    and the room the catalog needs at the least (toolhub.tools.catalog)."""
     meta = tool_tokens(registry.get("tool_search")) + tool_tokens(CALL_TOOL)
-    return array_frame_tokens() + meta + 2 * tool_tokens(registry.get("t_a")) + 3
+    catalog = smallest_tokens([registry.get(name) for name in NAMES])
+    return array_frame_tokens() + meta + 2 * tool_tokens(registry.get("t_a")) + catalog + 3
 
 
 def _agent(owner, registry, picked=NAMES):
@@ -115,7 +119,9 @@ def test_an_agent_intent_edit_rebuilds_the_plan_once_and_a_later_tool_arrives_de
     # and the array (what heads the prompt cache) did not change.
     assert later["fingerprint"] == rebuilt["fingerprint"]
     assert "t_new" not in later["resident"]
-    assert _stored_tiers(session_id)["t_new"] == "deferred"
+    # Not in the stored plan either, so the catalog neither names nor counts it until
+    # the plan is made again (toolhub.tools.catalog); the toolset says it is deferred.
+    assert "t_new" not in _stored_tiers(session_id)
     assert {n: _stored_tiers(session_id)[n] for n in NAMES} == {
         n: kept_after_rebuild[n] for n in NAMES
     }
