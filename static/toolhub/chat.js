@@ -438,8 +438,23 @@ async function redrawTranscript() {
     }
     const fresh = page.querySelector(".transcript");
     if (!fresh) return;
+    // A message being edited stays in its editor, with what was typed: a redraw landing
+    // just after a click on Edit (a turn's end, another tab's switch) wiped it before.
+    const editing = [...list.querySelectorAll(".edit-form textarea")].map((area) => ({
+      id: area.closest(".item")?.id,
+      value: area.value,
+      focused: document.activeElement === area,
+    }));
     list.replaceChildren(...[...fresh.children].map((item) => document.importNode(item, true)));
     localTimes(list);
+    for (const open of editing) {
+      const item = open.id && document.getElementById(open.id);
+      if (!item || !item.querySelector("template[data-source]")) continue;
+      editMessage(item);
+      const area = item.querySelector(".edit-form textarea");
+      area.value = open.value;
+      if (!open.focused) area.blur();
+    }
   })();
   return redrawing;
 }
