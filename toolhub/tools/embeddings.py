@@ -345,15 +345,19 @@ class SemanticIndex:
         return np.concatenate(scores, axis=1)
 
     def centroids(self, groups: Any, count: int) -> Any:
-        """Per group (``groups[row]`` is each row's, ``count`` of them), the normalized
-        mean of its rows' sentence vectors: what a group of documents is about as a whole."""
+        """Per group (``groups[row]`` is each row's, ``count`` of them), the mean of its
+        rows' sentence vectors. A query's product with it is the query's mean cosine to the
+        group's documents: how much the group as a whole is about the query. (Not its
+        direction alone: normalizing the mean of a kitchen-sink group's varied documents
+        magnifies what all tool texts share, so every vague query came close to it.)"""
         np = self.np
         sums = np.zeros((count, self._vectors.shape[1]), np.float32)
         # Rows a chunk at a time: every row's vector at once would be ~15 MB at 10,000.
         for start in range(0, len(groups), 1_024):
             chunk = self._inverse[start : start + 1_024]
             np.add.at(sums, groups[start : start + 1_024], self._vectors[chunk])
-        return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+        sizes = np.bincount(groups, minlength=count).astype(np.float32)
+        return sums / np.maximum(sizes, 1.0)[:, None]
 
     def pieces(self, text: str) -> int:
         """How many of the model's tokens ``text`` is, without the special ones."""
