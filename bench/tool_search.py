@@ -86,7 +86,7 @@ GRID = {
 SCALES = (240, 1_000, 10_000)
 # The source score's weights (search.SOURCE_WEIGHT), chosen the same way with the others
 # at the product's values.
-SOURCE_GRID = (0.0, 0.5, 1.0, 1.5, 2.0)
+SOURCE_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
 OFF_TOPIC = (
     "purple elephant symphony",
     "grandmother's knitting needles",
