@@ -166,6 +166,10 @@ class Lexical:
                 scores[row] = get(row, 0.0) + weight * gain
         return scores
 
+    def postings(self, term: str) -> list[tuple[int, float]]:
+        """The rows that have ``term``, each with what it adds to their score."""
+        return self._postings.get(term, [])
+
     def vector(self, np: Any, terms: Mapping[str, float], count: int) -> Any:
         """``scores`` as a numpy vector over all ``count`` rows (0 where no term is shared;
         a shared term always adds more than 0, its idf being positive)."""
