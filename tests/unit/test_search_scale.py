@@ -201,3 +201,58 @@ def test_a_sources_closeness_to_a_query_is_its_tools_mean_closeness_so_a_kitchen
     assert closeness[0] == pytest.approx(float(sentence[:2].mean()), abs=1e-5)
     assert closeness[1] == pytest.approx(float(sentence[2:].mean()), abs=1e-5)
     assert closeness[0] > closeness[1]
+
+
+def _company_and_billing(*company_tools, unprefixed=()):
+    """A billing server about one thing, and a company's server about everything (its
+    ``unprefixed`` tools' names do not start with the server's)."""
+    billing = [
+        ("list_invoices", "List the invoices of a customer."),
+        ("create_invoice", "Create an invoice for a customer."),
+        ("charge_payment", "Charge a customer's saved payment method."),
+    ]
+    company = [
+        *company_tools,
+        ("send_email", "Send an email to a recipient (the Northwind service)."),
+        ("get_weather", "Get the weather forecast for a city (the Northwind service)."),
+        ("play_song", "Play a song on the speaker (the Northwind service)."),
+        ("book_flight", "Book a flight between two airports (the Northwind service)."),
+    ]
+    return ToolIndex(
+        [_server_tool("billing", *tool) for tool in billing]
+        + [_server_tool("northwind", *tool) for tool in company]
+        + [
+            dataclasses.replace(_tool(*tool), origin="mcp:northwind", source="mcp")
+            for tool in unprefixed
+        ]
+    )
+
+
+def test_a_source_the_query_names_counts_once_for_the_source_not_for_a_tool_doing_something_else(
+    model,
+):
+    if model == "lexical only":
+        pytest.skip("the name is taken out of what the model encodes")
+    index = _company_and_billing(
+        ("archive_invoice", "Archive an invoice of a customer (the Northwind service).")
+    )
+
+    hits = index.search("show the invoices of Northwind")
+
+    assert hits[0].tool.name == "billing_list_invoices"
+
+
+def test_of_two_tools_doing_what_was_asked_the_one_from_the_source_the_query_names_ranks_first(
+    model,
+):
+    if model == "lexical only":
+        pytest.skip("the name is taken out of what the model encodes")
+    # Its tool says just what billing's does; the name is all that tells them apart.
+    index = _company_and_billing(
+        ("archive_invoice", "Archive an invoice of a customer (the Northwind service)."),
+        unprefixed=[("invoices", "List the invoices of a customer.")],
+    )
+
+    hits = index.search("show the invoices of Northwind")
+
+    assert hits[0].tool.name == "invoices"

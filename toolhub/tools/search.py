@@ -17,7 +17,10 @@ also does something the query never mentions, or belongs to a service it never n
 ranks below the one that does just what was asked. A tool's source (its MCP server,
 ``catalog.group_of``) counts as a whole: the closer the query is to what the source is
 about (``SOURCE_WEIGHT``), the higher its tools; an index of one source is ranked as if
-there were none. Nothing in it knows any catalog.
+there were none. A word of the query that names a source (``_source_names``: a company's
+server, whose tools use the word more than all others do) leaves the text the model
+encodes and counts for the source instead (``NAMED_SOURCE_WEIGHT``). Nothing in it knows
+any catalog.
 Ties break by name, so the same query always gives the same answer (a text shared by
 several tools is scored once, so they tie exactly). Where a model has written how people
 ask for a tool (``phrasings``), that text joins the tool's in both rankers.
@@ -51,7 +54,7 @@ from typing import Any
 from toolhub.tools import embeddings, glossary, phrasings
 from toolhub.tools.catalog import group_of
 from toolhub.tools.embedding_model import Encoding
-from toolhub.tools.search_text import WORD, Lexical, document, stem, title, tokens
+from toolhub.tools.search_text import STOP_WORDS, WORD, Lexical, document, stem, title, tokens
 from toolhub.tools.tool import Tool
 
 __all__ = ["SearchHit", "SearchHits", "ToolIndex", "document_text", "prepare", "stem", "tokens"]
@@ -89,6 +92,15 @@ STATISTICS_SAMPLE = 16
 # 1.5, one 2.0. The cosine to the mean's direction, a source's best 3 similarities or its
 # best one lost (docs/tool-search.md).
 SOURCE_WEIGHT = 1.5
+# What a query's naming a source counts for (added to its tools' first-stage scores), where
+# the word naming it is the source's name more than anyone's word (``_source_names``). The
+# word itself leaves the text the model encodes (BM25 keeps it), and the named source's
+# source score is the best any source has: a name counts once, for the source, not again
+# in every one of its tools' words ("invoices for Northwind" is about invoices; Northwind's
+# tool that does something else to invoices should not win on the name alone). Chosen by 5-fold
+# cross-validation (0 / 0.5 / 1 / 2 / 3, mean dev hit@5 over the three scales): three
+# folds chose 0.5, one 1.0, one 0 (docs/tool-search.md).
+NAMED_SOURCE_WEIGHT = 0.5
 CLOSE_MATCH = 0.35
 STANDOUT_MARGIN = 0.125
 
@@ -225,15 +237,18 @@ class ToolIndex:
                 return SearchHits(nearest=self._nearest(query, None, limit))
             ranked = heapq.nsmallest(limit, lexical, key=lambda row: (-lexical[row], row))
             return self._hits(ranked, lexical)
+        said, named = self._named(query)
         terms = _terms(query, implied)
         lexical_all = self._lexical.vector(semantic.np, terms, len(self._order))
-        encoded = semantic.encode(f"{query} {implied}".strip())
+        encoded = semantic.encode(f"{said} {implied}".strip())
         sentence = semantic.sentence(encoded)
         shares_word = lexical_all > 0
         # The floor is the same in every mode that has the model: it judges the query,
         # whichever ranker then orders the tools.
         matched = exact is not None or _clears_floor(sentence, shares_word=shares_word.any())
-        scores = self._semantic_scores(semantic, encoded, sentence, lexical_all, mode=mode)
+        scores = self._semantic_scores(
+            semantic, encoded, sentence, lexical_all, mode=mode, named=named
+        )
         if exact is not None:
             scores[exact] = math.inf
         if not matched:
@@ -269,6 +284,7 @@ class ToolIndex:
         lexical: Any,
         *,
         mode: str,
+        named: Any = None,
     ) -> Any:
         """Every tool's score, in two stages. First the sentence similarity, standardized
         over this index (z-scores), mixed with the standardized lexical score in hybrid
@@ -288,7 +304,9 @@ class ToolIndex:
         count = len(self._order)
         if mode == "hybrid":
             first += (1 - weight) * _standardized(lexical)
-        first += SOURCE_WEIGHT * self._source_scores(semantic, encoded, sentence)
+        first += SOURCE_WEIGHT * self._source_scores(semantic, encoded, sentence, named)
+        if named is not None:
+            first += NAMED_SOURCE_WEIGHT * named
         candidates = (
             np.argpartition(-first, CANDIDATES)[:CANDIDATES]
             if count > CANDIDATES
@@ -319,12 +337,53 @@ class ToolIndex:
         rows = [numbers.setdefault(self.sources[name], len(numbers)) for name in self._order]
         return rows, len(numbers)
 
+    @functools.cached_property
+    def _source_names(self) -> dict[str, list[int]]:
+        """The words that name sources here, each with the rows of the sources it names: a
+        word of a source's name (``catalog.group_of``) that the tools of the sources so
+        named use more than all other tools do (a company's server, "northwind": its
+        tools say northwind, few others do; not a server named for what it does,
+        "tickets", among other servers' ticket tools). None in an index of one source."""
+        if self._source_rows[1] < 2:
+            return {}
+        members: dict[str, list[int]] = {}
+        for row, name in enumerate(self._order):
+            members.setdefault(self.sources[name], []).append(row)
+        named: dict[str, set[int]] = {}
+        for source, rows in members.items():
+            for word in tokens(source):
+                if len(word) > 1 and word.isalpha():
+                    named.setdefault(word, set()).update(rows)
+        words = {}
+        for word, inside in named.items():
+            using = {row for row, _ in self._lexical.postings(word)}
+            if len(using & inside) > len(using - inside):
+                words[word] = sorted(inside)
+        return words
+
+    def _named(self, query: str) -> tuple[str, Any]:
+        """The query without the words that name sources (``_source_names``), and per row
+        whether the query names its source (None: it names none). A query that is
+        nothing but names keeps them."""
+        names = self._source_names
+        said = [word for word in WORD.findall(query) if word.lower() not in STOP_WORDS]
+        found = {stem(word.lower()) for word in said} & names.keys()
+        if not found or not {stem(word.lower()) for word in said} - found:
+            return query, None
+        np = self._semantic.np
+        column = np.zeros(len(self._order))
+        for word in found:
+            column[names[word]] = 1.0
+        rest = WORD.sub(lambda match: "" if stem(match[0].lower()) in found else match[0], query)
+        return " ".join(rest.split()), column
+
     def _source_scores(
-        self, semantic: embeddings.SemanticIndex, encoded: Encoding, sentence: Any
+        self, semantic: embeddings.SemanticIndex, encoded: Encoding, sentence: Any, named: Any
     ) -> Any:
         """Per row, its source's closeness to the query (the query's mean cosine to the
         source's tools) less the mean over rows, over the spread of the rows' sentence
-        similarities; 0 everywhere in an index of one source: nothing to tell apart."""
+        similarities; 0 everywhere in an index of one source: nothing to tell apart. A
+        source the query names (``named``) is as close as the closest source."""
         np = semantic.np
         rows, count = self._source_rows
         if count < 2:
@@ -336,6 +395,8 @@ class ToolIndex:
         # standardized over the sources: over two sources that would always be -1 and +1,
         # however alike they are.
         column = (self._centroids @ encoded.vector)[groups]
+        if named is not None:
+            column = np.where(named > 0, column.max(), column)
         return (column - column.mean()) / (float(sentence.std()) or 1.0)
 
     def _head(self, semantic: embeddings.SemanticIndex, row: int) -> int:

@@ -30,7 +30,7 @@ _B = 0.75
 NAME_WEIGHT = 3
 DESCRIPTION_WEIGHT = 2
 PARAMETER_WEIGHT = 1
-_STOP_WORDS = frozenset(
+STOP_WORDS = frozenset(
     (
         "a",
         "an",
@@ -108,7 +108,7 @@ def stem(word: str) -> str:
 
 def tokens(text: str) -> list[str]:
     words = (word.lower() for word in WORD.findall(text))
-    return [stem(word) for word in words if word not in _STOP_WORDS]
+    return [stem(word) for word in words if word not in STOP_WORDS]
 
 
 def title(tool: Tool) -> str:
@@ -165,6 +165,10 @@ class Lexical:
             for row, gain in self._postings.get(term, ()):
                 scores[row] = get(row, 0.0) + weight * gain
         return scores
+
+    def postings(self, term: str) -> list[tuple[int, float]]:
+        """The rows that have ``term``, each with what it adds to their score."""
+        return self._postings.get(term, [])
 
     def vector(self, np: Any, terms: Mapping[str, float], count: int) -> Any:
         """``scores`` as a numpy vector over all ``count`` rows (0 where no term is shared;
