@@ -626,10 +626,14 @@ async def _phases(
     return started, floor_started, {name: between[name] - before[name] for name in between}
 
 
-def _run(var_dir: Path, servers: int) -> tuple[list[str], dict[str, float]]:
+@contextlib.contextmanager
+def _model_and_env(var_dir: Path) -> Any:
+    """The fake Anthropic API and the servers' environment, on a fresh database (migrated)
+    and Redis index, with Django set up in this process on the same; yields the env and
+    the fake model (which records the requests it answered)."""
     from _django import BENCH_SECRETS_KEY, flush_redis, recreate_database
 
-    from tests.conftest import app_env, daphne, manage
+    from tests.conftest import app_env, manage
     from tests.fakes import FakeAnthropic, Reply
 
     _close_django()  # the previous count's connection: the database is dropped
@@ -658,6 +662,13 @@ def _run(var_dir: Path, servers: int) -> tuple[list[str], dict[str, float]]:
             raise SystemExit(f"ws_load: migrate failed:\n{migrated.stderr}")
         if not _django_ready():  # this process sets Django up once, for the first count
             _django(var_dir, env)
+        yield env, model
+
+
+def _run(var_dir: Path, servers: int) -> tuple[list[str], dict[str, float]]:
+    from tests.conftest import daphne
+
+    with _model_and_env(var_dir) as (env, model):
         chats = _setup(servers)
         logs = [var_dir / f"daphne-{servers}-{number}.log" for number in range(servers)]
         with contextlib.ExitStack() as running:

@@ -1,0 +1,295 @@
+"""Capacity at people's pace: how many chats a server count carries while each chat sends a
+message every P seconds, before event delivery p99 passes 250 ms; beside the floor, the
+same number of sockets receiving the same frames at the same pace through plain group
+sends (no turn, no database).
+
+The set-up is ``ws_load``'s (its database, Redis index, fake Anthropic API answering every
+call with 50 words in 50 deltas, daphne servers as in production, a person per chat). For
+each server count (BENCH_CAPACITY_SERVERS, default "1,2"), chats are added in steps
+(CHATS_START, doubling, at most CHATS_MAX). Every chat keeps its socket and sends its next
+message P seconds (BENCH_CAPACITY_PACE_S, default 20) after it sent the last one, or as
+soon as the last turn ended if that took longer; each starts at a random point of its
+first P seconds (a fixed seed), as people do. A step lasts ``WINDOW_PACES`` paces after
+its new chats began: its p99 is over the events received in that window, each one's
+delivery being its receipt on the client minus ``SessionEvent.created`` (the floor's:
+minus the publisher's stamp). The steps stop at the first p99 over ``P99_MS``; the
+capacity is the last step under it (so it is known to within a factor of two).
+
+Prints a line per step (``ws_load capacity step …``) and per server count
+``ws_load capacity servers=S pace_s=P chats=N floor_chats=F``. A run takes about
+(steps * (WINDOW_PACES + 1) * P) per phase: with the defaults, 10 to 20 minutes in all.
+Figures are printed, not asserted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import ws_load
+from ws_load import DATABASE_URL, REDIS_URL, _Client, _open, _percentile
+
+PACE_S = float(os.environ.get("BENCH_CAPACITY_PACE_S", "20"))
+SERVER_COUNTS = tuple(
+    int(count) for count in os.environ.get("BENCH_CAPACITY_SERVERS", "1,2").split(",") if count
+)
+CHATS_START = int(os.environ.get("BENCH_CAPACITY_START", "25"))
+CHATS_MAX = int(os.environ.get("BENCH_CAPACITY_MAX", "1600"))
+P99_MS = 250.0
+WINDOW_PACES = 2
+SEED = 45
+
+
+class _Paced:
+    """The chats of one phase (toolhub's or the floor's), added step by step, each on its
+    own pace until ``stop``; ``seen`` holds (receipt, delivery ms) of every event."""
+
+    def __init__(self, clients: list[_Client], run_one: Any) -> None:
+        self._waiting = list(clients)
+        self._run_one = run_one
+        self._tasks: list[asyncio.Task[None]] = []
+        self.stop = asyncio.Event()
+        self.seen: list[tuple[float, float]] = []
+        self.stuck: list[str] = []
+
+    def add(self, count: int) -> int:
+        rng = random.Random(SEED + len(self._tasks))  # noqa: S311 (a fixed seed on purpose)
+        while len(self._tasks) < count and self._waiting:
+            client = self._waiting.pop(0)
+            offset = rng.uniform(0, PACE_S)
+            self._tasks.append(asyncio.create_task(self._run_one(self, client, offset)))
+        return len(self._tasks)
+
+    async def close(self) -> None:
+        self.stop.set()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+async def _sleep_or_stop(paced: _Paced, seconds: float) -> bool:
+    """Sleep ``seconds`` unless the phase stops first; True when it stopped."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(paced.stop.wait(), max(seconds, 0))
+    return paced.stop.is_set()
+
+
+async def _chat(paced: _Paced, client: _Client, offset: float) -> None:
+    """A person: a message every PACE_S seconds, each turn read to its end."""
+    try:
+        socket = await _open(client)
+    except ws_load._Stuck as exc:
+        paced.stuck.append(f"session {client.session_id}: {exc}")
+        return
+    number = 0
+    try:
+        if await _sleep_or_stop(paced, offset):
+            return
+        while not paced.stop.is_set():
+            number += 1
+            sent = time.monotonic()
+            socket = await ws_load._turn(client, socket, number)
+            if await _listen(paced, client, socket, PACE_S - (time.monotonic() - sent)):
+                return
+    except ws_load._Stuck as exc:
+        paced.stuck.append(f"session {client.session_id}: {exc}")
+    finally:
+        await socket.close()
+
+
+async def _listen(paced: _Paced, client: _Client, socket: Any, seconds: float) -> bool:
+    """Read what comes between turns (the chat's title arrives after its first turn ends)
+    for ``seconds``, unless the phase stops first; True when it stopped."""
+    from websockets.exceptions import ConnectionClosed
+
+    deadline = time.monotonic() + max(seconds, 0)
+    while not paced.stop.is_set() and (left := deadline - time.monotonic()) > 0:
+        try:
+            raw = await asyncio.wait_for(socket.recv(), min(left, 1.0))
+        except TimeoutError:
+            continue
+        except ConnectionClosed:
+            return await _sleep_or_stop(paced, deadline - time.monotonic())
+        frame = json.loads(raw)
+        if frame.get("type") == "event":
+            client.events.append((frame["seq"], frame["kind"], time.time()))
+            client.sizes.append(len(raw))
+    return paced.stop.is_set()
+
+
+def _floor_chat(turn: list[tuple[str, int]]) -> Any:
+    """The floor's person: the frames of one toolhub turn (kinds and sizes), each PACE_S
+    seconds, in two group sends as a turn sends them, to the chat's socket."""
+
+    async def run(paced: _Paced, client: _Client, offset: float) -> None:
+        from channels.layers import get_channel_layer
+
+        from agent_app.delivery import session_group
+
+        try:
+            socket = await _open(client)
+        except ws_load._Stuck as exc:
+            paced.stuck.append(f"floor session {client.session_id}: {exc}")
+            return
+        receiving = asyncio.create_task(_receive(paced, socket))
+        layer, group, seq = get_channel_layer(), session_group(client.session_id), 0
+        try:
+            if await _sleep_or_stop(paced, offset):
+                return
+            while not paced.stop.is_set():
+                started = time.monotonic()
+                frames = []
+                for kind, size in turn:
+                    seq += 1
+                    data = {"pad": "x" * max(size - 110, 0)}
+                    frame = {"type": "event", "seq": seq, "turn": "f", "kind": kind, "data": data}
+                    frames.append(frame)
+                for batch in (frames[:2], frames[2:]):
+                    stamp = time.time()
+                    for frame in batch:
+                        frame["data"]["sent"] = stamp
+                    await layer.group_send(group, {"type": "session.events", "frames": batch})
+                if await _sleep_or_stop(paced, PACE_S - (time.monotonic() - started)):
+                    return
+        finally:
+            receiving.cancel()
+            await socket.close()
+
+    return run
+
+
+async def _receive(paced: _Paced, socket: Any) -> None:
+    from websockets.exceptions import ConnectionClosed
+
+    with contextlib.suppress(ConnectionClosed, asyncio.CancelledError):
+        async for raw in socket:
+            frame = json.loads(raw)
+            if frame.get("type") == "event" and "sent" in frame.get("data", {}):
+                received = time.time()
+                paced.seen.append((received, (received - frame["data"]["sent"]) * 1000))
+
+
+def _toolhub_deliveries(clients: list[_Client], since: float) -> list[tuple[float, float]]:
+    """(receipt, delivery ms) of every event the clients received after ``since``."""
+    stored = ws_load._stored()
+    seen = []
+    for client in clients:
+        created = stored.get(client.session_id, {})
+        for seq, _, received in client.events:
+            if received >= since and seq in created:
+                seen.append((received, (received - created[seq][1]) * 1000))
+    return seen
+
+
+async def _ladder(label: str, servers: int, paced: _Paced, delivered: Any) -> int:
+    """Add chats in doubling steps until a step's p99 passes P99_MS; the last step under."""
+    capacity, chats = 0, CHATS_START
+    while chats <= CHATS_MAX:
+        count = paced.add(chats)
+        # The new chats' first messages are spread over one pace; the window follows it.
+        await asyncio.sleep(PACE_S)
+        since = time.time()
+        await asyncio.sleep(WINDOW_PACES * PACE_S)
+        window = [ms for received, ms in await delivered(since) if received >= since]
+        p99 = _percentile(window, 0.99)
+        print(
+            f"ws_load capacity step servers={servers} pace_s={PACE_S:g} kind={label} "
+            f"chats={count} events={len(window)} delivery_p50_ms={_percentile(window, 0.5):.1f} "
+            f"delivery_p99_ms={p99:.1f} stuck={len(paced.stuck)}",
+            flush=True,
+        )
+        if not window or p99 > P99_MS or paced.stuck or count < chats:
+            break
+        capacity, chats = count, chats * 2
+    await paced.close()
+    return capacity
+
+
+def _setup(count: int) -> list[tuple[str, str]]:
+    """(token, session) of ``count`` chats, each a person's own."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    from sessions_app.services import session_create
+
+    chats = []
+    for number in range(count):
+        user = get_user_model().objects.create(username=f"capacity{number}")
+        chats.append((Token.objects.create(user=user).key, str(session_create(user=user).pk)))
+    return chats
+
+
+async def _phases(servers: int, clients: list[_Client], warmup: list[_Client]) -> tuple[int, int]:
+    # The first turns pay one-time costs (the SDK's import): not the capacity's.
+    for client in warmup:
+        await ws_load._converse(client, turns=1)
+    half = len(clients) // 2
+    mine = clients[:half]
+    paced = _Paced(mine, _chat)
+    chats = await _ladder(
+        "toolhub", servers, paced, lambda since: asyncio.to_thread(_toolhub_deliveries, mine, since)
+    )
+    turn = ws_load._turns_of(warmup[0])[0]
+    floor = _Paced(clients[half:], _floor_chat(turn))
+
+    async def floor_seen(since: float) -> list[tuple[float, float]]:
+        return list(floor.seen)
+
+    floor_chats = await _ladder("floor", servers, floor, floor_seen)
+    return chats, floor_chats
+
+
+def _run(var_dir: Path, servers: int) -> None:
+    from tests.conftest import daphne
+
+    with ws_load._model_and_env(var_dir) as (env, _model):
+        chats = _setup(2 * CHATS_MAX + servers)
+        bases = []
+        with contextlib.ExitStack() as running:
+            for number in range(servers):
+                log = var_dir / f"capacity-{servers}-{number}.log"
+                bases.append(running.enter_context(daphne(env, log=log)))
+            clients = [
+                _Client(
+                    session_id=session_id,
+                    server=index % servers,
+                    url=bases[index % servers].replace("http://", "ws://")
+                    + f"/ws/sessions/{session_id}/",
+                    token=token,
+                )
+                for index, (token, session_id) in enumerate(chats)
+            ]
+            found, floor = asyncio.run(_phases(servers, clients[servers:], clients[:servers]))
+    print(
+        f"ws_load capacity servers={servers} pace_s={PACE_S:g} chats={found} floor_chats={floor}",
+        flush=True,
+    )
+
+
+def main() -> None:
+    from _django import drop_database, flush_redis
+
+    var_dir = Path(tempfile.mkdtemp(prefix="toolhub-ws-capacity-"))
+    try:
+        for servers in SERVER_COUNTS:
+            _run(var_dir, servers)
+    finally:
+        ws_load._close_django()
+        with contextlib.suppress(Exception):
+            drop_database(DATABASE_URL)
+        with contextlib.suppress(Exception):
+            flush_redis(REDIS_URL)
+        shutil.rmtree(var_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
