@@ -423,7 +423,65 @@ def test_an_index_over_a_disk_cache_holds_no_token_vectors_and_scores_as_one_tha
 
     assert reading is not None
     assert reading._encoded == []
+    assert reading._file is not None
     assert (
         reading.interaction(query, rows, [2] * len(rows))
         == held.interaction(query, rows, [2] * len(rows))
     ).all()
+
+
+def test_a_token_file_cut_short_under_an_index_costs_speed_never_a_search(
+    semantic, cache_file, caplog
+):
+    texts = [tool.description for tool in TEAM_TOOLS]
+    reading = embeddings.SemanticIndex.build(texts)
+    encoder = embeddings._encoder()
+    held = embeddings.SemanticIndex(encoder, texts, encoder.documents(texts))
+    query = encoder.query("tell priya something privately")
+    rows = list(range(len(texts)))
+    assert reading is not None
+    assert reading._file is not None
+    os.ftruncate(reading._file._file.fileno(), 100)
+
+    scores = reading.interaction(query, rows, [2] * len(rows))
+
+    assert (scores == held.interaction(query, rows, [2] * len(rows))).all()
+    assert reading._file is None
+    assert "token file read failed" in caplog.text
+
+
+def test_an_index_whose_token_file_cannot_be_made_reads_the_encoding_cache_instead(
+    semantic, cache_file, monkeypatch, caplog
+):
+    def no_file(*args, **kwargs):
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", no_file)
+    texts = [tool.description for tool in TEAM_TOOLS]
+    reading = embeddings.SemanticIndex.build(texts)
+    encoder = embeddings._encoder()
+    held = embeddings.SemanticIndex(encoder, texts, encoder.documents(texts))
+    query = encoder.query("tell priya something privately")
+    rows = list(range(len(texts)))
+
+    assert reading is not None
+    assert reading._file is None
+    assert "no token file for an index" in caplog.text
+    assert (
+        reading.interaction(query, rows, [2] * len(rows))
+        == held.interaction(query, rows, [2] * len(rows))
+    ).all()
+
+
+def test_an_index_without_a_disk_cache_holds_its_token_vectors_and_has_no_token_file(semantic):
+    before = (embeddings.enabled, embeddings.cache_path, embeddings.rewritten_dir)
+    embeddings.configure(semantic_search=True, cache_file=None, model_dir=MODEL_DIR)
+    try:
+        texts = [tool.description for tool in TEAM_TOOLS]
+        index = embeddings.SemanticIndex.build(texts)
+    finally:
+        embeddings.configure(semantic_search=before[0], cache_file=before[1], model_dir=before[2])
+
+    assert index is not None
+    assert index._file is None
+    assert len(index._encoded) == len(texts)

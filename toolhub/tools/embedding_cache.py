@@ -177,7 +177,7 @@ class Encoder:
                 }
                 # Remembered before the next waiter looks.
                 self._remember(fresh)
-                _give_back_freed_memory()
+                give_back_freed_memory()
             found |= done | fresh
             if fresh and disk is not None:
                 try:
@@ -217,7 +217,7 @@ def _malloc_trim() -> Callable[[int], int] | None:
         return None
 
 
-def _give_back_freed_memory() -> None:
+def give_back_freed_memory() -> None:
     """Return the pages a batch freed to the system (glibc only; elsewhere a no-op).
 
     A batch's buffers are freed between the long-lived token arrays allocated beside

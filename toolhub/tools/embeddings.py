@@ -43,12 +43,14 @@ from __future__ import annotations
 import atexit
 import functools
 import logging
+import os
+import tempfile
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from toolhub.tools.embedding_cache import Encoder
+from toolhub.tools.embedding_cache import Encoder, give_back_freed_memory
 from toolhub.tools.embedding_model import Encoding, load_model
 
 logger = logging.getLogger(__name__)
@@ -249,6 +251,8 @@ class SemanticIndex:
         np = encoder.np
         self.np = np
         self._encoder = encoder
+        # Where there is a disk cache: the documents' token vectors, read by offset.
+        self._file: _TokenFile | None = None
         # Each distinct text is scored once and its score copied to every row that has
         # it: the same text always scores the same, to the last bit, so a tie breaks by
         # name. A product computes columns by different paths, which would otherwise part
@@ -261,13 +265,22 @@ class SemanticIndex:
         vectors = [item.vector for item in self._encoded]
         if not held:
             keep = not encoder.persistent
+            token_file = None if keep else _TokenFile.made(np, cache_path)
             # A chunk at a time: every document's token vectors at once would be the
             # process's peak (~160 MB at 10,000 tools).
             for start in range(0, len(self._texts), _BUILD_ROWS):
                 chunk = encoder.documents(self._texts[start : start + _BUILD_ROWS])
                 vectors += [item.vector for item in chunk]
                 self._encoded += chunk if keep else []
+                if token_file is not None and not token_file.add(chunk):
+                    token_file = None
+            self._file = token_file.finished() if token_file is not None else None
         self._vectors = np.stack(vectors)
+        del vectors
+        if not held:
+            # The chunks' encodings are freed between the sentence vectors kept: without
+            # this, ~30 MB that nothing uses stay resident at 10,000 tools (measured).
+            give_back_freed_memory()
 
     @classmethod
     def build(cls, documents: Sequence[str]) -> SemanticIndex | None:
@@ -285,6 +298,25 @@ class SemanticIndex:
         if self._encoded:
             return [self._encoded[row] for row in rows]
         return self._encoder.documents([self._texts[row] for row in rows])
+
+    def _token_rows(self, rows: Any) -> tuple[Any, Any, Any]:
+        """Distinct documents ``rows``' token vectors one after another (as kept: int8 for
+        a tool text), each vector's scale, and each document's number of vectors. From the
+        index's token file where it has one; else, or when a read of it fails, from the
+        encodings (memory, then the disk cache)."""
+        np = self.np
+        if self._file is not None:
+            try:
+                return self._file.read(rows)
+            except (OSError, ValueError):
+                logger.exception("token file read failed; reading the encoding cache instead")
+                self._file = None
+        chunk = self._documents(rows)
+        return (
+            np.concatenate([item.tokens for item in chunk]),
+            np.concatenate([_scales(np, item) for item in chunk]),
+            np.array([len(item.tokens) for item in chunk]),
+        )
 
     def encode(self, query: str) -> Encoding:
         return self._encoder.query(query)
@@ -326,16 +358,15 @@ class SemanticIndex:
         # Some documents at a time: the widened vectors of every candidate at once would
         # be the largest allocation of a search (~10 MB at 1,000 tools).
         for start in range(0, len(rows), _SCORE_ROWS):
-            chunk = self._documents(rows[start : start + _SCORE_ROWS])
-            sizes = np.array([len(item.tokens) for item in chunk])
+            tokens, scales, sizes = self._token_rows(rows[start : start + _SCORE_ROWS])
             starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
             # One widening for the chunk: per document it would cost more in calls than
             # in arithmetic.
-            widened = np.concatenate([item.tokens for item in chunk]).astype(np.float32)
+            widened = tokens.astype(np.float32)
             # Scaled after the product: the query has fewer tokens than a vector has
             # dimensions, so that is fewer multiplications.
             similarity = query.tokens @ widened.T
-            similarity *= np.concatenate([_scales(np, item) for item in chunk])
+            similarity *= scales
             forward = np.maximum.reduceat(similarity, starts, axis=1).mean(axis=0)
             best = np.concatenate(([0.0], np.cumsum(similarity.max(axis=0))))
             reverse = (best[starts + sizes] - best[starts]) / sizes
@@ -362,6 +393,87 @@ class SemanticIndex:
     def pieces(self, text: str) -> int:
         """How many of the model's tokens ``text`` is, without the special ones."""
         return _pieces(self._encoder.model, text)
+
+
+class _TokenFile:
+    """An index's token vectors in one unnamed file in the disk cache's directory (gone
+    with the index, or its process), read by offset: per document its int8 vectors, then
+    their float32 scales. The index holds each document's offset and size (~160 KB at
+    10,000 tools). A search reads each scored row with one ``preadv`` into the chunk's
+    arrays, not through SQLite (docs/tool-search.md has the figures). Made at the
+    index's build from the encodings it reads anyway; a file that cannot be made or
+    written leaves the index reading the encoding cache, with one log line."""
+
+    def __init__(self, np: Any, file: Any) -> None:
+        self._np = np
+        self._file = file
+        self._width = 0
+        self._sizes: list[int] = []
+        self.sizes: Any = None
+        self.offsets: Any = None
+
+    @classmethod
+    def made(cls, np: Any, cache_file: Path | None) -> _TokenFile | None:
+        try:
+            directory = cache_file.parent if cache_file is not None else None
+            return cls(np, tempfile.TemporaryFile(dir=directory))
+        except OSError:
+            logger.exception("no token file for an index: reading the encoding cache instead")
+            return None
+
+    def add(self, chunk: Sequence[Encoding]) -> bool:
+        """Append ``chunk``'s token vectors; False (the file closed) when that failed."""
+        np = self._np
+        try:
+            for item in chunk:
+                if item.scales is None or item.tokens.dtype != np.int8:
+                    raise ValueError("a tool text's token vectors are int8, with scales")
+                self._width = self._width or item.tokens.shape[1]
+                self._file.write(np.ascontiguousarray(item.tokens).data)
+                self._file.write(np.ascontiguousarray(item.scales, dtype=np.float32).data)
+                self._sizes.append(len(item.tokens))
+        except (OSError, ValueError):
+            logger.exception("token file write failed; reading the encoding cache instead")
+            self._file.close()
+            return False
+        return True
+
+    def finished(self) -> _TokenFile | None:
+        np = self._np
+        try:
+            self._file.flush()
+        except OSError:
+            logger.exception("token file write failed; reading the encoding cache instead")
+            self._file.close()
+            return None
+        self.sizes = np.array(self._sizes, dtype=np.intp)
+        self._sizes = []
+        # Where each document starts: its vectors, a byte each, then a float32 scale each.
+        ends = np.cumsum(self.sizes * (self._width + 4))
+        self.offsets = ends - self.sizes * (self._width + 4)
+        return self
+
+    def read(self, rows: Any) -> tuple[Any, Any, Any]:
+        """As ``SemanticIndex._token_rows``. Raises OSError, or ValueError for a short read
+        (a file cut short under the index)."""
+        np = self._np
+        rows = np.asarray(rows, dtype=np.intp)
+        sizes = self.sizes[rows]
+        total = int(sizes.sum())
+        tokens = np.empty((total, self._width), np.int8)
+        scales = np.empty(total, np.float32)
+        into_tokens = memoryview(tokens).cast("B")
+        into_scales = memoryview(scales).cast("B")
+        descriptor = self._file.fileno()
+        at = 0
+        for offset, size in zip(self.offsets[rows].tolist(), sizes.tolist(), strict=True):
+            length = size * self._width
+            parts = [into_tokens[at * self._width : at * self._width + length]]
+            parts.append(into_scales[at * 4 : (at + size) * 4])
+            if os.preadv(descriptor, parts, offset) != length + size * 4:
+                raise ValueError("the token file is shorter than its index")
+            at += size
+        return tokens, scales, sizes
 
 
 def _scales(np: Any, item: Encoding) -> Any:
