@@ -155,9 +155,10 @@ class ToolIndex:
         self._order = sorted(self._tools)
         # Per row, how many model tokens its name is (its encoded text starts with it).
         self._heads: dict[int, int] = {}
-        # Per source (``_source_rows``), its sentence vectors' normalized mean: made at the
-        # first semantic search, since the semantic index is.
+        # Per source (``_source_rows``), its sentence vectors' mean, and each row's source
+        # as a numpy vector: made at the first semantic search, since the semantic index is.
         self._centroids: Any = None
+        self._groups: Any = None
         prepare(self._tools.values())
 
     @functools.cached_property
@@ -329,9 +330,10 @@ class ToolIndex:
         rows, count = self._source_rows
         if count < 2:
             return np.zeros(len(rows), np.float32)
-        groups = np.asarray(rows, dtype=np.intp)
         if self._centroids is None:
-            self._centroids = semantic.centroids(groups, count)
+            self._groups = np.asarray(rows, dtype=np.intp)
+            self._centroids = semantic.centroids(self._groups, count)
+        groups = self._groups
         # On the tools' own scale (the spread of their sentence similarities), not
         # standardized over the sources: over two sources that would always be -1 and +1,
         # however alike they are.
