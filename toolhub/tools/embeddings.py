@@ -46,8 +46,6 @@ from __future__ import annotations
 import atexit
 import functools
 import logging
-import os
-import tempfile
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -55,6 +53,7 @@ from typing import Any
 
 from toolhub.tools.embedding_cache import Encoder, give_back_freed_memory
 from toolhub.tools.embedding_model import Encoding, load_model
+from toolhub.tools.token_store import TokenRows
 
 logger = logging.getLogger(__name__)
 
@@ -256,8 +255,9 @@ class SemanticIndex:
         np = encoder.np
         self.np = np
         self._encoder = encoder
-        # Where there is a disk cache: the documents' token vectors, read by offset.
-        self._file: _TokenFile | None = None
+        # Where there is a disk cache: where the documents' token vectors are in the
+        # process's token store (``token_store``), read by offset.
+        self._file: TokenRows | None = None
         # Each distinct text is scored once and its score copied to every row that has
         # it: the same text always scores the same, to the last bit, so a tie breaks by
         # name. A product computes columns by different paths, which would otherwise part
@@ -270,14 +270,15 @@ class SemanticIndex:
         vectors = [item.vector for item in self._encoded]
         if not held:
             keep = not encoder.persistent
-            token_file = None if keep else _TokenFile.made(np, cache_path)
+            token_file = None if keep else TokenRows.begin(np, cache_path, encoder.model.tag)
             # A chunk at a time: every document's token vectors at once would be the
             # process's peak (~160 MB at 10,000 tools).
             for start in range(0, len(self._texts), _BUILD_ROWS):
-                chunk = encoder.documents(self._texts[start : start + _BUILD_ROWS])
+                texts = self._texts[start : start + _BUILD_ROWS]
+                chunk = encoder.documents(texts)
                 vectors += [item.vector for item in chunk]
                 self._encoded += chunk if keep else []
-                if token_file is not None and not token_file.add(chunk):
+                if token_file is not None and not token_file.add(texts, chunk):
                     token_file = None
             self._file = token_file.finished() if token_file is not None else None
         self._vectors = np.stack(vectors)
@@ -310,9 +311,11 @@ class SemanticIndex:
         index's token file where it has one; else, or when a read of it fails, from the
         encodings (memory, then the disk cache)."""
         np = self.np
-        if self._file is not None:
+        # Read once: another thread's failed read may drop it meanwhile.
+        token_file = self._file
+        if token_file is not None:
             try:
-                return self._file.read(rows)
+                return token_file.read(rows)
             except (OSError, ValueError):
                 logger.exception("token file read failed; reading the encoding cache instead")
                 self._file = None
@@ -398,87 +401,6 @@ class SemanticIndex:
     def pieces(self, text: str) -> int:
         """How many of the model's tokens ``text`` is, without the special ones."""
         return _pieces(self._encoder.model, text)
-
-
-class _TokenFile:
-    """An index's token vectors in one unnamed file in the disk cache's directory (gone
-    with the index, or its process), read by offset: per document its int8 vectors, then
-    their float32 scales. The index holds each document's offset and size (~160 KB at
-    10,000 tools). A search reads each scored row with one ``preadv`` into the chunk's
-    arrays, not through SQLite (docs/tool-search.md has the figures). Made at the
-    index's build from the encodings it reads anyway; a file that cannot be made or
-    written leaves the index reading the encoding cache, with one log line."""
-
-    def __init__(self, np: Any, file: Any) -> None:
-        self._np = np
-        self._file = file
-        self._width = 0
-        self._sizes: list[int] = []
-        self.sizes: Any = None
-        self.offsets: Any = None
-
-    @classmethod
-    def made(cls, np: Any, cache_file: Path | None) -> _TokenFile | None:
-        try:
-            directory = cache_file.parent if cache_file is not None else None
-            return cls(np, tempfile.TemporaryFile(dir=directory))
-        except OSError:
-            logger.exception("no token file for an index: reading the encoding cache instead")
-            return None
-
-    def add(self, chunk: Sequence[Encoding]) -> bool:
-        """Append ``chunk``'s token vectors; False (the file closed) when that failed."""
-        np = self._np
-        try:
-            for item in chunk:
-                if item.scales is None or item.tokens.dtype != np.int8:
-                    raise ValueError("a tool text's token vectors are int8, with scales")
-                self._width = self._width or item.tokens.shape[1]
-                self._file.write(np.ascontiguousarray(item.tokens).data)
-                self._file.write(np.ascontiguousarray(item.scales, dtype=np.float32).data)
-                self._sizes.append(len(item.tokens))
-        except (OSError, ValueError):
-            logger.exception("token file write failed; reading the encoding cache instead")
-            self._file.close()
-            return False
-        return True
-
-    def finished(self) -> _TokenFile | None:
-        np = self._np
-        try:
-            self._file.flush()
-        except OSError:
-            logger.exception("token file write failed; reading the encoding cache instead")
-            self._file.close()
-            return None
-        self.sizes = np.array(self._sizes, dtype=np.intp)
-        self._sizes = []
-        # Where each document starts: its vectors, a byte each, then a float32 scale each.
-        ends = np.cumsum(self.sizes * (self._width + 4))
-        self.offsets = ends - self.sizes * (self._width + 4)
-        return self
-
-    def read(self, rows: Any) -> tuple[Any, Any, Any]:
-        """As ``SemanticIndex._token_rows``. Raises OSError, or ValueError for a short read
-        (a file cut short under the index)."""
-        np = self._np
-        rows = np.asarray(rows, dtype=np.intp)
-        sizes = self.sizes[rows]
-        total = int(sizes.sum())
-        tokens = np.empty((total, self._width), np.int8)
-        scales = np.empty(total, np.float32)
-        into_tokens = memoryview(tokens).cast("B")
-        into_scales = memoryview(scales).cast("B")
-        descriptor = self._file.fileno()
-        at = 0
-        for offset, size in zip(self.offsets[rows].tolist(), sizes.tolist(), strict=True):
-            length = size * self._width
-            parts = [into_tokens[at * self._width : at * self._width + length]]
-            parts.append(into_scales[at * 4 : (at + size) * 4])
-            if os.preadv(descriptor, parts, offset) != length + size * 4:
-                raise ValueError("the token file is shorter than its index")
-            at += size
-        return tokens, scales, sizes
 
 
 def _scales(np: Any, item: Encoding) -> Any:
