@@ -9,8 +9,8 @@ The process's memory stays bounded: texts are encoded shortest first in batches 
 similar length, padded only to the longest of their batch, and what a batch freed is
 given back to the system when it ends. A tool text's token vectors are kept as int8 (one
 scale per vector, ``Encoding.compact``). With a disk cache, memory keeps fewer encodings
-(``_MEMORY_ENTRIES_WITH_DISK``): an index reads the rows a search scores from a file of its
-own (``embeddings``), and the rest only if that file fails.
+(``_MEMORY_ENTRIES_WITH_DISK``): an index reads the rows a search scores from the
+process's token store (``token_store``), and from here only if that file fails.
 
 Invariants: a cache failure never raises into a search (a read that fails encodes
 instead, a write that fails keeps the encoding in memory only, a file that cannot be
@@ -41,8 +41,8 @@ _BATCH = 32
 _BATCH_TOKENS = 512
 # A text's encoding in memory is ~16 KB for a typical description, so at most this many;
 # with a disk cache to read them from again, fewer: those read or encoded last (an index
-# holds its sentence vectors itself and reads the token vectors it scores from its own
-# file, ``embeddings._TokenFile``).
+# holds its sentence vectors itself and reads the token vectors it scores from the
+# process's token store, ``token_store``).
 _MEMORY_ENTRIES = 10_000
 _MEMORY_ENTRIES_WITH_DISK = 1_024
 

@@ -30,14 +30,15 @@ Cost, and where it is paid (docs/tool-search.md has the figures):
   batches of similar length, and a tool text's token vectors are kept as int8, widened
   only for the candidates a search re-scores, a few at a time. Where there is a disk
   cache, an index holds only its sentence vectors (and each document's size and offset):
-  at its build it writes its documents' token vectors to an unnamed file of its own, and
-  a search reads the rows it scores from there by offset (at 10,000 tools, ~150 MB less
-  at peak than holding them, for ~0.3 ms a search).
+  at its build it places its documents' token vectors in the process's token store (one
+  unnamed file that every index shares, each distinct text written once:
+  ``token_store``), and a search reads the rows it scores from there by offset (at
+  10,000 tools, ~150 MB less at peak than holding them, for ~0.3 ms a search).
 
 Invariants: encoding never raises into a search (a model or cache failure turns the
-semantic ranker off, or skips the disk, with one log line; an index's token file that
-cannot be made, written or read in full leaves it reading the encodings from the encoder,
-with one log line); a search waits at most
+semantic ranker off, or skips the disk, with one log line; a token store file that
+cannot be made, written or read in full leaves the index reading the encodings from the
+encoder, with one log line); a search waits at most
 ``_SEARCH_WAIT_SECONDS`` for a model another thread is loading, then ranks lexically.
 """
 
@@ -243,10 +244,10 @@ def start() -> None:
 
 class SemanticIndex:
     """Sentence vectors of a set of documents as one matrix. Their token vectors are read
-    only for the rows a search scores: where there is a disk cache, from the index's own
-    token file (``_TokenFile``), else from the encoder (its bounded memory, then the disk
-    cache) if that file failed; without a disk cache, held here (nowhere else to read
-    them)."""
+    only for the rows a search scores: where there is a disk cache, from the process's
+    token store (``token_store.TokenRows``), else from the encoder (its bounded memory,
+    then the disk cache) if that file failed; without a disk cache, held here (nowhere
+    else to read them)."""
 
     def __init__(
         self, encoder: Encoder, documents: Sequence[str], encoded: Sequence[Encoding] = ()
@@ -308,7 +309,7 @@ class SemanticIndex:
     def _token_rows(self, rows: Any) -> tuple[Any, Any, Any]:
         """Distinct documents ``rows``' token vectors one after another (as kept: int8 for
         a tool text), each vector's scale, and each document's number of vectors. From the
-        index's token file where it has one; else, or when a read of it fails, from the
+        token store where the index has its rows there; else, or when a read of it fails, from the
         encodings (memory, then the disk cache)."""
         np = self.np
         # Read once: another thread's failed read may drop it meanwhile.
