@@ -561,6 +561,33 @@ def test_a_new_text_appended_after_an_index_was_built_does_not_disturb_its_reads
     assert _scores_as_held(grown, texts, query)
 
 
+def test_indexes_built_from_several_threads_at_once_write_each_text_once_and_read_it_whole(
+    semantic, cache_file, store, monkeypatch
+):
+    texts = [tool.description for tool in TEAM_TOOLS]
+    assert embeddings.SemanticIndex.build(texts) is not None
+    size = store.size()
+    # Another store of the test's own, for the threads (the fixture restores the first).
+    store_alone = token_store.TokenStore()
+    monkeypatch.setattr(token_store, "_store", store_alone)
+    built = []
+
+    def build(order):
+        built.append((order, embeddings.SemanticIndex.build(order)))
+
+    threads = [threading.Thread(target=build, args=(texts[k:] + texts[:k],)) for k in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert store_alone.size() == size
+    query = embeddings._encoder().query("tell priya something privately")
+    for order, index in built:
+        assert _rows(index).generation is _rows(built[0][1]).generation
+        assert _scores_as_held(index, order, query)
+
+
 def test_a_build_past_the_stores_bound_starts_a_new_generation_and_an_old_index_still_reads(
     semantic, cache_file, store, monkeypatch
 ):
