@@ -4,6 +4,7 @@ never waits for the model before its first search."""
 
 from __future__ import annotations
 
+import gc
 import os
 import sqlite3
 import subprocess
@@ -11,6 +12,7 @@ import sys
 import tempfile
 import textwrap
 import threading
+import weakref
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import plain_tool
-from toolhub.tools import ToolRegistry, embedding_cache, embedding_model, embeddings, glossary
+from toolhub.tools import (
+    ToolRegistry,
+    embedding_cache,
+    embedding_model,
+    embeddings,
+    glossary,
+    token_store,
+)
 from toolhub.tools.resolve import resolve
 from toolhub.tools.search import ToolIndex, document_text
 from toolhub.tools.turn import TurnTools
@@ -423,7 +432,206 @@ def test_an_index_over_a_disk_cache_holds_no_token_vectors_and_scores_as_one_tha
 
     assert reading is not None
     assert reading._encoded == []
+    assert reading._file is not None
     assert (
         reading.interaction(query, rows, [2] * len(rows))
         == held.interaction(query, rows, [2] * len(rows))
     ).all()
+
+
+def test_a_token_file_cut_short_under_an_index_costs_speed_never_a_search(
+    semantic, cache_file, caplog
+):
+    texts = [tool.description for tool in TEAM_TOOLS]
+    reading = embeddings.SemanticIndex.build(texts)
+    encoder = embeddings._encoder()
+    held = embeddings.SemanticIndex(encoder, texts, encoder.documents(texts))
+    query = encoder.query("tell priya something privately")
+    rows = list(range(len(texts)))
+    assert reading is not None
+    assert reading._file is not None
+    generation = reading._file.generation
+    os.ftruncate(generation.descriptor, 100)
+
+    scores = reading.interaction(query, rows, [2] * len(rows))
+
+    assert (scores == held.interaction(query, rows, [2] * len(rows))).all()
+    assert reading._file is None
+    assert "token file read failed" in caplog.text
+    # The next index starts a fresh file rather than trust the one cut short.
+    later = embeddings.SemanticIndex.build(texts)
+    assert later is not None
+    assert later._file is not None
+    assert later._file.generation is not generation
+
+
+def test_an_index_whose_token_file_cannot_be_made_reads_the_encoding_cache_instead(
+    semantic, cache_file, monkeypatch, caplog
+):
+    def no_file(*args, **kwargs):
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", no_file)
+    texts = [tool.description for tool in TEAM_TOOLS]
+    reading = embeddings.SemanticIndex.build(texts)
+    encoder = embeddings._encoder()
+    held = embeddings.SemanticIndex(encoder, texts, encoder.documents(texts))
+    query = encoder.query("tell priya something privately")
+    rows = list(range(len(texts)))
+
+    assert reading is not None
+    assert reading._file is None
+    assert "no token file for an index" in caplog.text
+    assert (
+        reading.interaction(query, rows, [2] * len(rows))
+        == held.interaction(query, rows, [2] * len(rows))
+    ).all()
+
+
+def test_an_index_without_a_disk_cache_holds_its_token_vectors_and_has_no_token_file(semantic):
+    before = (embeddings.enabled, embeddings.cache_path, embeddings.rewritten_dir)
+    embeddings.configure(semantic_search=True, cache_file=None, model_dir=MODEL_DIR)
+    try:
+        texts = [tool.description for tool in TEAM_TOOLS]
+        index = embeddings.SemanticIndex.build(texts)
+    finally:
+        embeddings.configure(semantic_search=before[0], cache_file=before[1], model_dir=before[2])
+
+    assert index is not None
+    assert index._file is None
+    assert len(index._encoded) == len(texts)
+
+
+@pytest.fixture
+def store(monkeypatch):
+    """A token store of the test's own, so what other tests placed does not count."""
+    fresh = token_store.TokenStore()
+    monkeypatch.setattr(token_store, "_store", fresh)
+    return fresh
+
+
+def _scores_as_held(index, texts, query):
+    encoder = embeddings._encoder()
+    held = embeddings.SemanticIndex(encoder, texts, encoder.documents(texts))
+    rows = list(range(len(texts)))
+    return (
+        index.interaction(query, rows, [2] * len(rows))
+        == held.interaction(query, rows, [2] * len(rows))
+    ).all()
+
+
+def _rows(index):
+    """Where ``index``'s documents are in the token store (it has them there)."""
+    assert index is not None
+    assert index._file is not None
+    return index._file
+
+
+def test_two_indexes_over_the_same_tools_in_one_process_share_the_token_store(
+    semantic, cache_file, store
+):
+    texts = [tool.description for tool in TEAM_TOOLS]
+    first = embeddings.SemanticIndex.build(texts)
+    size = store.size()
+    # Other resolutions of the same tools: another profile's order, a toggle's subset.
+    second = embeddings.SemanticIndex.build(texts[::-1])
+    third = embeddings.SemanticIndex.build(texts[:3])
+
+    assert size > 0
+    assert store.size() == size
+    assert _rows(first).generation is _rows(second).generation
+    assert _rows(third).generation is _rows(first).generation
+    query = embeddings._encoder().query("tell priya something privately")
+    assert _scores_as_held(second, texts[::-1], query)
+    assert _scores_as_held(third, texts[:3], query)
+
+
+def test_a_new_text_appended_after_an_index_was_built_does_not_disturb_its_reads(
+    semantic, cache_file, store
+):
+    texts = [tool.description for tool in TEAM_TOOLS]
+    first = embeddings.SemanticIndex.build(texts[:3])
+    size = store.size()
+    grown = embeddings.SemanticIndex.build(texts)
+
+    assert _rows(grown).generation is _rows(first).generation
+    assert store.size() > size
+    query = embeddings._encoder().query("tell priya something privately")
+    assert _scores_as_held(first, texts[:3], query)
+    assert _scores_as_held(grown, texts, query)
+
+
+def test_indexes_built_from_several_threads_at_once_write_each_text_once_and_read_it_whole(
+    semantic, cache_file, store, monkeypatch
+):
+    texts = [tool.description for tool in TEAM_TOOLS]
+    assert embeddings.SemanticIndex.build(texts) is not None
+    size = store.size()
+    # Another store of the test's own, for the threads (the fixture restores the first).
+    store_alone = token_store.TokenStore()
+    monkeypatch.setattr(token_store, "_store", store_alone)
+    built = []
+
+    def build(order):
+        built.append((order, embeddings.SemanticIndex.build(order)))
+
+    threads = [threading.Thread(target=build, args=(texts[k:] + texts[:k],)) for k in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert store_alone.size() == size
+    query = embeddings._encoder().query("tell priya something privately")
+    for order, index in built:
+        assert _rows(index).generation is _rows(built[0][1]).generation
+        assert _scores_as_held(index, order, query)
+
+
+def test_a_build_past_the_stores_bound_starts_a_new_generation_and_an_old_index_still_reads(
+    semantic, cache_file, store, monkeypatch
+):
+    monkeypatch.setattr(token_store, "_GENERATION_BYTES", 1)
+    texts = [tool.description for tool in TEAM_TOOLS]
+    old = embeddings.SemanticIndex.build(texts)
+    new = embeddings.SemanticIndex.build(texts)
+
+    assert _rows(new).generation is not _rows(old).generation
+    # The new generation has every text again; the old one is written no more.
+    assert store.size() == _rows(old).generation.end
+    assert not _rows(old).generation.file.closed
+    query = embeddings._encoder().query("tell priya something privately")
+    assert _scores_as_held(old, texts, query)
+    assert _scores_as_held(new, texts, query)
+
+
+def test_a_generation_no_index_uses_any_more_is_closed(semantic, cache_file, store, monkeypatch):
+    monkeypatch.setattr(token_store, "_GENERATION_BYTES", 1)
+    texts = [tool.description for tool in TEAM_TOOLS]
+    old = embeddings.SemanticIndex.build(texts)
+    generation = weakref.ref(_rows(old).generation)
+    inode = _inode(_rows(old).generation.descriptor)
+    new = embeddings.SemanticIndex.build(texts)
+    assert _rows(new).generation is not generation()
+
+    del old
+    gc.collect()
+
+    assert generation() is None
+    # Its file went with it: no descriptor of the process opens it any more.
+    assert inode not in _open_inodes()
+
+
+def _inode(descriptor):
+    status = os.fstat(descriptor)
+    return status.st_dev, status.st_ino
+
+
+def _open_inodes():
+    inodes = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            inodes.add(_inode(int(name)))
+        except OSError:
+            continue
+    return inodes

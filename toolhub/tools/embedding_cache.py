@@ -9,7 +9,8 @@ The process's memory stays bounded: texts are encoded shortest first in batches 
 similar length, padded only to the longest of their batch, and what a batch freed is
 given back to the system when it ends. A tool text's token vectors are kept as int8 (one
 scale per vector, ``Encoding.compact``). With a disk cache, memory keeps fewer encodings
-(``_MEMORY_ENTRIES_WITH_DISK``): the rest are read again when a search scores them.
+(``_MEMORY_ENTRIES_WITH_DISK``): an index reads the rows a search scores from the
+process's token store (``token_store``), and from here only if that file fails.
 
 Invariants: a cache failure never raises into a search (a read that fails encodes
 instead, a write that fails keeps the encoding in memory only, a file that cannot be
@@ -39,8 +40,9 @@ logger = logging.getLogger(__name__)
 _BATCH = 32
 _BATCH_TOKENS = 512
 # A text's encoding in memory is ~16 KB for a typical description, so at most this many;
-# with a disk cache to read them from again, fewer: what a process's searches re-score
-# most (an index holds its sentence vectors itself).
+# with a disk cache to read them from again, fewer: those read or encoded last (an index
+# holds its sentence vectors itself and reads the token vectors it scores from the
+# process's token store, ``token_store``).
 _MEMORY_ENTRIES = 10_000
 _MEMORY_ENTRIES_WITH_DISK = 1_024
 
@@ -177,7 +179,7 @@ class Encoder:
                 }
                 # Remembered before the next waiter looks.
                 self._remember(fresh)
-                _give_back_freed_memory()
+                give_back_freed_memory()
             found |= done | fresh
             if fresh and disk is not None:
                 try:
@@ -217,7 +219,7 @@ def _malloc_trim() -> Callable[[int], int] | None:
         return None
 
 
-def _give_back_freed_memory() -> None:
+def give_back_freed_memory() -> None:
     """Return the pages a batch freed to the system (glibc only; elsewhere a no-op).
 
     A batch's buffers are freed between the long-lived token arrays allocated beside

@@ -167,9 +167,10 @@ class ToolIndex:
         self._order = sorted(self._tools)
         # Per row, how many model tokens its name is (its encoded text starts with it).
         self._heads: dict[int, int] = {}
-        # Per source (``_source_rows``), its sentence vectors' normalized mean: made at the
-        # first semantic search, since the semantic index is.
+        # Per source (``_source_rows``), its sentence vectors' mean, and each row's source
+        # as a numpy vector: made at the first semantic search, since the semantic index is.
         self._centroids: Any = None
+        self._groups: Any = None
         prepare(self._tools.values())
 
     @functools.cached_property
@@ -237,7 +238,7 @@ class ToolIndex:
                 return SearchHits(nearest=self._nearest(query, None, limit))
             ranked = heapq.nsmallest(limit, lexical, key=lambda row: (-lexical[row], row))
             return self._hits(ranked, lexical)
-        said, named = self._named(query)
+        said, named = self._named(semantic.np, query)
         terms = _terms(query, implied)
         lexical_all = self._lexical.vector(semantic.np, terms, len(self._order))
         encoded = semantic.encode(f"{said} {implied}".strip())
@@ -361,7 +362,7 @@ class ToolIndex:
                 words[word] = sorted(inside)
         return words
 
-    def _named(self, query: str) -> tuple[str, Any]:
+    def _named(self, np: Any, query: str) -> tuple[str, Any]:
         """The query without the words that name sources (``_source_names``), and per row
         whether the query names its source (None: it names none). A query that is
         nothing but names keeps them."""
@@ -370,7 +371,6 @@ class ToolIndex:
         found = {stem(word.lower()) for word in said} & names.keys()
         if not found or not {stem(word.lower()) for word in said} - found:
             return query, None
-        np = self._semantic.np
         column = np.zeros(len(self._order))
         for word in found:
             column[names[word]] = 1.0
@@ -388,9 +388,10 @@ class ToolIndex:
         rows, count = self._source_rows
         if count < 2:
             return np.zeros(len(rows), np.float32)
-        groups = np.asarray(rows, dtype=np.intp)
         if self._centroids is None:
-            self._centroids = semantic.centroids(groups, count)
+            self._groups = np.asarray(rows, dtype=np.intp)
+            self._centroids = semantic.centroids(self._groups, count)
+        groups = self._groups
         # On the tools' own scale (the spread of their sentence similarities), not
         # standardized over the sources: over two sources that would always be -1 and +1,
         # however alike they are.
