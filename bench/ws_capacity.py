@@ -1,24 +1,24 @@
 """Capacity at people's pace: how many chats a server count carries while each chat sends a
-message every P seconds, before event delivery p99 passes 250 ms; beside the floor, the
-same number of sockets receiving the same frames at the same pace through plain group
-sends (no turn, no database).
+message every P seconds, before event delivery p99 passes 250 ms; beside the floor, the same
+number of sockets receiving the same frames at the same pace through plain group sends (no
+turn, no database).
 
 The set-up is ``ws_load``'s (its database, Redis index, fake Anthropic API answering every
 call with 50 words in 50 deltas, daphne servers as in production, a person per chat). For
 each server count (BENCH_CAPACITY_SERVERS, default "1,2"), chats are added in steps
-(CHATS_START, doubling, at most CHATS_MAX). Every chat keeps its socket and sends its next
-message P seconds (BENCH_CAPACITY_PACE_S, default 20) after it sent the last one, or as
-soon as the last turn ended if that took longer; each starts at a random point of its
-first P seconds (a fixed seed), as people do. A step lasts ``WINDOW_PACES`` paces after
-its new chats began: its p99 is over the events received in that window, each one's
-delivery being its receipt on the client minus ``SessionEvent.created`` (the floor's:
-minus the publisher's stamp). The steps stop at the first p99 over ``P99_MS``; the
-capacity is the last step under it (so it is known to within a factor of two).
+(CHATS_START, then half as many again each step, at most CHATS_MAX). Every chat keeps its
+socket and sends its next message P seconds (BENCH_CAPACITY_PACE_S, default 20) after it
+sent the last one, or as soon as the last turn ended if that took longer; each starts at a
+random point of its first P seconds (a fixed seed), as people do. A step lasts
+``WINDOW_PACES`` paces after its new chats began: its p99 is over the events received in
+that window, each one's delivery being its receipt on the client minus
+``SessionEvent.created`` (the floor's: minus the publisher's stamp). The steps stop at the
+first p99 over ``P99_MS``; the capacity is the last step under it (so it is known to within
+a factor of ``GROWTH``).
 
-Prints a line per step (``ws_load capacity step …``) and per server count
-``ws_load capacity servers=S pace_s=P chats=N floor_chats=F``. A run takes about
-(steps * (WINDOW_PACES + 1) * P) per phase: with the defaults, 10 to 20 minutes in all.
-Figures are printed, not asserted.
+Prints a line per step (``ws_load capacity step …``) and per server count ``ws_load capacity
+servers=S pace_s=P chats=N floor_chats=F``. A run takes about (steps * (WINDOW_PACES + 1) *
+P) per phase: with the defaults, 20 to 40 minutes in all. Figures are printed, not asserted.
 """
 
 from __future__ import annotations
@@ -47,7 +47,10 @@ SERVER_COUNTS = tuple(
 CHATS_START = int(os.environ.get("BENCH_CAPACITY_START", "25"))
 CHATS_MAX = int(os.environ.get("BENCH_CAPACITY_MAX", "1600"))
 P99_MS = 250.0
-WINDOW_PACES = 2
+# Each step has this many times the chats of the last: the capacity's resolution (a
+# doubling could not tell 0.5 of the floor from 0.9 of it).
+GROWTH = 1.5
+WINDOW_PACES = 1
 SEED = 45
 
 
@@ -191,7 +194,7 @@ def _toolhub_deliveries(clients: list[_Client], since: float) -> list[tuple[floa
 
 
 async def _ladder(label: str, servers: int, paced: _Paced, delivered: Any) -> int:
-    """Add chats in doubling steps until a step's p99 passes P99_MS; the last step under."""
+    """Add chats in steps of ``GROWTH`` until a step's p99 passes P99_MS; the last under."""
     capacity, chats = 0, CHATS_START
     while chats <= CHATS_MAX:
         count = paced.add(chats)
@@ -209,7 +212,7 @@ async def _ladder(label: str, servers: int, paced: _Paced, delivered: Any) -> in
         )
         if not window or p99 > P99_MS or paced.stuck or count < chats:
             break
-        capacity, chats = count, chats * 2
+        capacity, chats = count, round(chats * GROWTH)
     await paced.close()
     return capacity
 
