@@ -13,8 +13,8 @@ random point of its first P seconds (a fixed seed), as people do. A step lasts
 ``WINDOW_PACES`` paces after its new chats began: its p99 is over the events received in
 that window, each one's delivery being its receipt on the client minus
 ``SessionEvent.created`` (the floor's: minus the publisher's stamp). The steps stop at the
-first p99 over ``P99_MS``; the capacity is the last step under it (so it is known to within
-a factor of ``GROWTH``).
+first step whose p99 is over ``P99_MS`` in two windows running; the capacity is the last
+step under it (so it is known to within a factor of ``GROWTH``).
 
 Prints a line per step (``ws_load capacity step …``) and per server count ``ws_load capacity
 servers=S pace_s=P chats=N floor_chats=F``. A run takes about (steps * (WINDOW_PACES + 1) *
@@ -194,27 +194,40 @@ def _toolhub_deliveries(clients: list[_Client], since: float) -> list[tuple[floa
 
 
 async def _ladder(label: str, servers: int, paced: _Paced, delivered: Any) -> int:
-    """Add chats in steps of ``GROWTH`` until a step's p99 passes P99_MS; the last under."""
+    """Add chats in steps of ``GROWTH`` until a step's p99 passes P99_MS twice running (a
+    step over it is measured again, so one pause of a shared machine does not end the
+    ladder); the last step under it."""
     capacity, chats = 0, CHATS_START
     while chats <= CHATS_MAX:
         count = paced.add(chats)
         # The new chats' first messages are spread over one pace; the window follows it.
         await asyncio.sleep(PACE_S)
-        since = time.time()
-        await asyncio.sleep(WINDOW_PACES * PACE_S)
-        window = [ms for received, ms in await delivered(since) if received >= since]
-        p99 = _percentile(window, 0.99)
-        print(
-            f"ws_load capacity step servers={servers} pace_s={PACE_S:g} kind={label} "
-            f"chats={count} events={len(window)} delivery_p50_ms={_percentile(window, 0.5):.1f} "
-            f"delivery_p99_ms={p99:.1f} stuck={len(paced.stuck)}",
-            flush=True,
-        )
-        if not window or p99 > P99_MS or paced.stuck or count < chats:
+        for attempt in range(2):
+            p99 = await _window(label, servers, paced, delivered, count, attempt)
+            if p99 <= P99_MS:
+                break
+        if not p99 <= P99_MS or paced.stuck or count < chats:
             break
         capacity, chats = count, round(chats * GROWTH)
     await paced.close()
     return capacity
+
+
+async def _window(
+    label: str, servers: int, paced: _Paced, delivered: Any, count: int, attempt: int
+) -> float:
+    """One window's delivery p99 (NaN without events), printed as a step line."""
+    since = time.time()
+    await asyncio.sleep(WINDOW_PACES * PACE_S)
+    window = [ms for received, ms in await delivered(since) if received >= since]
+    p99 = _percentile(window, 0.99)
+    print(
+        f"ws_load capacity step servers={servers} pace_s={PACE_S:g} kind={label} "
+        f"chats={count} events={len(window)} delivery_p50_ms={_percentile(window, 0.5):.1f} "
+        f"delivery_p99_ms={p99:.1f} stuck={len(paced.stuck)}" + (" again" if attempt else ""),
+        flush=True,
+    )
+    return p99
 
 
 def _setup(count: int) -> list[tuple[str, str]]:
