@@ -6,11 +6,17 @@ Creates (or reuses) the database ``toolhub_bench`` on the PostgreSQL at BENCH_DA
 ASGI messages daphne would hand it (8 requests in flight; no HTTP client in the process,
 whose time is not the product's) for:
 - GET /api/profiles/ (default, presets, 50 own profiles);
+- beside it, the yardstick: a bare DRF endpoint (DRF's TokenAuthentication, IsAuthenticated)
+  running the profiles list's query and answering its rows as dicts (``bench/_bare_api.py``,
+  mounted for this process only), in turns with the profiles list (three rounds each, the
+  median printed); ``profiles_vs_bare`` is the profiles list's time per request over the
+  bare endpoint's (the issue's bound: 1.5);
 - GET /api/sessions/<uuid>/toolset/ (resolution, token counts and hidden reasons).
-Prints requests per second, p50 latency and the query count of one request, and the floor
-the issue measures it against, from the same run: a ``SELECT 1`` round trip on a kept
-connection, and the rendering the profiles list must do (its 50+ profiles built and encoded
-as JSON, no query). ``x_select1`` is (time per request - rendering) / SELECT 1.
+Prints requests per second, p50 latency and the query count of one request once warm (the
+process's caches filled), and the floor the issue measures it against, from the same run: a
+``SELECT 1`` round trip on a kept connection, and the rendering the profiles list must do
+(its 50+ profiles built and encoded as JSON, no query). ``x_select1`` is (time per request -
+rendering) / SELECT 1.
 """
 
 from __future__ import annotations
@@ -33,10 +39,16 @@ DATABASE_URL = os.environ.get(
 )
 REQUESTS = 400
 IN_FLIGHT = 8
+# Rounds of the profiles list and the bare endpoint, in turn (each prints its median).
+ROUNDS = 3
 
 
 def _setup() -> tuple[str, str]:
     django_setup(DATABASE_URL)
+    from django.conf import settings
+
+    # The product's URLs with the bare endpoint in front, for this process only.
+    settings.ROOT_URLCONF = "_bare_api"
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
@@ -137,18 +149,35 @@ def main() -> None:
     print(
         f"api-bench floor    SELECT 1 round trip={select1:.3f}ms profiles rendering={render:.3f}ms"
     )
-    for label, path in (
-        ("profiles", "/api/profiles/"),
-        ("toolset", f"/api/sessions/{session_id}/toolset/"),
-    ):
+    from _bare_api import BARE_PATH
+
+    paths = {
+        "profiles": "/api/profiles/",
+        "bare": BARE_PATH,
+        "toolset": f"/api/sessions/{session_id}/toolset/",
+    }
+    runs: dict[str, list[tuple[float, float]]] = {label: [] for label in paths}
+    # The profiles list and its yardstick take turns, so a drift of the machine's speed
+    # moves both alike; each prints its median round.
+    for _ in range(ROUNDS):
+        for label in ("profiles", "bare"):
+            runs[label].append(asyncio.run(_drive(paths[label], token)))
+    runs["toolset"].append(asyncio.run(_drive(paths["toolset"], token)))
+    per_request: dict[str, float] = {}
+    for label, path in paths.items():
         queries = _queries(path, token)
-        rps, p50 = asyncio.run(_drive(path, token))
+        rps, p50 = statistics.median(runs[label])
         # Served one at a time per process (the GIL): a request's own cost is 1/rps.
-        per_request = 1000 / rps
-        floor = f" x_select1={(per_request - render) / select1:.1f}" if label == "profiles" else ""
+        per_request[label] = 1000 / rps
+        if label == "profiles":
+            floor = f" x_select1={(per_request[label] - render) / select1:.1f}"
+        elif label == "bare":
+            floor = f" profiles_vs_bare={per_request['profiles'] / per_request['bare']:.2f}x"
+        else:
+            floor = ""
         print(
             f"api-bench {label:<8} GET {path} rps={rps:.0f} p50={p50:.1f}ms "
-            f"per_request={per_request:.2f}ms in_flight={IN_FLIGHT} queries={queries}{floor}"
+            f"per_request={per_request[label]:.2f}ms in_flight={IN_FLIGHT} queries={queries}{floor}"
         )
 
 

@@ -10,6 +10,7 @@ committed change.
 
 from __future__ import annotations
 
+import functools
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,7 @@ from profiles_app.models import (
 from profiles_app.services.rules import audit, clean_tools, refuse_meta_tool
 from toolhub.lib.catalog_news import catalog_changed
 from toolhub.lib.errors import Conflict, Forbidden, Invalid, NotFound
+from toolhub.lib.rows import CompiledQuery, compiled_once
 from toolhub.tools import (
     ToolContext,
     availability,
@@ -63,7 +65,8 @@ def _operator_rules(token: int | None = _READ) -> _DisablesCopy:
     returns it: ``agent_app.turns.claim``); the copy is then checked with no statement."""
     global _copy
     if token is _READ:
-        token = DisablesGeneration.objects.filter(pk=1).values_list("token", flat=True).first()
+        found = _token_query().rows()
+        token = found[0][0] if found else None
     copy = _copy
     if copy is not None and token is not None and copy.token == token:
         return copy
@@ -77,6 +80,15 @@ def _operator_rules(token: int | None = _READ) -> _DisablesCopy:
     if token is not None:
         _copy = fresh
     return fresh
+
+
+@functools.cache
+def _token_query() -> CompiledQuery:
+    # Read by every resolution outside a turn (the inspector, the pages): compiled once,
+    # not per call (toolhub.lib.rows). The rows it guards are still read only on a change.
+    return compiled_once(
+        DisablesGeneration.objects.filter(pk=1).values_list("token").order_by("pk")[:1]
+    )
 
 
 def global_disables(*, token: int | None = _READ) -> dict[str, str]:

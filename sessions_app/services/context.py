@@ -14,6 +14,7 @@ sends.
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from collections.abc import Mapping
@@ -36,6 +37,7 @@ from sessions_app.uploads import workspace_of
 from toolhub.lib.chat_services import chat_services
 from toolhub.lib.errors import Conflict
 from toolhub.lib.model_windows import DEFAULT_WINDOW
+from toolhub.lib.rows import CompiledQuery, compiled_once
 from toolhub.lib.storable import storable_text
 from toolhub.tools import (
     ResolvedToolset,
@@ -81,12 +83,25 @@ def _uuid_or_none(value: str) -> uuid.UUID | None:
 
 
 def _usage(session: ChatSession) -> dict[str, int]:
-    rows = (
-        SessionEvent.objects.filter(session__owner_id=session.owner_id, kind="tool_call")
-        .values("data__name")
-        .annotate(calls=Count("id"))
+    """The person's calls per tool, over all their chats."""
+    rows = _usage_query().rows(session.owner_id)
+    return {name: calls for name, calls in rows if isinstance(name, str)}
+
+
+# The owner the usage query is compiled with, replaced by the real one on each run.
+_ANY_OWNER = -7_301
+
+
+@functools.cache
+def _usage_query() -> CompiledQuery:
+    # Read whenever a plan is made, which the inspector does on every look at a chat that
+    # has not had a turn yet: compiled once, not per call (toolhub.lib.rows).
+    return compiled_once(
+        SessionEvent.objects.filter(session__owner_id=_ANY_OWNER, kind="tool_call")
+        .values_list("data__name")
+        .annotate(calls=Count("id")),
+        _ANY_OWNER,
     )
-    return {row["data__name"]: row["calls"] for row in rows if isinstance(row["data__name"], str)}
 
 
 class PersonalResultCache:

@@ -6,13 +6,15 @@ query building.
 the same rows as a PostgreSQL ``VALUES`` list for an ``INSERT … SELECT`` inside a larger
 statement (a data-modifying ``WITH``), so rows can be written only if an earlier step of
 that statement matched, in the statement's one round trip. ``rows_read`` turns fetched
-rows into the values the ORM would give. Only model metadata and the caller's own SQL
-expressions are interpolated; every value is a parameter.
+rows into the values the ORM would give; ``compiled_once`` keeps a queryset's own SQL,
+compiled once, to run again with other values. Only model metadata and the caller's own
+SQL expressions are interpolated; every value is a parameter.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from django.db import connection, models
@@ -106,3 +108,55 @@ def rows_read(model: type[models.Model], names: Sequence[str]) -> Any:
         return tuple(values)
 
     return read
+
+
+@dataclass(frozen=True)
+class CompiledQuery:
+    """A queryset's statement as the ORM compiled it once, run again with new values in
+    the places of the placeholder values it was built with (``compiled_once``)."""
+
+    sql: str
+    params: tuple[Any, ...]
+    # Where each placeholder value sits in ``params``, in the order ``rows`` takes values.
+    slots: tuple[int, ...]
+    # Column position -> (its converters, its expression), as the ORM's compiler has them.
+    converters: tuple[tuple[int, tuple[Any, ...], Any], ...]
+
+    def rows(self, *values: Any) -> list[list[Any]]:
+        """The statement's rows with ``values`` (ready for the database) in the
+        placeholders' places, each column converted as the ORM would."""
+        params = list(self.params)
+        for slot, value in zip(self.slots, values, strict=True):
+            params[slot] = value
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql, params)
+            rows = [list(row) for row in cursor.fetchall()]
+        for row in rows:
+            for position, converters, expression in self.converters:
+                value = row[position]
+                for converter in converters:
+                    value = converter(value, expression, connection)
+                row[position] = value
+        return rows
+
+
+def compiled_once(queryset: models.QuerySet[Any], *placeholders: Any) -> CompiledQuery:
+    """``queryset``'s SQL and its columns' converters, compiled now, to run many times:
+    building and compiling a query costs the ORM several times a short statement, on every
+    call. Each of ``placeholders`` is a value the queryset was built with (unlike any other
+    value of the query) that ``CompiledQuery.rows`` replaces, in that order. The SQL is the
+    ORM's own for this database, so a hot read keeps the query it had."""
+    compiler = queryset.query.get_compiler(connection=connection)
+    sql, params = compiler.as_sql()
+    slots = []
+    for placeholder in placeholders:
+        found = [index for index, value in enumerate(params) if value == placeholder]
+        if len(found) != 1:
+            raise ValueError(f"placeholder {placeholder!r} is {len(found)} of the parameters")
+        slots.append(found[0])
+    columns = [column for column, _, _ in compiler.select[: compiler.col_count]]
+    converters = tuple(
+        (position, tuple(found), expression)
+        for position, (found, expression) in compiler.get_converters(columns).items()
+    )
+    return CompiledQuery(sql=sql, params=tuple(params), slots=tuple(slots), converters=converters)

@@ -209,3 +209,25 @@ def test_a_reset_keeps_the_strategy_the_turn_uses_so_the_turn_does_not_rebuild_i
     assert reset["strategy"] == started["strategy"] == "call_tool"
     assert started["fingerprint"] == reset["fingerprint"]
     assert ChatSession.objects.get(pk=session_id).tier_plan == plan
+
+
+def test_before_its_first_turn_a_chat_shows_the_tiers_of_the_usage_counted_at_each_look(
+    api, owner, test_tools
+):
+    from sessions_app.models import ChatSession
+
+    client = api(owner)
+    session_id = _session(client, _agent(owner, test_tools))
+
+    def resident() -> list[str]:
+        shown = client.get(f"/api/sessions/{session_id}/toolset/").json()
+        return [tool["name"] for tool in shown["resident"] if tool["name"].startswith("t_")]
+
+    before = resident()
+    _use(owner, "t_a", 5)
+    after = resident()
+
+    assert before == ["t_e", "t_f"]
+    # No plan is kept yet, so each look makes one from the counts as they are then.
+    assert after == ["t_a", "t_f"]
+    assert ChatSession.objects.get(pk=session_id).tier_plan is None

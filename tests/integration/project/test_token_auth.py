@@ -106,3 +106,22 @@ def test_a_deactivated_persons_token_opens_no_socket(owner):
         return code
 
     assert async_to_sync(close_code)() == 4401
+
+
+def test_a_tokens_user_has_every_field_as_the_orm_reads_it(owner, django_user_model):
+    from django.utils import timezone
+
+    from toolhub.lib.token_auth import user_for_token
+
+    django_user_model.objects.filter(pk=owner.pk).update(
+        last_login=timezone.now(), first_name="Zoë", email="zoe@example.com"
+    )
+    key = Token.objects.create(user=owner).key
+    orm = django_user_model.objects.get(pk=owner.pk)
+
+    read = user_for_token(key)
+
+    fields = [field.attname for field in django_user_model._meta.concrete_fields]
+    assert [getattr(read, name) for name in fields] == [getattr(orm, name) for name in fields]
+    assert (read._state.adding, read._state.db) == (False, orm._state.db)
+    assert user_for_token("0" * 40) is None
