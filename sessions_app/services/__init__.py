@@ -2,6 +2,8 @@
 
 - ``chats``: create, rename, bin and restore, search, a new chat's start, the intent the
   composer writes (validated as intent only; every write names the version it read).
+- ``reads``: a person's chat and its agent in one statement, where every endpoint, page
+  and socket starts.
 - ``policy``: "Allow for this chat" and the call policy (ask, allow or deny per call).
 - ``context``: what a chat's tools run with, and the resolution of its next turn, with
   the tier plan kept so the array does not churn.
@@ -28,7 +30,6 @@ from sessions_app.services.chats import (
     UNDO_SECONDS,
     session_create,
     session_delete,
-    session_get_for_user,
     session_intent_merge,
     session_new_or_empty,
     session_restore,
@@ -60,6 +61,7 @@ from sessions_app.services.policy import (
     session_allowed_revoke,
     session_call_rules,
 )
+from sessions_app.services.reads import session_get_for_user
 from sessions_app.services.results import (
     INSPECTOR_CALLS,
     call_result_get,

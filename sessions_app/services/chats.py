@@ -12,15 +12,13 @@ starts with, and the intent the composer writes.
 from __future__ import annotations
 
 import copy
-import functools
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 from django.contrib.admin.models import CHANGE, DELETION
-from django.db import connection, transaction
-from django.db.models import F, Field, Model, QuerySet
+from django.db import transaction
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from profiles_app.models import Agent
@@ -39,7 +37,6 @@ from profiles_app.services.connections import provider_offer
 from sessions_app.eventlog import events_append
 from sessions_app.models import ChatSession, SessionEvent
 from toolhub.lib.errors import Conflict, Invalid, NotFound
-from toolhub.lib.rows import rows_read
 from toolhub.lib.storable import storable_text
 from toolhub.lib.titles import AUTO_TITLE_CHARS, title_from
 from toolhub.lib.versioned import versioned_delete, versioned_update
@@ -168,76 +165,6 @@ def _snippet(text: str, query: str, around: int = 60) -> str:
     start = max(0, at - around)
     end = min(len(line), at + len(query) + around)
     return ("…" if start else "") + line[start:end] + ("…" if end < len(line) else "")
-
-
-def session_get_for_user(*, user: Any, session_id: Any) -> ChatSession:
-    """The person's chat ``session_id`` (not in the bin) with its agent; another person's,
-    a binned one or none is ``NotFound``.
-
-    Every session endpoint, chat page and socket reads here first, so the statement is
-    written once per process: the chat's row and its agent's in one row, each made into
-    its model with the ORM's own conversions, as ``select_related`` would. The ORM built
-    the query anew per call at about twice the statement's cost (docs/architecture.md,
-    "Request path")."""
-    query = _session_query()
-    pk = ChatSession._meta.pk
-    assert pk is not None
-    # An id that is no UUID raises ValidationError here, as the ORM's filter did.
-    params = [pk.get_db_prep_value(session_id, connection), user.pk]
-    with connection.cursor() as cursor:
-        cursor.execute(query.sql, params)
-        row = cursor.fetchone()
-    if row is None:
-        raise NotFound("no such session")
-    width = len(query.session_names)
-    values = query.read_session(row[:width])
-    session = ChatSession.from_db(connection.alias, query.session_names, values)
-    values = query.read_agent(row[width:])
-    session.agent = Agent.from_db(connection.alias, query.agent_names, values)
-    return session
-
-
-@dataclass(frozen=True)
-class _SessionQuery:
-    sql: str
-    session_names: list[str]
-    read_session: Callable[[Sequence[Any]], tuple[Any, ...]]
-    agent_names: list[str]
-    read_agent: Callable[[Sequence[Any]], tuple[Any, ...]]
-
-
-@functools.cache
-def _session_query() -> _SessionQuery:
-    quote = connection.ops.quote_name
-    sessions, agents = quote(ChatSession._meta.db_table), quote(Agent._meta.db_table)
-    session_fields, agent_fields = ChatSession._meta.concrete_fields, Agent._meta.concrete_fields
-    columns = ", ".join(
-        [f"s.{quote(str(field.column))}" for field in session_fields]
-        + [f"a.{quote(str(field.column))}" for field in agent_fields]
-    )
-    pk, owner, agent, deleted = (
-        _column(ChatSession, name) for name in ("id", "owner", "agent", "deleted")
-    )
-    # Only the models' own table and column names are interpolated; values are parameters.
-    sql = (
-        f"SELECT {columns} FROM {sessions} s JOIN {agents} a "  # noqa: S608
-        f"ON a.{_column(Agent, 'id')} = s.{agent} "
-        f"WHERE s.{pk} = %s AND s.{owner} = %s AND s.{deleted} IS NULL"
-    )
-    session_names = [field.attname for field in session_fields]
-    agent_names = [field.attname for field in agent_fields]
-    return _SessionQuery(
-        sql=sql,
-        session_names=session_names,
-        read_session=rows_read(ChatSession, session_names),
-        agent_names=agent_names,
-        read_agent=rows_read(Agent, agent_names),
-    )
-
-
-def _column(model: type[Model], name: str) -> str:
-    field = cast("Field[Any, Any]", model._meta.get_field(name))
-    return connection.ops.quote_name(str(field.column))
 
 
 def _clean_intent(intent: Any, user: Any, field: str = "intent") -> dict[str, Any]:

@@ -308,13 +308,7 @@ class ToolIndex:
         first += SOURCE_WEIGHT * self._source_scores(semantic, encoded, sentence, named)
         if named is not None:
             first += NAMED_SOURCE_WEIGHT * named
-        candidates = (
-            np.argpartition(-first, CANDIDATES)[:CANDIDATES]
-            if count > CANDIDATES
-            else np.arange(count)
-        )
-        step = max(count // STATISTICS_SAMPLE, 1)
-        scored = np.union1d(candidates, np.arange(0, count, step))
+        scored = _scored_rows(np, first)
         heads = [self._head(semantic, int(row)) for row in scored]
         forward, reverse, head = semantic.interaction(encoded, scored, heads)
         # The token score takes the place of `share` of the standardized sentence score.
@@ -404,6 +398,17 @@ class ToolIndex:
         if row not in self._heads:
             self._heads[row] = semantic.pieces(name_words(self._tools[self._order[row]]))
         return self._heads[row]
+
+
+def _scored_rows(np: Any, first: Any) -> Any:
+    """The rows the second stage scores: the ``CANDIDATES`` best by the first stage's
+    score, and an even sample of about ``STATISTICS_SAMPLE`` others to standardize over."""
+    count = len(first)
+    candidates = (
+        np.argpartition(-first, CANDIDATES)[:CANDIDATES] if count > CANDIDATES else np.arange(count)
+    )
+    step = max(count // STATISTICS_SAMPLE, 1)
+    return np.union1d(candidates, np.arange(0, count, step))
 
 
 def _terms(query: str, implied: str) -> dict[str, float]:
