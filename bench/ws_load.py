@@ -41,7 +41,8 @@ of anything that went wrong go to stderr. A client that cannot finish (a turn si
 is stopped, the database dropped and the Redis index flushed at the end.
 
 With BENCH_WS_PYSPY set to a directory, py-spy (on PATH, not a dependency) records each
-server while the load runs, as raw stacks there, for the profile's top frames.
+server while the load runs (the samples holding the GIL), as raw stacks there, for the
+profile's top frames.
 """
 
 from __future__ import annotations
@@ -595,7 +596,9 @@ def _profiling(servers: list[int]) -> list[subprocess.Popen[bytes]]:
     return [
         subprocess.Popen(
             [
-                *("py-spy", "record", "-p", str(pid), "-r", "100", "-f", "raw"),
+                # Only samples holding the GIL: where the servers' CPU goes, not where
+                # their threads wait (a thread blocked on PostgreSQL looks busy otherwise).
+                *("py-spy", "record", "-p", str(pid), "-r", "100", "-f", "raw", "--gil"),
                 *("--nonblocking", "-o", str(Path(where) / f"server-{len(servers)}-{number}.raw")),
             ],
             stdout=subprocess.DEVNULL,
