@@ -28,7 +28,6 @@ import contextlib
 import json
 import os
 import random
-import shutil
 import sys
 import tempfile
 import time
@@ -38,7 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ws_load
-from ws_load import DATABASE_URL, REDIS_URL, _Client, _open, _percentile
+from ws_load import _Client, _open, _percentile
 
 PACE_S = float(os.environ.get("BENCH_CAPACITY_PACE_S", "20"))
 SERVER_COUNTS = tuple(
@@ -86,12 +85,18 @@ async def _sleep_or_stop(paced: _Paced, seconds: float) -> bool:
     return paced.stop.is_set()
 
 
-async def _chat(paced: _Paced, client: _Client, offset: float) -> None:
-    """A person: a message every PACE_S seconds, each turn read to its end."""
+async def _opened(paced: _Paced, client: _Client) -> Any:
+    """The chat's socket, or None (counted as stuck) when none opens."""
     try:
-        socket = await _open(client)
+        return await _open(client)
     except ws_load._Stuck as exc:
         paced.stuck.append(f"session {client.session_id}: {exc}")
+        return None
+
+
+async def _chat(paced: _Paced, client: _Client, offset: float) -> None:
+    """A person: a message every PACE_S seconds, each turn read to its end."""
+    if (socket := await _opened(paced, client)) is None:
         return
     number = 0
     try:
@@ -138,10 +143,7 @@ def _floor_chat(turn: list[tuple[str, int]]) -> Any:
 
         from agent_app.delivery import session_group
 
-        try:
-            socket = await _open(client)
-        except ws_load._Stuck as exc:
-            paced.stuck.append(f"floor session {client.session_id}: {exc}")
+        if (socket := await _opened(paced, client)) is None:
             return
         receiving = asyncio.create_task(_receive(paced, socket))
         layer, group, seq = get_channel_layer(), session_group(client.session_id), 0
@@ -150,17 +152,7 @@ def _floor_chat(turn: list[tuple[str, int]]) -> Any:
                 return
             while not paced.stop.is_set():
                 started = time.monotonic()
-                frames = []
-                for kind, size in turn:
-                    seq += 1
-                    data = {"pad": "x" * max(size - 110, 0)}
-                    frame = {"type": "event", "seq": seq, "turn": "f", "kind": kind, "data": data}
-                    frames.append(frame)
-                for batch in (frames[:2], frames[2:]):
-                    stamp = time.time()
-                    for frame in batch:
-                        frame["data"]["sent"] = stamp
-                    await layer.group_send(group, {"type": "session.events", "frames": batch})
+                seq = await ws_load.send_turn(layer, group, turn, seq)
                 if await _sleep_or_stop(paced, PACE_S - (time.monotonic() - started)):
                     return
         finally:
@@ -230,20 +222,6 @@ async def _window(
     return p99
 
 
-def _setup(count: int) -> list[tuple[str, str]]:
-    """(token, session) of ``count`` chats, each a person's own."""
-    from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
-
-    from sessions_app.services import session_create
-
-    chats = []
-    for number in range(count):
-        user = get_user_model().objects.create(username=f"capacity{number}")
-        chats.append((Token.objects.create(user=user).key, str(session_create(user=user).pk)))
-    return chats
-
-
 async def _phases(servers: int, clients: list[_Client], warmup: list[_Client]) -> tuple[int, int]:
     # The first turns pay one-time costs (the SDK's import): not the capacity's.
     for client in warmup:
@@ -268,22 +246,13 @@ def _run(var_dir: Path, servers: int) -> None:
     from tests.conftest import daphne
 
     with ws_load._model_and_env(var_dir) as (env, _model):
-        chats = _setup(2 * CHATS_MAX + servers)
+        chats = ws_load._people(2 * CHATS_MAX + servers)
         bases = []
         with contextlib.ExitStack() as running:
             for number in range(servers):
                 log = var_dir / f"capacity-{servers}-{number}.log"
                 bases.append(running.enter_context(daphne(env, log=log)))
-            clients = [
-                _Client(
-                    session_id=session_id,
-                    server=index % servers,
-                    url=bases[index % servers].replace("http://", "ws://")
-                    + f"/ws/sessions/{session_id}/",
-                    token=token,
-                )
-                for index, (token, session_id) in enumerate(chats)
-            ]
+            clients = ws_load._clients(chats, bases)
             found, floor = asyncio.run(_phases(servers, clients[servers:], clients[:servers]))
     print(
         f"ws_load capacity servers={servers} pace_s={PACE_S:g} chats={found} floor_chats={floor}",
@@ -292,19 +261,12 @@ def _run(var_dir: Path, servers: int) -> None:
 
 
 def main() -> None:
-    from _django import drop_database, flush_redis
-
     var_dir = Path(tempfile.mkdtemp(prefix="toolhub-ws-capacity-"))
     try:
         for servers in SERVER_COUNTS:
             _run(var_dir, servers)
     finally:
-        ws_load._close_django()
-        with contextlib.suppress(Exception):
-            drop_database(DATABASE_URL)
-        with contextlib.suppress(Exception):
-            flush_redis(REDIS_URL)
-        shutil.rmtree(var_dir, ignore_errors=True)
+        ws_load.tear_down(var_dir)
 
 
 if __name__ == "__main__":

@@ -126,22 +126,36 @@ def _django(var_dir: Path, env: dict[str, str]) -> None:
     django.setup()
 
 
-def _setup(servers: int) -> list[tuple[str, str]]:
-    """(token, session) of each chat: the load's, the floor's, one warm-up per server, each
-    chat a person's own, as a server's chats are (one person's 200 chats would make every
-    handshake count that person's open sockets, which no deployment sees)."""
+def _people(count: int) -> list[tuple[str, str]]:
+    """(token, session) of ``count`` chats, each a person's own, as a server's chats are
+    (one person's 200 chats would make every handshake count that person's open sockets,
+    which no deployment sees)."""
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
     from sessions_app.services import session_create
 
     chats = []
-    for number in range(2 * SESSIONS + servers):
+    for number in range(count):
         # No password: hashing one is a tenth of a second the bench does not measure.
         user = get_user_model().objects.create(username=f"bench{number}")
         token = Token.objects.create(user=user)
         chats.append((token.key, str(session_create(user=user).pk)))
     return chats
+
+
+def _clients(chats: list[tuple[str, str]], bases: list[str]) -> list[_Client]:
+    """A client per chat, spread across the servers at ``bases`` in turn."""
+    return [
+        _Client(
+            session_id=session_id,
+            server=index % len(bases),
+            url=bases[index % len(bases)].replace("http://", "ws://")
+            + f"/ws/sessions/{session_id}/",
+            token=token,
+        )
+        for index, (token, session_id) in enumerate(chats)
+    ]
 
 
 async def _open(client: _Client) -> Any:
@@ -313,25 +327,31 @@ async def _publish(client: _Client, plan: list[list[tuple[str, int]]], state: _F
     layer, group = get_channel_layer(), session_group(client.session_id)
     seq, sent = 1, 0
     for turn in plan:
-        frames = []
-        for kind, size in turn:
-            seq += 1
-            # Padded to the size the load's frame had on the wire.
-            data = {"pad": "x" * max(size - 110, 0)}
-            frames.append(
-                {"type": "event", "seq": seq, "turn": "floor", "kind": kind, "data": data}
-            )
-        for batch in (frames[:2], frames[2:]):
-            if batch:
-                stamp = time.time()
-                for frame in batch:
-                    frame["data"]["sent"] = stamp
-                await layer.group_send(group, {"type": "session.events", "frames": batch})
-        sent += len(frames)
+        seq = await send_turn(layer, group, turn, seq)
+        sent += len(turn)
         try:
             await state.reached(sent)
         except TimeoutError:
             return  # the receiver says which frames never came
+
+
+async def send_turn(layer: Any, group: str, turn: list[tuple[str, int]], seq: int) -> int:
+    """One turn's frames (kind and size as a load client received them) to ``group``, in
+    two group sends as a one-step turn sends them (its first two events, then the rest),
+    each stamped as sent; returns the last seq used."""
+    frames = []
+    for kind, size in turn:
+        seq += 1
+        # Padded to the size the load's frame had on the wire.
+        data = {"pad": "x" * max(size - 110, 0)}
+        frames.append({"type": "event", "seq": seq, "turn": "floor", "kind": kind, "data": data})
+    for batch in (frames[:2], frames[2:]):
+        if batch:
+            stamp = time.time()
+            for frame in batch:
+                frame["data"]["sent"] = stamp
+            await layer.group_send(group, {"type": "session.events", "frames": batch})
+    return seq
 
 
 async def _probe(client: _Client, state: _FloorSocket) -> None:
@@ -672,22 +692,14 @@ def _run(var_dir: Path, servers: int) -> tuple[list[str], dict[str, float]]:
     from tests.conftest import daphne
 
     with _model_and_env(var_dir) as (env, model):
-        chats = _setup(servers)
+        # The load's chats, the floor's, one warm-up per server.
+        chats = _people(2 * SESSIONS + servers)
         logs = [var_dir / f"daphne-{servers}-{number}.log" for number in range(servers)]
         with contextlib.ExitStack() as running:
             # Server output goes to files: under load a full pipe would stall a server.
             processes: list[subprocess.Popen[str]] = []
             bases = [running.enter_context(daphne(env, log=log, started=processes)) for log in logs]
-            everyone = [
-                _Client(
-                    session_id=session_id,
-                    server=index % servers,
-                    url=bases[index % servers].replace("http://", "ws://")
-                    + f"/ws/sessions/{session_id}/",
-                    token=token,
-                )
-                for index, (token, session_id) in enumerate(chats)
-            ]
+            everyone = _clients(chats, bases)
             load, floor = everyone[:SESSIONS], everyone[SESSIONS : 2 * SESSIONS]
             warmups = everyone[2 * SESSIONS :]
             started, floor_started, spent = asyncio.run(
@@ -787,9 +799,20 @@ def _close_django() -> None:
                 connection.close_pool()
 
 
-def main() -> None:
+def tear_down(var_dir: Path) -> None:
+    """What a run leaves: Django's connections, the bench database, the Redis index and the
+    servers' directory."""
     from _django import drop_database, flush_redis
 
+    _close_django()
+    with contextlib.suppress(Exception):
+        drop_database(DATABASE_URL)
+    with contextlib.suppress(Exception):
+        flush_redis(REDIS_URL)
+    shutil.rmtree(var_dir, ignore_errors=True)
+
+
+def main() -> None:
     started = time.perf_counter()
     var_dir = Path(tempfile.mkdtemp(prefix="toolhub-ws-load-"))
     stuck: list[str] = []
@@ -801,12 +824,7 @@ def main() -> None:
             rows.append(figures)
         _table(rows)
     finally:
-        _close_django()
-        with contextlib.suppress(Exception):
-            drop_database(DATABASE_URL)
-        with contextlib.suppress(Exception):
-            flush_redis(REDIS_URL)
-        shutil.rmtree(var_dir, ignore_errors=True)
+        tear_down(var_dir)
     print(f"ws_load run_s {time.perf_counter() - started:.1f}")
     if stuck:
         raise SystemExit(f"ws_load: {len(stuck)} clients could not finish; first: {stuck[0]}")
