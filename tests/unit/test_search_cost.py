@@ -417,26 +417,31 @@ def test_a_search_while_the_model_is_still_loading_ranks_lexically_instead_of_wa
     assert ToolIndex(TEAM_TOOLS).modes == ("lexical", "semantic", "hybrid")
 
 
+def _scores_as_held(index, texts, query):
+    """Whether ``index`` scores ``query`` as an index that holds its token vectors does."""
+    encoder = embeddings._encoder()
+    held = embeddings.SemanticIndex(encoder, texts, encoder.documents(texts))
+    rows = list(range(len(texts)))
+    return (
+        index.interaction(query, rows, [2] * len(rows))
+        == held.interaction(query, rows, [2] * len(rows))
+    ).all()
+
+
 def test_an_index_over_a_disk_cache_holds_no_token_vectors_and_scores_as_one_that_does(
     semantic, cache_file, monkeypatch
 ):
     texts = [tool.description for tool in TEAM_TOOLS]
     reading = embeddings.SemanticIndex.build(texts)
-    encoder = embeddings._encoder()
-    held = embeddings.SemanticIndex(encoder, texts, encoder.documents(texts))
     # Memory keeps one encoding: the others are read from the file when scored.
     monkeypatch.setattr(embedding_cache, "_MEMORY_ENTRIES_WITH_DISK", 1)
     embeddings.forget_in_memory()
-    query = encoder.query("tell priya something privately")
-    rows = list(range(len(texts)))
+    query = embeddings._encoder().query("tell priya something privately")
 
     assert reading is not None
     assert reading._encoded == []
     assert reading._file is not None
-    assert (
-        reading.interaction(query, rows, [2] * len(rows))
-        == held.interaction(query, rows, [2] * len(rows))
-    ).all()
+    assert _scores_as_held(reading, texts, query)
 
 
 def test_a_token_file_cut_short_under_an_index_costs_speed_never_a_search(
@@ -444,18 +449,13 @@ def test_a_token_file_cut_short_under_an_index_costs_speed_never_a_search(
 ):
     texts = [tool.description for tool in TEAM_TOOLS]
     reading = embeddings.SemanticIndex.build(texts)
-    encoder = embeddings._encoder()
-    held = embeddings.SemanticIndex(encoder, texts, encoder.documents(texts))
-    query = encoder.query("tell priya something privately")
-    rows = list(range(len(texts)))
+    query = embeddings._encoder().query("tell priya something privately")
     assert reading is not None
     assert reading._file is not None
     generation = reading._file.generation
     os.ftruncate(generation.descriptor, 100)
 
-    scores = reading.interaction(query, rows, [2] * len(rows))
-
-    assert (scores == held.interaction(query, rows, [2] * len(rows))).all()
+    assert _scores_as_held(reading, texts, query)
     assert reading._file is None
     assert "token file read failed" in caplog.text
     # The next index starts a fresh file rather than trust the one cut short.
@@ -474,18 +474,12 @@ def test_an_index_whose_token_file_cannot_be_made_reads_the_encoding_cache_inste
     monkeypatch.setattr(tempfile, "TemporaryFile", no_file)
     texts = [tool.description for tool in TEAM_TOOLS]
     reading = embeddings.SemanticIndex.build(texts)
-    encoder = embeddings._encoder()
-    held = embeddings.SemanticIndex(encoder, texts, encoder.documents(texts))
-    query = encoder.query("tell priya something privately")
-    rows = list(range(len(texts)))
+    query = embeddings._encoder().query("tell priya something privately")
 
     assert reading is not None
     assert reading._file is None
     assert "no token file for an index" in caplog.text
-    assert (
-        reading.interaction(query, rows, [2] * len(rows))
-        == held.interaction(query, rows, [2] * len(rows))
-    ).all()
+    assert _scores_as_held(reading, texts, query)
 
 
 def test_an_index_without_a_disk_cache_holds_its_token_vectors_and_has_no_token_file(semantic):
@@ -508,16 +502,6 @@ def store(monkeypatch):
     fresh = token_store.TokenStore()
     monkeypatch.setattr(token_store, "_store", fresh)
     return fresh
-
-
-def _scores_as_held(index, texts, query):
-    encoder = embeddings._encoder()
-    held = embeddings.SemanticIndex(encoder, texts, encoder.documents(texts))
-    rows = list(range(len(texts)))
-    return (
-        index.interaction(query, rows, [2] * len(rows))
-        == held.interaction(query, rows, [2] * len(rows))
-    ).all()
 
 
 def _rows(index):
