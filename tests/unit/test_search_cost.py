@@ -440,7 +440,7 @@ def test_an_index_over_a_disk_cache_holds_no_token_vectors_and_scores_as_one_tha
 
     assert reading is not None
     assert reading._encoded == []
-    assert reading._file is not None
+    assert reading._stored is not None
     assert _scores_as_held(reading, texts, query)
 
 
@@ -451,18 +451,18 @@ def test_a_token_file_cut_short_under_an_index_costs_speed_never_a_search(
     reading = embeddings.SemanticIndex.build(texts)
     query = embeddings._encoder().query("tell priya something privately")
     assert reading is not None
-    assert reading._file is not None
-    generation = reading._file.generation
+    assert reading._stored is not None
+    generation = reading._stored.generation
     os.ftruncate(generation.descriptor, 100)
 
     assert _scores_as_held(reading, texts, query)
-    assert reading._file is None
+    assert reading._stored is None
     assert "token file read failed" in caplog.text
     # The next index starts a fresh file rather than trust the one cut short.
     later = embeddings.SemanticIndex.build(texts)
     assert later is not None
-    assert later._file is not None
-    assert later._file.generation is not generation
+    assert later._stored is not None
+    assert later._stored.generation is not generation
 
 
 def test_an_index_whose_token_file_cannot_be_made_reads_the_encoding_cache_instead(
@@ -477,7 +477,7 @@ def test_an_index_whose_token_file_cannot_be_made_reads_the_encoding_cache_inste
     query = embeddings._encoder().query("tell priya something privately")
 
     assert reading is not None
-    assert reading._file is None
+    assert reading._stored is None
     assert "no token file for an index" in caplog.text
     assert _scores_as_held(reading, texts, query)
 
@@ -492,7 +492,7 @@ def test_an_index_without_a_disk_cache_holds_its_token_vectors_and_has_no_token_
         embeddings.configure(semantic_search=before[0], cache_file=before[1], model_dir=before[2])
 
     assert index is not None
-    assert index._file is None
+    assert index._stored is None
     assert len(index._encoded) == len(texts)
 
 
@@ -507,8 +507,8 @@ def store(monkeypatch):
 def _rows(index):
     """Where ``index``'s documents are in the token store (it has them there)."""
     assert index is not None
-    assert index._file is not None
-    return index._file
+    assert index._stored is not None
+    return index._stored
 
 
 def test_two_indexes_over_the_same_tools_in_one_process_share_the_token_store(

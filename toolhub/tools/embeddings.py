@@ -258,7 +258,7 @@ class SemanticIndex:
         self._encoder = encoder
         # Where there is a disk cache: where the documents' token vectors are in the
         # process's token store (``token_store``), read by offset.
-        self._file: TokenRows | None = None
+        self._stored: TokenRows | None = None
         # Each distinct text is scored once and its score copied to every row that has
         # it: the same text always scores the same, to the last bit, so a tie breaks by
         # name. A product computes columns by different paths, which would otherwise part
@@ -271,7 +271,7 @@ class SemanticIndex:
         vectors = [item.vector for item in self._encoded]
         if not held:
             keep = not encoder.persistent
-            token_file = None if keep else TokenRows.begin(np, cache_path, encoder.model.tag)
+            stored = None if keep else TokenRows.begin(np, cache_path, encoder.model.tag)
             # A chunk at a time: every document's token vectors at once would be the
             # process's peak (~160 MB at 10,000 tools).
             for start in range(0, len(self._texts), _BUILD_ROWS):
@@ -279,9 +279,9 @@ class SemanticIndex:
                 chunk = encoder.documents(texts)
                 vectors += [item.vector for item in chunk]
                 self._encoded += chunk if keep else []
-                if token_file is not None and not token_file.add(texts, chunk):
-                    token_file = None
-            self._file = token_file.finished() if token_file is not None else None
+                if stored is not None and not stored.add(texts, chunk):
+                    stored = None
+            self._stored = stored.finished() if stored is not None else None
         self._vectors = np.stack(vectors)
         del vectors
         if not held:
@@ -313,13 +313,13 @@ class SemanticIndex:
         encodings (memory, then the disk cache)."""
         np = self.np
         # Read once: another thread's failed read may drop it meanwhile.
-        token_file = self._file
-        if token_file is not None:
+        stored = self._stored
+        if stored is not None:
             try:
-                return token_file.read(rows)
+                return stored.read(rows)
             except (OSError, ValueError):
                 logger.exception("token file read failed; reading the encoding cache instead")
-                self._file = None
+                self._stored = None
         chunk = self._documents(rows)
         return (
             np.concatenate([item.tokens for item in chunk]),
