@@ -72,7 +72,10 @@ async def _check_channel_layer() -> str:
     message = await layer.receive(channel)
     if message.get("type") != "healthz.ping":
         raise RuntimeError("channel layer returned another message")
-    return type(layer).__name__
+    # The library's layer it is (toolhub's own only changes how it sends to a group).
+    return next(
+        kind.__name__ for kind in type(layer).__mro__ if not kind.__module__.startswith("toolhub.")
+    )
 
 
 def _check_broker() -> str:

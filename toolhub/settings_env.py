@@ -141,7 +141,7 @@ def redis_channel_layer(url: str) -> dict[str, Any]:
     from redis.maint_notifications import MaintNotificationsConfig
 
     return {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "BACKEND": "toolhub.lib.channel_layer.ToolhubChannelLayer",
         "CONFIG": {
             # channels-redis blocks in BZPOPMIN for 5 s per receive; redis-py's
             # default read timeout is also 5 s, so an idle socket would die with 1011.

@@ -70,7 +70,7 @@ def test_with_urls_postgres_redis_cache_redis_channels_and_redis_broker_are_used
     assert config["database"] == "django.db.backends.postgresql"
     assert config["database_name"] == "toolhub"
     assert config["cache"] == "django.core.cache.backends.redis.RedisCache"
-    assert config["channel_layer"] == "channels_redis.core.RedisChannelLayer"
+    assert config["channel_layer"] == "toolhub.lib.channel_layer.ToolhubChannelLayer"
     assert config["broker"] == "redis://cache.internal:6379/2"
     assert config["eager"] is False
     assert config["pool"] == {
