@@ -69,6 +69,10 @@ CLOSE_TRY_AGAIN = 4503
 # the layer's group expiry) leaves it out of the group, and live events with it.
 REJOIN_SECONDS = 30.0
 LIVE = ("session.events", "session.tail", "catalog.changed")
+# Messages handled without channels' hop to the one sync thread to tidy its database
+# connection: live frames, and the person's frames, whose database work runs on the turn
+# threads (agent_app.turns.loop) or under database_sync_to_async, which tidies its own.
+DIRECT = (*LIVE, "websocket.receive")
 
 
 class SessionConsumer(AsyncWebsocketConsumer):
@@ -135,10 +139,11 @@ class SessionConsumer(AsyncWebsocketConsumer):
                 await self.channel_layer.group_discard(CATALOG_GROUP, self.channel_name)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        # Live frames use no database connection on this thread (a gap replay goes through
-        # the database threads), so they skip channels' per-message hop to the one sync
-        # thread to tidy connections, which serializes every socket of the process.
-        if message["type"] in LIVE:
+        # Live frames and the person's frames use no database connection on this thread
+        # (a gap replay and a turn go through the database threads), so they skip
+        # channels' per-message hop to the one sync thread to tidy connections, which
+        # serializes every socket of the process: under load each chat frame queued there.
+        if message["type"] in DIRECT:
             await getattr(self, get_handler_name(message))(message)
             return
         if message["type"] == DISCARDED:
