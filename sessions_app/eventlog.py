@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from django.db import connection, models, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transaction
 from django.db.models import Field
 from django.utils import timezone
 
@@ -111,22 +111,35 @@ def _reserve_statement(
 ) -> _Reserve:
     """The UPDATE that reserves ``count`` seqs and writes ``changes``; with ``holder``, it
     matches only while that turn holds the session."""
-    fields = [cast("Field[Any, Any]", ChatSession._meta.get_field(name)) for name in changes]
+    # The connection once: each use of django.db.connection looks it up again.
+    db = connections[DEFAULT_DB_ALIAS]
+    update, fields = _reserve_sql(db.vendor, tuple(changes), holder is not None)
+    params = [
+        count,
+        *(field.get_db_prep_save(changes[field.name], db) for field in fields),
+        ChatSession._meta.pk.get_db_prep_value(session_id, db),
+        *([holder] if holder is not None else []),
+    ]
+    return _Reserve(update, params)
+
+
+@functools.lru_cache(maxsize=64)
+def _reserve_sql(
+    vendor: str, names: tuple[str, ...], held: bool
+) -> tuple[str, tuple[Field[Any, Any], ...]]:
+    """The reserving UPDATE's text for these changed fields, written once per shape (a
+    turn's writes come in a handful of shapes), and the fields in parameter order."""
+    del vendor  # part of the cache's key: the quoting is the database's
+    fields = tuple(cast("Field[Any, Any]", ChatSession._meta.get_field(name)) for name in names)
     sets = "".join(f", {connection.ops.quote_name(str(field.column))} = %s" for field in fields)
-    where = "" if holder is None else " AND turn_id = %s"
+    where = " AND turn_id = %s" if held else ""
     table = connection.ops.quote_name(ChatSession._meta.db_table)
     # Only the model's own table and column names are interpolated; values are parameters.
     update = (
         f"UPDATE {table} SET last_seq = last_seq + %s{sets} WHERE id = %s{where} "  # noqa: S608
         "RETURNING last_seq"
     )
-    params = [
-        count,
-        *(field.get_db_prep_save(changes[field.name], connection) for field in fields),
-        ChatSession._meta.pk.get_db_prep_value(session_id, connection),
-        *([holder] if holder is not None else []),
-    ]
-    return _Reserve(update, params)
+    return update, fields
 
 
 def _append_in_one_transaction(

@@ -12,6 +12,7 @@ call, the loaded-set checkpoint and the release at once (one statement on Postgr
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -20,7 +21,14 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    InterfaceError,
+    OperationalError,
+    connection,
+    connections,
+    transaction,
+)
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -30,6 +38,7 @@ from profiles_app.models import Agent, DisablesGeneration
 from profiles_app.services import agent_current
 from sessions_app.eventlog import events_append
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
+from toolhub.lib.rows import rows_read
 from toolhub.lib.storable import storable
 
 # Shares of TOOLHUB_TURN_LOST_AFTER. A lease renewed just before its owner died runs out
@@ -120,23 +129,11 @@ def _claim_row(
     the whole row back, the stamp of its agent (so a cached agent is checked for free),
     and the disables' generation token (so the turn's resolution checks this process's
     copy of the disables without a statement of its own: ``disables_token``)."""
+    db = connections[DEFAULT_DB_ALIAS]
+    sql, attnames, read = _claim_statement(db.vendor, free_only)
     meta = ChatSession._meta
-    quote = connection.ops.quote_name
-    agents = quote(Agent._meta.db_table)
-    generation = quote(DisablesGeneration._meta.db_table)
-    where = " AND turn_id = ''" if free_only else ""
-    # Only the models' own table names are interpolated; values are parameters.
-    sql = (
-        f"UPDATE {quote(meta.db_table)} SET turn_id = %s, turn_channel = %s, "  # noqa: S608
-        "turn_lease = %s, turn_waiting = NULL, updated = %s, "
-        "title = CASE WHEN title = '' THEN %s ELSE title END, last_seq = last_seq + %s "
-        f"WHERE id = %s AND deleted IS NULL{where} RETURNING *, "
-        f"(SELECT version FROM {agents} WHERE {agents}.id = agent_id) AS agent_version, "
-        f"(SELECT updated FROM {agents} WHERE {agents}.id = agent_id) AS agent_updated, "
-        f"(SELECT token FROM {generation} WHERE {generation}.id = 1) AS disables_token"
-    )
-    until = meta.get_field("turn_lease").get_db_prep_save(now + lease(), connection)
-    stamp = meta.get_field("updated").get_db_prep_save(now, connection)
+    until = meta.get_field("turn_lease").get_db_prep_save(now + lease(), db)
+    stamp = meta.get_field("updated").get_db_prep_save(now, db)
     params = [
         turn_id,
         channel,
@@ -144,9 +141,51 @@ def _claim_row(
         stamp,
         title,
         reserve,
-        meta.pk.get_db_prep_value(session_id, connection),
+        meta.pk.get_db_prep_value(session_id, db),
     ]
-    return next(iter(ChatSession.objects.raw(sql, params)), None)
+    with db.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    # The row as the ORM would give it (its converters applied), built without the raw
+    # queryset's per-call column mapping; the three values after it as read.
+    count = len(attnames)
+    session = ChatSession.from_db(db.alias, attnames, read(row[:count]))
+    for name, value in zip(_CLAIM_EXTRAS, row[count:], strict=True):
+        setattr(session, name, value)
+    return session
+
+
+# Read by the claim's statement beside the row (not model fields): ``claim`` and the turn's
+# resolution (``disables_token``) read them.
+_CLAIM_EXTRAS = ("agent_version", "agent_updated", "disables_token")
+
+
+@functools.cache
+def _claim_statement(vendor: str, free_only: bool) -> tuple[str, tuple[str, ...], Any]:
+    """The claim's UPDATE, written once per database and shape, with the fields it returns
+    (in order) and their reader."""
+    del vendor  # part of the cache's key: the quoting is the database's
+    meta = ChatSession._meta
+    quote = connection.ops.quote_name
+    agents = quote(Agent._meta.db_table)
+    generation = quote(DisablesGeneration._meta.db_table)
+    fields = meta.concrete_fields
+    returned = ", ".join(quote(str(field.column)) for field in fields)
+    where = " AND turn_id = ''" if free_only else ""
+    # Only the models' own table and column names are interpolated; values are parameters.
+    sql = (
+        f"UPDATE {quote(meta.db_table)} SET turn_id = %s, turn_channel = %s, "  # noqa: S608
+        "turn_lease = %s, turn_waiting = NULL, updated = %s, "
+        "title = CASE WHEN title = '' THEN %s ELSE title END, last_seq = last_seq + %s "
+        f"WHERE id = %s AND deleted IS NULL{where} RETURNING {returned}, "
+        f"(SELECT version FROM {agents} WHERE {agents}.id = agent_id) AS agent_version, "
+        f"(SELECT updated FROM {agents} WHERE {agents}.id = agent_id) AS agent_updated, "
+        f"(SELECT token FROM {generation} WHERE {generation}.id = 1) AS disables_token"
+    )
+    names = [field.name for field in fields]
+    return sql, tuple(field.attname for field in fields), rows_read(ChatSession, names)
 
 
 def _close_abandoned(*, session_id: UUID, turn_id: str) -> list[SessionEvent]:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 
 # Per model: its quoted table, its column list, and each field with its placeholder cast
 # to the column's type (a process has one database, and its models do not change).
@@ -45,15 +45,22 @@ def rows_insert(objects: Sequence[models.Model]) -> None:
     table, columns, shape = _shape(type(objects[0]))
     fields = [field for field, _ in shape]
     row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    with connection.cursor() as cursor:
+    db = _connection()
+    with db.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {table} ({columns}) VALUES " + ", ".join([row_sql] * len(objects)),  # noqa: S608
             [
-                field.get_db_prep_save(getattr(obj, field.attname), connection)
+                field.get_db_prep_save(getattr(obj, field.attname), db)
                 for obj in objects
                 for field in fields
             ],
         )
+
+
+def _connection() -> Any:
+    """This thread's connection itself: every use of ``django.db.connection`` looks it up
+    again, and a row's fields use it once each."""
+    return connections[DEFAULT_DB_ALIAS]
 
 
 def rows_values(
@@ -70,6 +77,7 @@ def rows_values(
     """
     table, columns, fields = _shape(type(objects[0]))
     computed = computed or {}
+    db = _connection()
     rows = []
     params: list[Any] = []
     for index, obj in enumerate(objects):
@@ -79,7 +87,7 @@ def rows_values(
                 cells.append(computed[field.name][index])
             else:
                 cells.append(placeholder)
-                params.append(field.get_db_prep_save(getattr(obj, field.attname), connection))
+                params.append(field.get_db_prep_save(getattr(obj, field.attname), db))
         rows.append("(" + ", ".join(cells) + ")")
     return table, columns, "VALUES " + ", ".join(rows), params
 
@@ -100,10 +108,11 @@ def rows_read(model: type[models.Model], names: Sequence[str]) -> Any:
         steps.append((column, converters))
 
     def read(row: Sequence[Any]) -> tuple[Any, ...]:
+        db = _connection()
         values = []
         for value, (column, converters) in zip(row, steps, strict=True):
             for converter in converters:
-                value = converter(value, column, connection)
+                value = converter(value, column, db)
             values.append(value)
         return tuple(values)
 
