@@ -32,8 +32,12 @@ model), PostgreSQL and Redis, with the servers' CPU per turn (two cores here: wh
 nears twice the phase's seconds, the machine, not the product, sets the pace) beside what
 the anthropic SDK alone spends on the same replies, as many calls a turn
 (``sdk_ms_per_turn``: the provider's request path in a process of its own, the chat's title
-call included; the target is at most twice it), and
-the delivery check: per session the seqs received must be 1..last, each once, in order, and
+call included; the target is at most twice it), the servers' system share
+(``servers_system``: the kernel's, for system calls), what the servers spent per turn
+delivering the floor's frames (``floor_delivery_ms_per_turn``: the same frames reaching the
+same sockets with no turn, no database and no model call), and the ratio a turn cannot go
+below on this stack (``ratio_at_least``: the SDK's cost plus that delivery, over the SDK's),
+and the delivery check: per session the seqs received must be 1..last, each once, in order, and
 every stored event must have arrived. Then a table of the counts side by side, with each
 load's share of its floor's events per second. Figures are printed, not asserted; details
 of anything that went wrong go to stderr. A client that cannot finish (a turn silent for
@@ -570,12 +574,12 @@ def _cpu(servers: list[int]) -> dict[str, float]:
     (the clients, the floor's publisher and the fake model), PostgreSQL and Redis."""
     tick = os.sysconf("SC_CLK_TCK")
 
-    def used(pid: int | str) -> float:
+    def used(pid: int | str, *, system_only: bool = False) -> float:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:  # a backend that ended between the listing and the read
             return 0.0
-        return (int(fields[11]) + int(fields[12])) / tick
+        return (int(fields[12]) + (0 if system_only else int(fields[11]))) / tick
 
     def named(name: str) -> float:
         total = 0.0
@@ -588,6 +592,9 @@ def _cpu(servers: list[int]) -> dict[str, float]:
 
     return {
         "servers": sum(used(pid) for pid in servers),
+        # The kernel's share of it (system calls: sockets, futexes), which no profile of
+        # the servers' Python shows.
+        "servers_system": sum(used(pid, system_only=True) for pid in servers),
         "bench": used(os.getpid()),
         "postgres": named("postgres"),
         "redis": named("redis-server"),
@@ -645,8 +652,9 @@ async def _phases(
         recorder.send_signal(signal.SIGINT)
         recorder.wait()
     floor_started = await _floor(load, floor)
-    _print_cpu("floor", between, _cpu(servers))
-    return started, floor_started, {name: between[name] - before[name] for name in between}
+    floor_spent = _print_cpu("floor", between, _cpu(servers))
+    spent = {name: between[name] - before[name] for name in between}
+    return started, floor_started, {**spent, "floor_servers": floor_spent["servers"]}
 
 
 @contextlib.contextmanager
@@ -711,11 +719,16 @@ def _run(var_dir: Path, servers: int) -> tuple[list[str], dict[str, float]]:
             turns = TURNS * len(load)
             sdk_ms = _sdk_ms_per_call(model.url) * calls / turns
         server_ms = spent["servers"] / turns * 1000
+        # What the servers spent delivering the same frames with no turn (the floor's
+        # phase): with the SDK's own cost, what a turn costs at the least on this stack.
+        floor_ms = spent["floor_servers"] / turns * 1000
         print(
-            f"ws_load cpu_s load servers={spent['servers']:.1f} bench={spent['bench']:.1f} "
+            f"ws_load cpu_s load servers={spent['servers']:.1f} "
+            f"servers_system={spent['servers_system']:.1f} bench={spent['bench']:.1f} "
             f"postgres={spent['postgres']:.1f} redis={spent['redis']:.1f} "
             f"server_ms_per_turn={server_ms:.1f} sdk_ms_per_turn={sdk_ms:.1f} "
-            f"ratio={server_ms / sdk_ms:.2f}"
+            f"ratio={server_ms / sdk_ms:.2f} floor_delivery_ms_per_turn={floor_ms:.1f} "
+            f"ratio_at_least={(sdk_ms + floor_ms) / sdk_ms:.2f}"
         )
         # The servers are stopped: every event that will ever be stored is stored.
         return _report(load, warmups, calls, started, logs, floor, floor_started)
