@@ -92,8 +92,16 @@ class ProviderSteps:
             deferred=tools.wire.deferred,
             max_tokens=MAX_TOKENS,
         )
-        outcome = await self._with_retries(request)
+        # toolhub's own count of the request, made while the model is being asked (it
+        # needs only the request; after the stream it would hold up the turn's last write).
+        counted = asyncio.ensure_future(_request_tokens(request))
+        try:
+            outcome = await self._with_retries(request)
+        except BaseException:
+            counted.cancel()
+            raise
         if outcome is None:
+            counted.cancel()
             return None
         if outcome.text:
             self._events.emit(
@@ -102,7 +110,7 @@ class ProviderSteps:
         usage = _usage_json(outcome.usage, tools)
         outcome.calls = [announce(use) for use in outcome.uses]
         self._events.emit("usage", usage)
-        outcome.record = _call_record(prep, request, usage, outcome.latency_ms)
+        outcome.record = _call_record(prep, usage, await counted, outcome.latency_ms)
         return outcome
 
     def _tools(self, turn: TurnTools) -> RequestTools:
@@ -208,17 +216,20 @@ def _usage_json(usage: Usage, tools: RequestTools) -> dict[str, Any]:
     return data
 
 
+async def _request_tokens(request: ProviderRequest) -> int:
+    """toolhub's count of a request's system prompt and messages (the tools array and the
+    catalog are counted when resolved)."""
+    return count_cached(request.system) + sum(
+        count_cached(canonical_json(message)) for message in request.messages
+    )
+
+
 def _call_record(
-    prep: PreparedTurn, request: ProviderRequest, usage: dict[str, Any], latency_ms: int
+    prep: PreparedTurn, usage: dict[str, Any], counted: int, latency_ms: int
 ) -> dict[str, Any]:
     """The provider call as stored (a ``ProviderCall`` row), with toolhub's own count of
-    the request beside the provider's."""
-    estimate = (
-        usage["resident_tokens"]
-        + usage["catalog_tokens"]
-        + count_cached(request.system)
-        + sum(count_cached(canonical_json(message)) for message in request.messages)
-    )
+    the request beside the provider's (``counted``: its system prompt and messages)."""
+    estimate = usage["resident_tokens"] + usage["catalog_tokens"] + counted
     return {
         "provider": prep.provider.name,
         "model": prep.model[:100],
