@@ -181,9 +181,9 @@ def main() -> None:
         providers.PROVIDERS["bench"] = lambda: provider
         settings.TOOLHUB_PROVIDER = "bench"
         # The garbage collector as the server tunes it once it serves (toolhub/serve.py).
-        from toolhub.serve import _collect_less
+        from toolhub.lib.collector import collect_less
 
-        _collect_less()
+        collect_less()
         overheads = asyncio.run(_run(sessions, provider))
     overheads.sort()
     p99 = overheads[int(len(overheads) * 0.99) - 1]

@@ -15,13 +15,12 @@ And three start-up steps, once the server's loop runs and before any request arr
 serves turns (``serve_turns_here``), so a restarted server ends the turns its predecessor
 left within ``TOOLHUB_TURN_LOST_AFTER`` even if nobody connects; it starts encoding tool
 texts for semantic search (``embeddings.start``), so the first search finds the model
-loaded; and it tunes the garbage collector (``_collect_less``). A process that only
+loaded; and it tunes the garbage collector (``toolhub.lib.collector``). A process that only
 imports the application (a test, a command) does none of them.
 """
 
 from __future__ import annotations
 
-import gc
 import sys
 
 # daphne ships no type information (pyproject's untyped libraries); its two classes are
@@ -31,8 +30,6 @@ from daphne.server import Server
 from twisted.internet import reactor
 
 TRANSPORT_CAP_BYTES = 4 * 1024 * 1024
-# The collector's thresholds once serving (CPython's are 700, 10, 10): see _collect_less.
-GC_THRESHOLDS = (50_000, 20, 10)
 _DEFAULTS = {
     "--websocket-max-message-size": str(TRANSPORT_CAP_BYTES),
     "--websocket-max-frame-size": str(TRANSPORT_CAP_BYTES),
@@ -56,24 +53,12 @@ class _Server(Server):
 def _start_serving() -> None:
     # daphne imported the application (and so set Django up) before the reactor started.
     from agent_app.turns import serve_turns_here
+    from toolhub.lib.collector import collect_less
     from toolhub.tools import embeddings
 
     serve_turns_here()
     embeddings.start()
-    _collect_less()
-
-
-def _collect_less() -> None:
-    """Fewer and smaller collections of cyclic garbage (docs/architecture.md, "Where a
-    turn's CPU goes"). What the server holds from its start (modules, the registry,
-    settings) lives as long as the process, so it is frozen out of every collection; and a
-    turn makes tens of thousands of short-lived objects, nearly all freed by their
-    reference counts, so collecting after every 700 allocations walked the young ones
-    again and again. Under bench/ws_load.py the collector took about a sixth of the
-    server's CPU before; now it runs a few times a minute."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
+    collect_less()
 
 
 class _Cli(CommandLineInterface):
