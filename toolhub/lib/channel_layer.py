@@ -11,7 +11,7 @@ What a send does is channels-redis's own, step for step: the same keys, the same
 of members and messages, the same per-member message (``__asgi_channel__`` naming the
 process's channels), the same capacity check, and a member over capacity drops the
 message and is logged the same way. Only the number of round trips changes
-(tests/unit/test_channel_layer.py compares the two, key by key).
+(tests/integration/project/test_channel_layer.py compares the two, key by key).
 """
 
 from __future__ import annotations
