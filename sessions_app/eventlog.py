@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transaction
+from django.db import connection, models, transaction
 from django.db.models import Field
 from django.utils import timezone
 
@@ -35,7 +35,7 @@ from sessions_app.branches import MOVE_KINDS, ROW_KINDS, Tree, tree_read
 from sessions_app.models import ChatSession, SessionEvent
 from toolhub.lib.errors import Invalid, NotFound
 from toolhub.lib.event_frames import Frame, event_frame
-from toolhub.lib.rows import rows_insert, rows_read, rows_values
+from toolhub.lib.rows import rows_insert, rows_read, rows_values, this_connection
 
 # The kinds that end a turn.
 TERMINAL = ("turn_finished", "turn_failed")
@@ -111,8 +111,7 @@ def _reserve_statement(
 ) -> _Reserve:
     """The UPDATE that reserves ``count`` seqs and writes ``changes``; with ``holder``, it
     matches only while that turn holds the session."""
-    # The connection once: each use of django.db.connection looks it up again.
-    db = connections[DEFAULT_DB_ALIAS]
+    db = this_connection()
     update, fields = _reserve_sql(db.vendor, tuple(changes), holder is not None)
     params = [
         count,

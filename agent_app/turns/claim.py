@@ -21,14 +21,7 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import (
-    DEFAULT_DB_ALIAS,
-    InterfaceError,
-    OperationalError,
-    connection,
-    connections,
-    transaction,
-)
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -38,7 +31,7 @@ from profiles_app.models import Agent, DisablesGeneration
 from profiles_app.services import agent_current
 from sessions_app.eventlog import events_append
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
-from toolhub.lib.rows import rows_read
+from toolhub.lib.rows import rows_read, this_connection
 from toolhub.lib.storable import storable
 
 # Shares of TOOLHUB_TURN_LOST_AFTER. A lease renewed just before its owner died runs out
@@ -129,7 +122,7 @@ def _claim_row(
     the whole row back, the stamp of its agent (so a cached agent is checked for free),
     and the disables' generation token (so the turn's resolution checks this process's
     copy of the disables without a statement of its own: ``disables_token``)."""
-    db = connections[DEFAULT_DB_ALIAS]
+    db = this_connection()
     sql, attnames, read = _claim_statement(db.vendor, free_only)
     meta = ChatSession._meta
     until = meta.get_field("turn_lease").get_db_prep_save(now + lease(), db)

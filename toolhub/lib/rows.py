@@ -45,7 +45,7 @@ def rows_insert(objects: Sequence[models.Model]) -> None:
     table, columns, shape = _shape(type(objects[0]))
     fields = [field for field, _ in shape]
     row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    db = _connection()
+    db = this_connection()
     with db.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {table} ({columns}) VALUES " + ", ".join([row_sql] * len(objects)),  # noqa: S608
@@ -57,9 +57,9 @@ def rows_insert(objects: Sequence[models.Model]) -> None:
         )
 
 
-def _connection() -> Any:
-    """This thread's connection itself: every use of ``django.db.connection`` looks it up
-    again, and a row's fields use it once each."""
+def this_connection() -> Any:
+    """This thread's connection itself, for code that uses it many times (a row's fields,
+    once each): every use of ``django.db.connection`` looks it up again."""
     return connections[DEFAULT_DB_ALIAS]
 
 
@@ -77,7 +77,7 @@ def rows_values(
     """
     table, columns, fields = _shape(type(objects[0]))
     computed = computed or {}
-    db = _connection()
+    db = this_connection()
     rows = []
     params: list[Any] = []
     for index, obj in enumerate(objects):
@@ -108,7 +108,7 @@ def rows_read(model: type[models.Model], names: Sequence[str]) -> Any:
         steps.append((column, converters))
 
     def read(row: Sequence[Any]) -> tuple[Any, ...]:
-        db = _connection()
+        db = this_connection()
         values = []
         for value, (column, converters) in zip(row, steps, strict=True):
             for converter in converters:
