@@ -31,7 +31,7 @@ from profiles_app.models import Agent, DisablesGeneration
 from profiles_app.services import agent_current
 from sessions_app.eventlog import events_append
 from sessions_app.models import ChatSession, ProviderCall, SessionEvent
-from toolhub.lib.rows import rows_read, this_connection
+from toolhub.lib.rows import row_model, this_connection
 from toolhub.lib.storable import storable
 
 # Shares of TOOLHUB_TURN_LOST_AFTER. A lease renewed just before its owner died runs out
@@ -123,7 +123,7 @@ def _claim_row(
     and the disables' generation token (so the turn's resolution checks this process's
     copy of the disables without a statement of its own: ``disables_token``)."""
     db = this_connection()
-    sql, attnames, read = _claim_statement(db.vendor, free_only)
+    sql = _claim_statement(db.vendor, free_only)
     meta = ChatSession._meta
     until = meta.get_field("turn_lease").get_db_prep_save(now + lease(), db)
     stamp = meta.get_field("updated").get_db_prep_save(now, db)
@@ -141,11 +141,11 @@ def _claim_row(
         row = cursor.fetchone()
     if row is None:
         return None
-    # The row as the ORM would give it (its converters applied), built without the raw
-    # queryset's per-call column mapping; the three values after it as read.
-    count = len(attnames)
-    session = ChatSession.from_db(db.alias, attnames, read(row[:count]))
-    for name, value in zip(_CLAIM_EXTRAS, row[count:], strict=True):
+    # The row as the ORM would give it, built without the raw queryset's per-call column
+    # mapping; the three values after it as read.
+    shape = row_model(ChatSession)
+    session: ChatSession = shape.make(row)
+    for name, value in zip(_CLAIM_EXTRAS, row[len(shape.attnames) :], strict=True):
         setattr(session, name, value)
     return session
 
@@ -156,19 +156,17 @@ _CLAIM_EXTRAS = ("agent_version", "agent_updated", "disables_token")
 
 
 @functools.cache
-def _claim_statement(vendor: str, free_only: bool) -> tuple[str, tuple[str, ...], Any]:
-    """The claim's UPDATE, written once per database and shape, with the fields it returns
-    (in order) and their reader."""
+def _claim_statement(vendor: str, free_only: bool) -> str:
+    """The claim's UPDATE, written once per database and shape."""
     del vendor  # part of the cache's key: the quoting is the database's
     meta = ChatSession._meta
     quote = connection.ops.quote_name
     agents = quote(Agent._meta.db_table)
     generation = quote(DisablesGeneration._meta.db_table)
-    fields = meta.concrete_fields
-    returned = ", ".join(quote(str(field.column)) for field in fields)
     where = " AND turn_id = ''" if free_only else ""
+    returned = row_model(ChatSession).columns()
     # Only the models' own table and column names are interpolated; values are parameters.
-    sql = (
+    return (
         f"UPDATE {quote(meta.db_table)} SET turn_id = %s, turn_channel = %s, "  # noqa: S608
         "turn_lease = %s, turn_waiting = NULL, updated = %s, "
         "title = CASE WHEN title = '' THEN %s ELSE title END, last_seq = last_seq + %s "
@@ -177,8 +175,6 @@ def _claim_statement(vendor: str, free_only: bool) -> tuple[str, tuple[str, ...]
         f"(SELECT updated FROM {agents} WHERE {agents}.id = agent_id) AS agent_updated, "
         f"(SELECT token FROM {generation} WHERE {generation}.id = 1) AS disables_token"
     )
-    names = [field.name for field in fields]
-    return sql, tuple(field.attname for field in fields), rows_read(ChatSession, names)
 
 
 def _close_abandoned(*, session_id: UUID, turn_id: str) -> list[SessionEvent]:

@@ -10,8 +10,6 @@ interpolated into the statement, every value is a parameter.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 
 from django.db import connection
@@ -20,7 +18,7 @@ from django.db.models import Field, Model
 from profiles_app.models import Agent
 from sessions_app.models import ChatSession
 from toolhub.lib.errors import NotFound
-from toolhub.lib.rows import rows_read
+from toolhub.lib.rows import row_model
 
 
 def session_get_for_user(*, user: Any, session_id: Any) -> ChatSession:
@@ -32,59 +30,35 @@ def session_get_for_user(*, user: Any, session_id: Any) -> ChatSession:
     its model with the ORM's own conversions, as ``select_related`` would. The ORM built
     the query anew per call at about twice the statement's cost (docs/architecture.md,
     "Request path")."""
-    query = _session_query()
     pk = ChatSession._meta.pk
     assert pk is not None
     # An id that is no UUID raises ValidationError here, as the ORM's filter did.
     params = [pk.get_db_prep_value(session_id, connection), user.pk]
     with connection.cursor() as cursor:
-        cursor.execute(query.sql, params)
+        cursor.execute(_session_query(connection.vendor), params)
         row = cursor.fetchone()
     if row is None:
         raise NotFound("no such session")
-    width = len(query.session_names)
-    values = query.read_session(row[:width])
-    session = ChatSession.from_db(connection.alias, query.session_names, values)
-    values = query.read_agent(row[width:])
-    session.agent = Agent.from_db(connection.alias, query.agent_names, values)
+    chat = row_model(ChatSession)
+    session: ChatSession = chat.make(row)
+    session.agent = row_model(Agent).make(row[len(chat.attnames) :])
     return session
 
 
-@dataclass(frozen=True)
-class _SessionQuery:
-    sql: str
-    session_names: list[str]
-    read_session: Callable[[Sequence[Any]], tuple[Any, ...]]
-    agent_names: list[str]
-    read_agent: Callable[[Sequence[Any]], tuple[Any, ...]]
-
-
 @functools.cache
-def _session_query() -> _SessionQuery:
+def _session_query(vendor: str) -> str:
+    del vendor  # part of the cache's key: the quoting is the database's
     quote = connection.ops.quote_name
     sessions, agents = quote(ChatSession._meta.db_table), quote(Agent._meta.db_table)
-    session_fields, agent_fields = ChatSession._meta.concrete_fields, Agent._meta.concrete_fields
-    columns = ", ".join(
-        [f"s.{quote(str(field.column))}" for field in session_fields]
-        + [f"a.{quote(str(field.column))}" for field in agent_fields]
-    )
+    columns = f"{row_model(ChatSession).columns('s')}, {row_model(Agent).columns('a')}"
     pk, owner, agent, deleted = (
         _column(ChatSession, name) for name in ("id", "owner", "agent", "deleted")
     )
     # Only the models' own table and column names are interpolated; values are parameters.
-    sql = (
+    return (
         f"SELECT {columns} FROM {sessions} s JOIN {agents} a "  # noqa: S608
         f"ON a.{_column(Agent, 'id')} = s.{agent} "
         f"WHERE s.{pk} = %s AND s.{owner} = %s AND s.{deleted} IS NULL"
-    )
-    session_names = [field.attname for field in session_fields]
-    agent_names = [field.attname for field in agent_fields]
-    return _SessionQuery(
-        sql=sql,
-        session_names=session_names,
-        read_session=rows_read(ChatSession, session_names),
-        agent_names=agent_names,
-        read_agent=rows_read(Agent, agent_names),
     )
 
 

@@ -6,14 +6,16 @@ query building.
 the same rows as a PostgreSQL ``VALUES`` list for an ``INSERT … SELECT`` inside a larger
 statement (a data-modifying ``WITH``), so rows can be written only if an earlier step of
 that statement matched, in the statement's one round trip. ``rows_read`` turns fetched
-rows into the values the ORM would give; ``compiled_once`` keeps a queryset's own SQL,
+rows into the values the ORM would give, and ``row_model`` a model's whole row into its
+instance (``from_db``); ``compiled_once`` keeps a queryset's own SQL,
 compiled once, to run again with other values. Only model metadata and the caller's own
 SQL expressions are interpolated; every value is a parameter.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -117,6 +119,36 @@ def rows_read(model: type[models.Model], names: Sequence[str]) -> Any:
         return tuple(values)
 
     return read
+
+
+@dataclass(frozen=True)
+class RowModel:
+    """A model's whole row, read by hand-written SQL: the columns to select, in order, and
+    the instance made from them as the ORM makes it (converters applied, ``from_db``)."""
+
+    model: type[models.Model]
+    attnames: tuple[str, ...]
+    read: Callable[[Sequence[Any]], tuple[Any, ...]]
+
+    def columns(self, table: str = "") -> str:
+        """The model's columns in row order, each after ``table.`` when given."""
+        prefix = f"{table}." if table else ""
+        quote = connection.ops.quote_name
+        return ", ".join(
+            f"{prefix}{quote(str(field.column))}" for field in self.model._meta.concrete_fields
+        )
+
+    def make(self, row: Sequence[Any]) -> Any:
+        """The instance from the first ``len(attnames)`` values of ``row``."""
+        values = self.read(row[: len(self.attnames)])
+        return self.model.from_db(this_connection().alias, self.attnames, values)
+
+
+@functools.cache
+def row_model(model: type[models.Model]) -> RowModel:
+    """``model``'s ``RowModel`` (made once per process: a model does not change)."""
+    attnames = tuple(field.attname for field in model._meta.concrete_fields)
+    return RowModel(model=model, attnames=attnames, read=rows_read(model, attnames))
 
 
 @dataclass(frozen=True)

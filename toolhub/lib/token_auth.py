@@ -4,7 +4,7 @@ DRF's ``TokenAuthentication`` reads ``Token.objects.select_related("user").get(k
 ORM builds and compiles that query on every API request, about three times the statement
 itself (docs/architecture.md, "Request path"). Here the statement is written once per
 process from the models' own metadata, and its row made into the user with every column
-converted as the ORM does (``toolhub.lib.rows.rows_read``: a ``raw()`` queryset cost as
+converted as the ORM does (``toolhub.lib.rows.row_model``: a ``raw()`` queryset cost as
 much again as the statement).
 
 Invariants, as DRF's: an unknown key answers 401 "Invalid token.", an inactive user's
@@ -24,7 +24,7 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework import authentication, exceptions
 from rest_framework.authtoken.models import Token
 
-from toolhub.lib.rows import rows_read
+from toolhub.lib.rows import row_model
 
 
 @functools.cache
@@ -33,9 +33,7 @@ def _statement(vendor: str) -> str:
     user_model = get_user_model()
     quote = connection.ops.quote_name
     users, tokens = quote(user_model._meta.db_table), quote(Token._meta.db_table)
-    columns = ", ".join(
-        f"u.{quote(str(field.column))}" for field in user_model._meta.concrete_fields
-    )
+    columns = row_model(user_model).columns("u")
     # Only the models' own table and column names are interpolated; the key is a parameter.
     return (
         f"SELECT {columns} FROM {tokens} t JOIN {users} u "  # noqa: S608
@@ -55,15 +53,7 @@ def user_for_token(key: str) -> Any | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    user_model, names, read = _reader()
-    return user_model.from_db(connection.alias, names, read(row))
-
-
-@functools.cache
-def _reader() -> tuple[Any, list[str], Any]:
-    user_model = get_user_model()
-    names = [field.attname for field in user_model._meta.concrete_fields]
-    return user_model, names, rows_read(user_model, names)
+    return row_model(get_user_model()).make(row)
 
 
 class TokenAuthentication(authentication.TokenAuthentication):  # type: ignore[misc]
