@@ -93,8 +93,11 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         try:
-            self.slots = await socket_slots_take(
-                user_id=user.pk, session_id=self.session.pk, owner=self.channel_name
+            self.slots = await on_db_thread(
+                socket_slots_take,
+                user_id=user.pk,
+                session_id=self.session.pk,
+                owner=self.channel_name,
             )
         except TooManySockets as exc:
             self.session = None
@@ -127,7 +130,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if self.slots is not None:
             with contextlib.suppress(*REDIS_ERRORS):
-                await self.slots.release()
+                await on_db_thread(self.slots.release)
         if self.cursor is not None:
             self.cursor.close()
         if self.membership is not None:
@@ -293,7 +296,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
             with contextlib.suppress(*REDIS_ERRORS):
                 await self._join()
                 if self.slots is not None:
-                    await self.slots.renew()
+                    await on_db_thread(self.slots.renew)
 
     async def _join(self) -> None:
         await self.channel_layer.group_add(self.group, self.channel_name)

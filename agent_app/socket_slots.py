@@ -9,6 +9,11 @@ a crash locks nobody out for longer than that.
 
 A socket over either limit is closed with 4429 after an ``error`` frame that says which
 limit and what to do (README, "Limits").
+
+The functions are sync, for the turns' database threads (``on_db_thread``): Django's cache
+is per thread there, one client each for the process's life. Its async methods would hop
+to the server's one sync thread and, called from a socket's own task, make that socket a
+Redis client and connection of its own (the cache handler is per async context).
 """
 
 from __future__ import annotations
@@ -31,17 +36,17 @@ class Slots:
     owner: str
     keys: list[str] = field(default_factory=list)
 
-    async def renew(self) -> None:
+    def renew(self) -> None:
         for key in self.keys:
             # A slot Redis forgot (it keeps nothing across a restart) is taken again.
-            if not await cache.atouch(key, SLOT_SECONDS):
-                await cache.aadd(key, self.owner, SLOT_SECONDS)
+            if not cache.touch(key, SLOT_SECONDS):
+                cache.add(key, self.owner, SLOT_SECONDS)
 
-    async def release(self) -> None:
+    def release(self) -> None:
         for key in self.keys:
             # Only ours: a slot that expired and was taken by another socket stays theirs.
-            if await cache.aget(key) == self.owner:
-                await cache.adelete(key)
+            if cache.get(key) == self.owner:
+                cache.delete(key)
         self.keys.clear()
 
 
@@ -51,30 +56,30 @@ class TooManySockets(Exception):
         self.message = message
 
 
-async def _take(prefix: str, limit: int, owner: str) -> str | None:
+def _take(prefix: str, limit: int, owner: str) -> str | None:
     for number in range(limit):
         key = f"{prefix}:{number}"
-        if await cache.aadd(key, owner, SLOT_SECONDS):
+        if cache.add(key, owner, SLOT_SECONDS):
             return key
     return None
 
 
-async def socket_slots_take(*, user_id: Any, session_id: Any, owner: str) -> Slots:
+def socket_slots_take(*, user_id: Any, session_id: Any, owner: str) -> Slots:
     """A slot of the person and one of the chat for the socket ``owner`` (its channel
     name), or ``TooManySockets`` with nothing held."""
     slots = Slots(owner)
     # The chat's slot first: a rush on one chat then never holds the person's slots
     # while it is refused (which could refuse a socket of another chat meanwhile).
-    chat = await _take(f"sockets:chat:{session_id}", settings.TOOLHUB_SOCKETS_PER_CHAT, owner)
+    chat = _take(f"sockets:chat:{session_id}", settings.TOOLHUB_SOCKETS_PER_CHAT, owner)
     if chat is None:
         raise TooManySockets(
             f"This chat is open in {settings.TOOLHUB_SOCKETS_PER_CHAT} places already; close "
             "some and reload this one."
         )
     slots.keys.append(chat)
-    person = await _take(f"sockets:person:{user_id}", settings.TOOLHUB_SOCKETS_PER_PERSON, owner)
+    person = _take(f"sockets:person:{user_id}", settings.TOOLHUB_SOCKETS_PER_PERSON, owner)
     if person is None:
-        await slots.release()
+        slots.release()
         raise TooManySockets(
             f"You have {settings.TOOLHUB_SOCKETS_PER_PERSON} chat connections open already "
             "(tabs or windows); close some and reload this one."

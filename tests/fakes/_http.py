@@ -90,6 +90,8 @@ class Seen:
     raw: bytes
     query: str = ""
     method: str = "POST"
+    # The client's address and port: one per TCP connection the client opened.
+    peer: str = ""
 
 
 def canonical(value: Any) -> str:
@@ -379,6 +381,7 @@ class FakeServer:
             raw=raw,
             query=target.query,
             method=method,
+            peer=f"{handler.client_address[0]}:{handler.client_address[1]}",
         )
         with self._changed:
             # A GET asks what the server is (its models, its properties): kept apart, so
