@@ -22,7 +22,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 from uuid import UUID
 
@@ -56,6 +56,19 @@ logger = logging.getLogger(__name__)
 QUESTION_TOOL = "ask_user_question"
 
 
+@dataclass
+class CurrentCall:
+    """The id of the tool call a turn runs now ("" between calls), for its MCP asks and
+    its question tool. They hold this, not the runner: a turn's parts then make no cycle
+    back to it, and reference counting frees a finished turn whole, at once, instead of
+    leaving it to the garbage collector (toolhub.lib.collector)."""
+
+    id: str = ""
+
+    def __call__(self) -> str:
+        return self.id
+
+
 class TurnRunner:
     """One turn's task: the provider loop and the tool calls, with control and the lease.
 
@@ -87,6 +100,7 @@ class TurnRunner:
         self._started = started
         self._said = said
         self.cancel = CancelToken()
+        self._call = CurrentCall()
         self.events = TurnEvents(session_id=session_id, turn_id=turn_id)
         self.waits = PersonWaits(events=self.events, cancel=self.cancel)
         self.steps = ProviderSteps(events=self.events, cancel=self.cancel, prep=prepared)
@@ -96,12 +110,11 @@ class TurnRunner:
             cancel=self.cancel,
             provider=prepared.provider,
             model=prepared.model,
-            current_call=lambda: self._current_call,
+            current_call=self._call,
         )
         # Worker runs this turn waits for (call id → set when the worker says it ended).
         self._runs_done: dict[str, asyncio.Event] = {}
         self._checkpoint: list[str] = []
-        self._current_call = ""
 
     # The task body: whatever happens, the turn ends with a terminal event and the
     # session is released.
@@ -183,7 +196,7 @@ class TurnRunner:
         services = replace(
             prep.ctx.services,
             tool_index=prep.turn.index if prep.resolved.deferred else None,
-            asker=_Asker(self) if self.attended else None,
+            asker=_Asker(call=self._call, waits=self.waits) if self.attended else None,
             # An MCP server's form or sampling request needs a person too.
             elicitor=self.asks if self.attended else None,
             sampler=self.asks if self.attended else None,
@@ -281,7 +294,7 @@ class TurnRunner:
         it (cancelled, when the person stopped it, whatever the tool reported)."""
         tool, call_id = cleared.tool, call["call_id"]
         before = turn.loaded
-        self._current_call = call_id
+        self._call.id = call_id
         try:
             if tool.runs_on == "worker":
                 ran = await self._on_worker(tool, call, ctx)
@@ -294,7 +307,7 @@ class TurnRunner:
                 finally:
                     await pump.close()
         finally:
-            self._current_call = ""
+            self._call.id = ""
         status = ran.status if ran.status in ("ok", "cancelled") else "error"
         if ran.is_error and status == "ok":
             status = "error"
@@ -435,12 +448,13 @@ class _Asker:
     """ask_user_question in an attended turn: the question is the call's arguments, the
     next ``chat`` frame is the answer."""
 
-    def __init__(self, runner: TurnRunner) -> None:
-        self._runner = runner
+    def __init__(self, *, call: CurrentCall, waits: PersonWaits) -> None:
+        self._call = call
+        self._waits = waits
 
     async def ask(self, *, question: str, options: list[str]) -> str:
-        waiting = Waiting(kind="question", call_id=self._runner._current_call)
-        answer = await self._runner.waits.wait(waiting)
+        waiting = Waiting(kind="question", call_id=self._call.id)
+        answer = await self._waits.wait(waiting)
         if answer is None:
             raise TimeoutError("no answer from the person")
         return str(answer)

@@ -59,16 +59,11 @@ class TurnTools:
             name: None for name in loaded if isinstance(name, str) and name in self._deferred
         }
         self._promoted: dict[str, None] = dict(self._loaded) if self.strategy == "promote" else {}
-        self.index = _RecordingIndex(self, resolved.index)
+        self.index = _RecordingIndex(resolved.index, loaded=self._loaded, deferred=self._deferred)
 
     @property
     def loaded(self) -> list[str]:
         return list(self._loaded)
-
-    def mark_loaded(self, names: Iterable[str]) -> None:
-        for name in names:
-            if name in self._deferred:
-                self._loaded.setdefault(name, None)
 
     def provider_tools(self) -> list[dict[str, Any]]:
         """The tools array for the next provider request of this turn."""
@@ -135,11 +130,19 @@ class TurnTools:
 
 
 class _RecordingIndex:
-    """The index tool_search sees: this turn's deferred tools, recording what it loads."""
+    """The index tool_search sees: this turn's deferred tools, recording what it loads in
+    the turn's ``loaded`` (it holds that, not the turn: no cycle, so reference counting
+    frees a finished turn at once)."""
 
-    def __init__(self, turn: TurnTools, index: ToolIndex) -> None:
-        self._turn = turn
+    def __init__(self, index: ToolIndex, *, loaded: dict[str, None], deferred: set[str]) -> None:
         self._index = index
+        self._loaded = loaded
+        self._deferred = deferred
+
+    def mark(self, names: Iterable[str]) -> None:
+        for name in names:
+            if name in self._deferred:
+                self._loaded.setdefault(name, None)
 
     @property
     def names(self) -> list[str]:
@@ -151,10 +154,10 @@ class _RecordingIndex:
 
     def select(self, names: list[str]) -> tuple[list[Tool], list[str]]:
         found, missing = self._index.select(names)
-        self._turn.mark_loaded(tool.name for tool in found)
+        self.mark(tool.name for tool in found)
         return found, missing
 
     def search(self, query: str, limit: int = 5) -> SearchHits:
         hits = self._index.search(query, limit)
-        self._turn.mark_loaded(hit.tool.name for hit in hits)
+        self.mark(hit.tool.name for hit in hits)
         return hits

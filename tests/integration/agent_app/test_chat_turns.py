@@ -9,12 +9,14 @@ a tool really ran (side-effect counters).
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
 
 import pytest
 from channels.db import database_sync_to_async
 
+from agent_app.turns.loop import wait_for_turns
 from tests.fakes import Reply
 from tests.integration.chat import events, open_socket, receive, send, until
 from toolhub.tools import ToolContext, function
@@ -340,6 +342,47 @@ async def test_native_sends_deferred_tools_flagged_and_answers_search_with_refer
     result = model.requests[1].body["messages"][-1]["content"][0]
     assert result["content"][0] == {"type": "tool_reference", "tool_name": "deep_lookup"}
     assert executed == ["deep:z"]
+    await socket.disconnect()
+
+
+async def test_a_finished_turn_is_freed_at_once_leaving_the_collector_nothing_of_ours(
+    owner, model, executed
+):
+    # What a reference cycle holds waits for the garbage collector, whose pass over a
+    # loaded server's young objects stalled every socket it serves (toolhub.lib.collector).
+    agent = await new_agent(owner, strategy="promote")
+    session = await new_session(owner, agent=agent.pk)
+    socket = await open_socket(session.pk, owner)
+    await chat(socket, "warm up")
+    await wait_for_turns()
+    gc.collect()
+    model.replies.extend(
+        [
+            Reply(tool_calls=[("toolu_s", "tool_search", {"query": "select:deep_lookup"})]),
+            Reply(tool_calls=[("toolu_d", "deep_lookup", {"topic": "y"})]),
+            Reply(tool_calls=[("toolu_c", "counter_tool", {"note": "z"})]),
+            Reply(text="ok"),
+        ]
+    )
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        frames = await chat(socket, "look it up, then count")
+        await wait_for_turns()
+        gc.collect()
+        ours = sorted(
+            {
+                type(garbage).__qualname__
+                for garbage in gc.garbage
+                if type(garbage).__module__.split(".")[0]
+                in {"agent_app", "sessions_app", "profiles_app", "toolhub"}
+            }
+        )
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert executed == ["deep:y", "counter:z"]
+    assert events(frames, "turn_finished")
+    assert ours == []
     await socket.disconnect()
 
 
