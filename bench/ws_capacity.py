@@ -253,6 +253,7 @@ def _run(var_dir: Path, servers: int) -> None:
                 log = var_dir / f"capacity-{servers}-{number}.log"
                 bases.append(running.enter_context(daphne(env, log=log)))
             clients = ws_load._clients(chats, bases)
+            ws_load._clients_collect_less()
             found, floor = asyncio.run(_phases(servers, clients[servers:], clients[:servers]))
     print(
         f"ws_load capacity servers={servers} pace_s={PACE_S:g} chats={found} floor_chats={floor}",
