@@ -131,6 +131,7 @@ async def _listen(paced: _Paced, client: _Client, socket: Any, seconds: float) -
         if frame.get("type") == "event":
             client.events.append((frame["seq"], frame["kind"], time.time()))
             client.sizes.append(len(raw))
+            client.created[frame["seq"]] = ws_load._wall_clock(frame["created"])
     return paced.stop.is_set()
 
 
@@ -174,14 +175,18 @@ async def _receive(paced: _Paced, socket: Any) -> None:
 
 
 def _toolhub_deliveries(clients: list[_Client], since: float) -> list[tuple[float, float]]:
-    """(receipt, delivery ms) of every event the clients received after ``since``."""
-    stored = ws_load._stored()
+    """(receipt, delivery ms) of every event the clients received after ``since``, by the
+    ``created`` each frame carries: reading every stored event instead (as this did) took
+    the bench's GIL and a share of PostgreSQL for a second or more at each window's end,
+    and the deliveries around it read as late."""
     seen = []
     for client in clients:
-        created = stored.get(client.session_id, {})
-        for seq, _, received in client.events:
-            if received >= since and seq in created:
-                seen.append((received, (received - created[seq][1]) * 1000))
+        # In receipt order: the window's are at the end.
+        for seq, _, received in reversed(client.events):
+            if received < since:
+                break
+            if seq in client.created:
+                seen.append((received, (received - client.created[seq]) * 1000))
     return seen
 
 
@@ -229,9 +234,11 @@ async def _phases(servers: int, clients: list[_Client], warmup: list[_Client]) -
     half = len(clients) // 2
     mine = clients[:half]
     paced = _Paced(mine, _chat)
-    chats = await _ladder(
-        "toolhub", servers, paced, lambda since: asyncio.to_thread(_toolhub_deliveries, mine, since)
-    )
+
+    async def toolhub_seen(since: float) -> list[tuple[float, float]]:
+        return _toolhub_deliveries(mine, since)
+
+    chats = await _ladder("toolhub", servers, paced, toolhub_seen)
     turn = ws_load._turns_of(warmup[0])[0]
     floor = _Paced(clients[half:], _floor_chat(turn))
 

@@ -64,6 +64,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,8 @@ class _Client:
     # (seq, kind, wall-clock receipt time) per event frame, and each frame's size.
     events: list[tuple[int, str, float]] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
+    # Each event's ``created`` as its frame carries it (the stored event's), by seq.
+    created: dict[int, float] = field(default_factory=dict)
     # The floor's clients: receipt minus the publisher's stamp, per frame; and, when the
     # layer dropped frames, how many arrived of how many were sent.
     floor_ms: list[float] = field(default_factory=list)
@@ -241,6 +244,7 @@ async def _turn(client: _Client, socket: Any, number: int) -> Any:
             continue
         client.events.append((frame["seq"], frame["kind"], received))
         client.sizes.append(len(raw))
+        client.created[frame["seq"]] = _wall_clock(frame["created"])
         if frame["kind"] in TERMINAL:
             client.turn_ms.append((time.perf_counter() - started) * 1000)
             if frame["kind"] == "turn_failed":
@@ -403,6 +407,10 @@ def _stored() -> dict[str, dict[int, tuple[str, float]]]:
     for session_id, seq, kind, created in rows.iterator(chunk_size=5000):
         stored.setdefault(str(session_id), {})[seq] = (kind, created.timestamp())
     return stored
+
+
+def _wall_clock(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
 
 
 def _percentile(values: list[float], share: float) -> float:
