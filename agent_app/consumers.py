@@ -14,8 +14,8 @@ frame that says which (``agent_app.socket_slots``); a socket that cannot join it
 because Redis is out of reach with 4503 (try again later: WebSocket servers may only send
 1000 or a code from 3000-4999, so not the protocol's 1013). A socket whose channel-layer
 read breaks (Redis went away) is closed by Channels; the page reconnects and resumes. One
-that lived through it joins its group again every ``REJOIN_SECONDS`` (a Redis restart
-forgets groups), renews its socket slots, and fills what it missed from the log
+that lived through it joins its group again at most every ``REJOIN_SECONDS`` (a Redis
+restart forgets groups), renews its socket slots, and fills what it missed from the log
 (docs/outages.md).
 
 ``tail`` frames (a running tool's output) are not events: after a resume the socket
@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
@@ -292,7 +293,11 @@ class SessionConsumer(AsyncWebsocketConsumer):
         # Joining again is idempotent; a live event that then skips ahead brings the
         # missing range from the log (EventCursor.live), so nothing is lost, only late.
         while True:
-            await asyncio.sleep(REJOIN_SECONDS)
+            # At a random point of the interval's second half: sockets opened together (a
+            # step of new chats, a server's restart) would otherwise rejoin together, and
+            # their hundreds of group adds and slot renewals at once held the turns'
+            # database threads and the loop for a few hundred ms every interval.
+            await asyncio.sleep(REJOIN_SECONDS * random.uniform(0.5, 1.0))  # noqa: S311
             with contextlib.suppress(*REDIS_ERRORS):
                 await self._join()
                 if self.slots is not None:

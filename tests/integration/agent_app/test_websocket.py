@@ -4,6 +4,7 @@ cookies, and ownership, all decided before any frame."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 import pytest
@@ -163,3 +164,36 @@ async def test_sockets_beyond_a_chats_and_a_persons_limit_are_refused_saying_whi
     assert again_code is None
     for socket in [*kept[1:], elsewhere, again]:
         await socket.disconnect()
+
+
+async def test_sockets_opened_together_rejoin_at_different_moments_within_the_interval(
+    owner, monkeypatch
+):
+    # Rejoining together, hundreds of sockets' group adds and slot renewals at once held
+    # the turns' database threads and the loop for a few hundred ms every interval.
+    from agent_app import consumers
+
+    monkeypatch.setattr(consumers, "REJOIN_SECONDS", 1.0)
+    calls: dict[int, list[float]] = {}
+    join = consumers.SessionConsumer._join
+
+    async def recorded(self):
+        calls.setdefault(id(self), []).append(time.monotonic())
+        await join(self)
+
+    monkeypatch.setattr(consumers.SessionConsumer, "_join", recorded)
+    key, session = await token_for(owner), await _session_of(owner)
+    sockets = [token_socket(session.pk, key) for _ in range(6)]
+    for socket in sockets:
+        assert (await socket.connect(timeout=CONNECT_SECONDS))[0]
+    deadline = time.monotonic() + 10
+    while sum(len(times) >= 2 for times in calls.values()) < 6 and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    for socket in sockets:
+        await socket.disconnect()
+
+    rejoins = [times[1] - times[0] for times in calls.values()]
+    assert len(rejoins) == 6
+    # Each within the interval (its second half), and not all at the same point of it.
+    assert all(0.5 - 0.01 <= after <= 1.0 + 1.0 for after in rejoins)
+    assert max(rejoins) - min(rejoins) > 0.1
