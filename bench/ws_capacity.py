@@ -16,9 +16,11 @@ that window, each one's delivery being its receipt on the client minus
 first step whose p99 is over ``P99_MS`` in two windows running; the capacity is the last
 step under it (so it is known to within a factor of ``GROWTH``).
 
-Prints a line per step (``ws_load capacity step …``) and per server count ``ws_load capacity
-servers=S pace_s=P chats=N floor_chats=F``. A run takes about (steps * (WINDOW_PACES + 1) *
-P) per phase: with the defaults, 20 to 40 minutes in all. Figures are printed, not asserted.
+Prints a line per step (``ws_load capacity step …``, with the share of a core each server
+used in its window, ``server_core``: near 1.0 a server's CPU sets the pace) and per server
+count ``ws_load capacity servers=S pace_s=P chats=N floor_chats=F``. A run takes about
+(steps * (WINDOW_PACES + 1) * P) per phase: with the defaults, 20 to 40 minutes in all.
+Figures are printed, not asserted.
 """
 
 from __future__ import annotations
@@ -190,7 +192,7 @@ def _toolhub_deliveries(clients: list[_Client], since: float) -> list[tuple[floa
     return seen
 
 
-async def _ladder(label: str, servers: int, paced: _Paced, delivered: Any) -> int:
+async def _ladder(label: str, servers: list[int], paced: _Paced, delivered: Any) -> int:
     """Add chats in steps of ``GROWTH`` until a step's p99 passes P99_MS twice running (a
     step over it is measured again, so one pause of a shared machine does not end the
     ladder); the last step under it."""
@@ -211,23 +213,29 @@ async def _ladder(label: str, servers: int, paced: _Paced, delivered: Any) -> in
 
 
 async def _window(
-    label: str, servers: int, paced: _Paced, delivered: Any, count: int, attempt: int
+    label: str, servers: list[int], paced: _Paced, delivered: Any, count: int, attempt: int
 ) -> float:
-    """One window's delivery p99 (NaN without events), printed as a step line."""
-    since = time.time()
+    """One window's delivery p99 (NaN without events), printed as a step line with the
+    share of a core each server used in it (``server_core``, their mean: a server's Python
+    runs on one core at a time, so near 1.0 its CPU, not the machine, sets the pace)."""
+    since, cpu = time.time(), ws_load._cpu(servers)["servers"]
     await asyncio.sleep(WINDOW_PACES * PACE_S)
+    core = (ws_load._cpu(servers)["servers"] - cpu) / (time.time() - since) / len(servers)
     window = [ms for received, ms in await delivered(since) if received >= since]
     p99 = _percentile(window, 0.99)
     print(
-        f"ws_load capacity step servers={servers} pace_s={PACE_S:g} kind={label} "
+        f"ws_load capacity step servers={len(servers)} pace_s={PACE_S:g} kind={label} "
         f"chats={count} events={len(window)} delivery_p50_ms={_percentile(window, 0.5):.1f} "
-        f"delivery_p99_ms={p99:.1f} stuck={len(paced.stuck)}" + (" again" if attempt else ""),
+        f"delivery_p99_ms={p99:.1f} server_core={core:.2f} stuck={len(paced.stuck)}"
+        + (" again" if attempt else ""),
         flush=True,
     )
     return p99
 
 
-async def _phases(servers: int, clients: list[_Client], warmup: list[_Client]) -> tuple[int, int]:
+async def _phases(
+    servers: list[int], clients: list[_Client], warmup: list[_Client]
+) -> tuple[int, int]:
     # The first turns pay one-time costs (the SDK's import): not the capacity's.
     for client in warmup:
         await ws_load._converse(client, turns=1)
@@ -254,14 +262,15 @@ def _run(var_dir: Path, servers: int) -> None:
 
     with ws_load._model_and_env(var_dir) as (env, _model):
         chats = ws_load._people(2 * CHATS_MAX + servers)
-        bases = []
+        bases, processes = [], []
         with contextlib.ExitStack() as running:
             for number in range(servers):
                 log = var_dir / f"capacity-{servers}-{number}.log"
-                bases.append(running.enter_context(daphne(env, log=log)))
+                bases.append(running.enter_context(daphne(env, log=log, started=processes)))
             clients = ws_load._clients(chats, bases)
             ws_load._clients_collect_less()
-            found, floor = asyncio.run(_phases(servers, clients[servers:], clients[:servers]))
+            pids = [process.pid for process in processes]
+            found, floor = asyncio.run(_phases(pids, clients[servers:], clients[:servers]))
     print(
         f"ws_load capacity servers={servers} pace_s={PACE_S:g} chats={found} floor_chats={floor}",
         flush=True,

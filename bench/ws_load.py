@@ -36,7 +36,10 @@ call included; the target is at most twice it), the servers' system share
 (``servers_system``: the kernel's, for system calls), what the servers spent per turn
 delivering the floor's frames (``floor_delivery_ms_per_turn``: the same frames reaching the
 same sockets with no turn, no database and no model call), and the ratio a turn cannot go
-below on this stack (``ratio_at_least``: the SDK's cost plus that delivery, over the SDK's),
+below on this stack (``ratio_at_least``: the SDK's cost plus that delivery, over the SDK's);
+and, for ``ws_capacity``, the share of the floor's chats a server whose CPU sets the pace
+carries (``capacity_share``: the floor's delivery per turn over the turn's) and the most it
+could carry (``capacity_share_at_most``: a turn costing only the SDK and the delivery),
 and the delivery check: per session the seqs received must be 1..last, each once, in order, and
 every stored event must have arrived. Then a table of the counts side by side, with each
 load's share of its floor's events per second. Figures are printed, not asserted; details
@@ -747,7 +750,9 @@ def _run(var_dir: Path, servers: int) -> tuple[list[str], dict[str, float]]:
             f"postgres={spent['postgres']:.1f} redis={spent['redis']:.1f} "
             f"server_ms_per_turn={server_ms:.1f} sdk_ms_per_turn={sdk_ms:.1f} "
             f"ratio={server_ms / sdk_ms:.2f} floor_delivery_ms_per_turn={floor_ms:.1f} "
-            f"ratio_at_least={(sdk_ms + floor_ms) / sdk_ms:.2f}"
+            f"ratio_at_least={(sdk_ms + floor_ms) / sdk_ms:.2f} "
+            f"capacity_share={floor_ms / server_ms:.2f} "
+            f"capacity_share_at_most={floor_ms / (sdk_ms + floor_ms):.2f}"
         )
         # The servers are stopped: every event that will ever be stored is stored.
         return _report(load, warmups, calls, started, logs, floor, floor_started)
