@@ -671,6 +671,22 @@ def test_a_chats_resources_are_attached_for_its_owner_only_and_never_past_a_disa
     assert listed_after == {"resources": []}
 
 
+@pytest.mark.processes
+def test_while_a_server_is_relisted_again_and_again_its_resources_never_vanish_from_the_composer(
+    lively_chat,
+):
+    session, mine, _ = lively_chat
+    # Relisted every 5 ms: each relisting reads the server's resources again.
+    _pace(health_interval=0.005)
+
+    seen = [
+        tuple(r["uri"] for r in mine.get(f"/chat/{session.pk}/resources/").json()["resources"])
+        for _ in range(200)
+    ]
+
+    assert set(seen) == {("note://greeting", "blob://pixel")}
+
+
 async def _news(layer, channel, timeout: float):
     """The next message on ``channel`` within ``timeout`` seconds, else None."""
     try:

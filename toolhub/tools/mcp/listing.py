@@ -139,9 +139,11 @@ class ServerListing:
     async def _has_resources(self, client: Any) -> bool:
         """Whether the server lists any resource: many servers declare the capability
         with nothing behind it, and two tools that can only say "(none)" cost tokens.
-        The first page is kept for the composer's "@"."""
-        self.resources = ()
+        The first page is kept for the composer's "@", replacing the last listing's only
+        once this one is in: a person attaching a resource while the server is relisted
+        finds the earlier list, not an empty one."""
         if client.server_capabilities.resources is None:
+            self.resources = ()
             return False
         try:
             async with asyncio.timeout(self.manager.list_timeout):
@@ -149,13 +151,14 @@ class ServerListing:
         except Exception as exc:
             # Like prompts: a bad resource listing costs the readers, never the tools.
             logger.info("MCP server %s: listing resources failed: %s", self.config.name, exc)
+            self.resources = ()
             return False
         allowed = self.config.allowlist
         # An allowlist without the reader keeps the server's resources from people too, and
         # so does a server that takes each person's own credential: this listing is the
         # server's own, and what it names may not be everybody's to see.
-        if (allowed is None or READ_RESOURCE in allowed) and not self.config.user_credential:
-            self.resources = resource_entries(self.config.name, page.resources or ())
+        shown = (allowed is None or READ_RESOURCE in allowed) and not self.config.user_credential
+        self.resources = resource_entries(self.config.name, page.resources or ()) if shown else ()
         return bool(page.resources)
 
     async def until_due(self, lost: asyncio.Event, every: float) -> None:
