@@ -7,8 +7,9 @@ place (docs/architecture.md, "Delivery"):
   socket that replays from the log never misses what a live socket was sent.
 - **In order, once.** ``EventCursor`` is one socket's position in the log: it replays after
   ``resume``, drops live events it already sent, fills a gap from the log, and while a turn
-  is open reads the log when the live stream goes quiet (the channel layer drops messages
-  when a process falls behind).
+  is open, or its chat's title is still to come, reads the log when the live stream goes
+  quiet (the channel layer drops messages when a process falls behind, and a dropped last
+  event has no later one to reveal the gap).
 - **Rendered as the page renders.** ``LiveTranscript`` keeps one socket's fold of the
   transcript in step with what it sends, and adds to each event frame the html of every
   item that event changed, from the page's own partials.
@@ -63,6 +64,11 @@ async def notify_tail(session_id: Any, frame: dict[str, Any]) -> None:
 # While a turn is open, a cursor that heard nothing for this long reads the log: a live
 # message the channel layer dropped (it drops when a process falls behind) is recovered.
 CATCH_UP_SECONDS = 2.0
+# After a turn whose end says a title follows (``title_follows``), how long from that end
+# the cursor keeps reading the log when quiet, until the ``title`` event is sent: the title
+# call's own limit (agent_app.turns.titles, 20 s) and its write. The title comes after the
+# turn's end, so no later event reveals it when its live message is dropped.
+TITLE_WATCH_SECONDS = 30.0
 
 
 class EventCursor:
@@ -81,13 +87,13 @@ class EventCursor:
         read_after: Callable[[int, int], Awaitable[list[Frame]]],
         send: Callable[[Frame], Awaitable[None]],
         page: int = EVENTS_PAGE_MAX,
-        quiet_seconds: float = CATCH_UP_SECONDS,
+        quiet_seconds: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._read_after = read_after
         self._send = send
         self._page = page
-        self._quiet = quiet_seconds
+        self._quiet = CATCH_UP_SECONDS if quiet_seconds is None else quiet_seconds
         self._clock = clock
         self._lock = asyncio.Lock()
         self._watch: asyncio.Task[None] | None = None
@@ -95,6 +101,8 @@ class EventCursor:
         self.last_sent = 0
         self.turn_open = False
         self.heard = clock()
+        # Until when (by ``clock``) a title announced by a turn's end is watched for.
+        self.title_due = -math.inf
 
     async def resume(self, *, after_seq: int, last_seq: int) -> None:
         """Replay everything stored after ``after_seq`` (``last_seq`` is the session's, as
@@ -127,12 +135,21 @@ class EventCursor:
         log (``catch_up``), on a watch started here."""
         self.turn_open = True
         self.heard = self._clock()
+        self._watch_started()
+
+    def _watch_started(self) -> None:
         if self._watch is None or self._watch.done():
             self._watch = asyncio.ensure_future(self._watch_quiet())
 
+    @property
+    def watching(self) -> bool:
+        """Whether a quiet stream may be hiding a dropped event: a turn is open, or the
+        title its end announced has not come yet."""
+        return self.turn_open or self._clock() < self.title_due
+
     async def catch_up(self) -> None:
-        """Read the log if a turn is open and nothing was heard for ``quiet_seconds``."""
-        if not (self.resumed and self.turn_open) or self._clock() - self.heard < self._quiet:
+        """Read the log if ``watching`` and nothing was heard for ``quiet_seconds``."""
+        if not (self.resumed and self.watching) or self._clock() - self.heard < self._quiet:
             return
         async with self._lock:
             self.heard = self._clock()
@@ -143,7 +160,7 @@ class EventCursor:
             self._watch.cancel()
 
     async def _watch_quiet(self) -> None:
-        while self.turn_open:
+        while self.watching:
             await asyncio.sleep(self._quiet)
             await self.catch_up()
 
@@ -161,10 +178,30 @@ class EventCursor:
         await self._send(frame)
         self.last_sent = frame["seq"]
         self.heard = self._clock()
-        if frame["kind"] == "turn_started":
+        kind = frame["kind"]
+        if kind == "turn_started":
             self.expect_turn()
-        elif frame["kind"] in TERMINAL:
+        elif kind in TERMINAL:
             self.turn_open = False
+            if frame["data"].get("title_follows"):
+                self.title_due = self._clock() + _title_watch_left(frame)
+                # A resume may begin at the turn's end, with no watch started yet.
+                self._watch_started()
+        elif kind == "title":
+            self.title_due = -math.inf
+
+
+def _title_watch_left(frame: Frame) -> float:
+    """What is left of ``TITLE_WATCH_SECONDS`` from the turn's end as stored: a resume
+    that replays an old turn's end watches for nothing."""
+    created = frame.get("created")
+    if not isinstance(created, str):
+        return TITLE_WATCH_SECONDS
+    try:
+        ended = datetime.fromisoformat(created).timestamp()
+    except ValueError:
+        return TITLE_WATCH_SECONDS
+    return ended + TITLE_WATCH_SECONDS - time.time()
 
 
 # --- one socket's transcript ---------------------------------------------------------------

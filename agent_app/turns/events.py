@@ -118,10 +118,16 @@ class TurnEvents:
         if self._sending is not None:
             await asyncio.shield(self._sending)
 
-    async def finish(self, reason: str, *, call: dict[str, Any] | None = None) -> None:
+    async def finish(
+        self, reason: str, *, call: dict[str, Any] | None = None, title_follows: bool = False
+    ) -> None:
         if self._failed:
             return
-        self.emit("turn_finished", {"reason": reason})
+        # ``title_follows``: the chat's model is asked for its title next (titles.py).
+        self.emit(
+            "turn_finished",
+            {"reason": reason, **({"title_follows": True} if title_follows else {})},
+        )
         await self.flush(release=True, call=call)
         self.released = True
 

@@ -167,8 +167,10 @@ class TurnRunner:
                 await self.events.finish("cancelled", call=outcome.record)
                 return
             if not outcome.uses:
-                await self.events.finish("end_turn", call=outcome.record)
-                await self._name_chat(outcome.text)
+                titling = self._titling(outcome.text)
+                await self.events.finish("end_turn", call=outcome.record, title_follows=titling)
+                if titling:
+                    await self._name_chat(outcome.text)
                 return
             writes = self._expect_answers(outcome.calls)
             writes["call"] = outcome.record
@@ -203,20 +205,25 @@ class TurnRunner:
         )
         return replace(prep.ctx, services=services, cancel=self.cancel)
 
-    async def _name_chat(self, answer: str) -> None:
-        """After a chat's first answer (the session already released), its model may
-        title it (agent_app/turns/titles.py)."""
+    def _titling(self, answer: str) -> bool:
+        """Whether the chat's model is asked for its title once this turn ends: after a
+        chat's first answer, with a real provider (agent_app/turns/titles.py). The turn's
+        end says so, and sockets watch the log for the title (``EventCursor``)."""
         prep = self._prep
         first = not prep.messages
-        if first and answer and not prep.provider.is_demo and settings.TOOLHUB_AUTO_TITLES:
-            await name_chat(
-                provider=prep.provider,
-                model=prep.model,
-                session_id=self.session_id,
-                turn=self.turn_id,
-                question=self.text,
-                answer=answer,
-            )
+        return bool(first and answer and not prep.provider.is_demo and settings.TOOLHUB_AUTO_TITLES)
+
+    async def _name_chat(self, answer: str) -> None:
+        """Ask for the chat's title (the session already released)."""
+        prep = self._prep
+        await name_chat(
+            provider=prep.provider,
+            model=prep.model,
+            session_id=self.session_id,
+            turn=self.turn_id,
+            question=self.text,
+            answer=answer,
+        )
 
     # --- tools ---------------------------------------------------------------------
 

@@ -1697,6 +1697,37 @@ async def test_a_real_model_titles_the_chat_after_its_first_answer_unless_rename
     await socket.disconnect()
 
 
+async def test_a_title_whose_live_message_was_dropped_still_reaches_the_open_page(
+    owner, model, settings, monkeypatch
+):
+    """The title comes after the turn's end, so no later event reveals its loss: the turn's
+    end says a title follows, and the socket reads the log for it when the stream is quiet."""
+    from agent_app import delivery
+    from agent_app.turns import titles
+
+    async def dropped(session_id, events) -> None:
+        """The channel layer dropping the live message, as it does when a process is behind."""
+
+    monkeypatch.setattr(titles, "notify_events", dropped)
+    monkeypatch.setattr(delivery, "CATCH_UP_SECONDS", 0.2)
+    settings.TOOLHUB_AUTO_TITLES = True
+    # The title is written only once the page has the turn's end.
+    written = threading.Event()
+    model.replies.extend(
+        [Reply(text="Sea otters use rocks."), Reply(text="Otter tool use", hold=written)]
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+
+    (ended,) = events(await chat(socket, "how do otters open shellfish?"), "turn_finished")
+    written.set()
+    titled = await until(socket, ("title",), timeout=10)
+
+    assert ended["data"] == {"reason": "end_turn", "title_follows": True}
+    assert events(titled, "title")[0]["data"] == {"title": "Otter tool use"}
+    await socket.disconnect()
+
+
 @database_sync_to_async
 def _title(session) -> str:
     session.refresh_from_db()

@@ -5,11 +5,12 @@ the browser gets every stored event after its resume, in order, exactly once."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_app.delivery import EventCursor
+from agent_app.delivery import TITLE_WATCH_SECONDS, EventCursor
 
 
 def _frame(seq: int, kind: str = "text_delta") -> dict:
@@ -110,6 +111,89 @@ async def test_the_watch_recovers_a_turn_end_the_live_stream_dropped() -> None:
             break
         await asyncio.sleep(0.01)
     assert sent == [1, 2, 3]
+    cursor.close()
+
+
+def _ended(seq: int, *, ago: float = 0.0) -> dict:
+    """A turn's end saying the chat's title follows, stored ``ago`` seconds back."""
+    created = datetime.now(UTC) - timedelta(seconds=ago)
+    return {
+        **_frame(seq, "turn_finished"),
+        "data": {"title_follows": True},
+        "created": created.isoformat(),
+    }
+
+
+async def test_after_a_turn_end_announcing_a_title_a_quiet_stream_reads_the_log_for_it() -> None:
+    now = [0.0]
+    log, sent = _Log([_frame(1, "turn_started"), _frame(2), _ended(3)], page=10), []
+    cursor = _cursor(log, sent, quiet_seconds=2.0, clock=lambda: now[0])
+    await cursor.resume(after_seq=0, last_seq=3)
+    assert not cursor.turn_open
+    assert cursor.watching
+    # The title is stored; its live message never comes.
+    log.frames.append(_frame(4, "title"))
+    now[0] = 2.5
+    await cursor.catch_up()
+    assert sent == [1, 2, 3, 4]
+    assert not cursor.watching, "the title came: nothing more is awaited"
+    log.frames.append(_frame(5, "rename"))
+    now[0] = 10.0
+    await cursor.catch_up()
+    assert sent == [1, 2, 3, 4]
+    cursor.close()
+
+
+async def test_a_title_that_never_comes_is_awaited_only_for_its_watch() -> None:
+    now = [0.0]
+    log, sent = _Log([_frame(1, "turn_started"), _ended(2, ago=5.0)], page=10), []
+    cursor = _cursor(log, sent, quiet_seconds=2.0, clock=lambda: now[0])
+    await cursor.resume(after_seq=0, last_seq=2)
+    # What is left of the watch counts from the turn's end as stored (5 s ago).
+    now[0] = TITLE_WATCH_SECONDS - 5.5
+    assert cursor.watching
+    now[0] = TITLE_WATCH_SECONDS - 4.5
+    assert not cursor.watching
+    log.frames.append(_frame(3))
+    await cursor.catch_up()
+    assert sent == [1, 2]
+    cursor.close()
+
+
+async def test_a_resume_replaying_an_old_turn_end_awaits_no_title() -> None:
+    log, sent = _Log([_frame(1, "turn_started"), _ended(2, ago=3600.0)], page=10), []
+    cursor = _cursor(log, sent, quiet_seconds=0.01)
+    await cursor.resume(after_seq=0, last_seq=2)
+    assert sent == [1, 2]
+    assert not cursor.watching
+    cursor.close()
+
+
+async def test_a_page_that_resumes_at_a_turns_end_still_gets_the_title_that_follows() -> None:
+    log, sent = _Log([_frame(1, "turn_started"), _frame(2), _ended(3)], page=10), []
+    cursor = _cursor(log, sent, quiet_seconds=0.01)
+    await cursor.resume(after_seq=2, last_seq=3)
+    log.frames.append(_frame(4, "title"))
+    for _ in range(200):
+        if sent[-1] == 4:
+            break
+        await asyncio.sleep(0.01)
+    assert sent == [3, 4]
+    cursor.close()
+
+
+async def test_the_watch_recovers_a_title_the_live_stream_dropped() -> None:
+    log, sent = _Log([_frame(1, "turn_started"), _frame(2)], page=10), []
+    cursor = _cursor(log, sent, quiet_seconds=0.01)
+    await cursor.resume(after_seq=0, last_seq=2)
+    # The turn's end arrives live; the title after it only in the log.
+    log.frames += [_ended(3), _frame(4, "title")]
+    await cursor.live([log.frames[2]])
+    for _ in range(200):
+        if sent[-1] == 4:
+            break
+        await asyncio.sleep(0.01)
+    assert sent == [1, 2, 3, 4]
     cursor.close()
 
 
