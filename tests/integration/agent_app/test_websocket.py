@@ -195,5 +195,9 @@ async def test_sockets_opened_together_rejoin_at_different_moments_within_the_in
     rejoins = [times[1] - times[0] for times in calls.values()]
     assert len(rejoins) == 6
     # Each within the interval (its second half), and not all at the same point of it.
+    # Each socket's delay is counted from its own join, so how far apart the sockets
+    # connected does not count; a fixed interval spreads them by the loop's jitter alone
+    # (about 0.01 s); six random points of a 0.5 s half lie within 0.05 s of each other
+    # about once in 18,000 runs.
     assert all(0.5 - 0.01 <= after <= 1.0 + 1.0 for after in rejoins)
-    assert max(rejoins) - min(rejoins) > 0.1
+    assert max(rejoins) - min(rejoins) > 0.05
