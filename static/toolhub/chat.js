@@ -263,6 +263,7 @@ function draw(frame) {
   }
   if (frame.type !== "event" || frame.seq <= lastSeq) return;
   lastSeq = frame.seq;
+  heard?.push(frame);
   // The chat has begun: the starters make way for it.
   root.querySelector("[data-starters]")?.remove();
   const follow = nearBottom();
@@ -420,24 +421,27 @@ function dropAfter(to) {
 
 let rewound = false;
 let redrawing = null;
+let heard = null; // the events drawn live while a redraw's page is on its way
 
 // The chat as the server shows it now (the branch its log's tip is on), drawn anew: after
 // a switch of versions here or in another tab, and after an edit or a regenerate (the
 // switchers' counts change). A redraw asked while one runs follows it.
+//
+// The page drawn is the chat as of its own last seq, which may be older than events the
+// socket drew meanwhile (a turn that began and ended while the page was on its way): those
+// are drawn again on it, so a redraw never takes away what was already shown. Events are
+// stored before any socket hears of them, so none heard before the request is missing.
 async function redrawTranscript() {
   const previous = redrawing;
   redrawing = (async () => {
     await previous;
-    let page;
-    try {
-      const response = await fetch(location.pathname, { headers: { Accept: "text/html" } });
-      if (!response.ok) return;
-      page = new DOMParser().parseFromString(await response.text(), "text/html");
-    } catch {
-      return;
-    }
-    const fresh = page.querySelector(".transcript");
-    if (!fresh) return;
+    heard = [];
+    const page = await chatPage();
+    const since = heard;
+    heard = null;
+    const fresh = page?.querySelector(".transcript");
+    const upto = Number(page?.querySelector("[data-last-seq]")?.dataset.lastSeq);
+    if (!fresh || !Number.isInteger(upto)) return;
     // A message being edited stays in its editor, with what was typed: a redraw landing
     // just after a click on Edit (a turn's end, another tab's switch) wiped it before.
     const editing = [...list.querySelectorAll(".edit-form textarea")].map((area) => ({
@@ -455,8 +459,21 @@ async function redrawTranscript() {
       area.value = open.value;
       if (!open.focused) area.blur();
     }
+    lastSeq = upto;
+    for (const frame of since) draw(frame);
   })();
   return redrawing;
+}
+
+// This chat's page as the server draws it now, or null when it could not be had.
+async function chatPage() {
+  try {
+    const response = await fetch(location.pathname, { headers: { Accept: "text/html" } });
+    if (!response.ok) return null;
+    return new DOMParser().parseFromString(await response.text(), "text/html");
+  } catch {
+    return null;
+  }
 }
 
 async function switchVersion(button) {
@@ -1215,7 +1232,19 @@ async function refreshOptions() {
     drawOptions(html);
   }
 }
+// The chat's version each panel was drawn from: an answer read before the one drawn (a
+// refresh crossing a choice's own answer on the way) would show what is no longer stored,
+// and is dropped.
+let optionsVersion = panelVersion(optionsPanel);
+function panelVersion(panel) {
+  return Number(panel.querySelector("[data-options-version]")?.dataset.optionsVersion);
+}
 function drawOptions(html) {
+  const drawn = document.createElement("template");
+  drawn.innerHTML = html;
+  const version = panelVersion(drawn.content);
+  if (version < optionsVersion) return;
+  optionsVersion = version;
   const focused = optionsPanel.contains(document.activeElement) ? document.activeElement.id : "";
   optionsPanel.innerHTML = html;
   follow = readFollow();

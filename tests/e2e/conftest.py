@@ -125,6 +125,16 @@ def open_options(page) -> None:
         button.click()
 
 
+def held_request(page, held: list, *, deadline_ms: int = 20_000):
+    """The first request a route handler of the test put in ``held``, once it is there.
+    Route handlers run while Playwright waits, so this waits a moment at a time."""
+    for _ in range(deadline_ms // 20):
+        if held:
+            return held.pop(0)
+        page.wait_for_timeout(20)
+    raise AssertionError("the page did not make the request")
+
+
 def run_command_approved(page, command: str, *, until: str) -> None:
     """Ask the demo model to run ``command`` with bash, allow it, and wait until its
     live tail shows ``until``."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import new_chat, open_new_chat, open_options, sign_in
+from tests.e2e.conftest import held_request, new_chat, open_new_chat, open_options, sign_in
 
 
 def _say(page, text: str) -> None:
@@ -117,6 +117,63 @@ def test_an_edit_keeps_the_first_version_and_the_switcher_brings_it_back(product
         ["first words", "second words", "third words"]
     )
     expect(page.get_by_role("group", name="Versions of what you wrote")).to_contain_text("1/2")
+    assert page.console_errors == []
+
+
+def test_a_redraw_read_before_a_turn_and_drawn_after_it_keeps_that_turn(product, page):
+    """A version switch redraws the chat twice (its own, and its branch event's). The
+    second page is read now and handed over only after a whole new turn was drawn live,
+    as a slow network would: the chat drawn must still hold that turn."""
+    open_new_chat(page, *product)
+    _say(page, "first words")
+    _say(page, "second words")
+    page.locator(".message.user").first.get_by_role("button", name="Edit").click()
+    editor = page.get_by_label("Edit your message")
+    editor.fill("first words, edited")
+    editor.press("Enter")
+    versions = page.get_by_role("group", name="Versions of what you wrote")
+    expect(versions).to_contain_text("2/2", timeout=20_000)
+
+    held: list = []
+    holding = [True]
+
+    def hold(route):
+        if holding[0] and route.request.resource_type == "fetch":
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route(page.url, hold)
+    versions.get_by_role("button", name="Previous version").click()
+    held_request(page, held).continue_()
+    expect(page.locator(".bubble.user")).to_have_text(["first words", "second words"])
+    late = held_request(page, held)
+    read_before = late.fetch()
+    holding[0] = False
+
+    _say(page, "third words")
+    page.evaluate(
+        """() => new MutationObserver((records, observer) => {
+            if (records.some((record) => record.removedNodes.length > 1)) {
+                window.redrawn = true;
+                observer.disconnect();
+            }
+        }).observe(document.querySelector(".transcript"), { childList: true })"""
+    )
+    late.fulfill(response=read_before)
+    page.wait_for_function("() => window.redrawn === true")
+
+    expect(page.locator(".bubble.user")).to_have_text(
+        ["first words", "second words", "third words"]
+    )
+    expect(page.locator(".bubble.assistant").last).to_contain_text("You said: third words")
+    expect(page.locator(".turn-end")).to_have_count(3)
+    # The words are drawn once, not again on top of the page that already had them.
+    expect(page.get_by_text("You said: third words")).to_have_count(1)
+    page.reload()
+    expect(page.locator(".bubble.user")).to_have_text(
+        ["first words", "second words", "third words"]
+    )
     assert page.console_errors == []
 
 

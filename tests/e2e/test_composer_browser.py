@@ -10,7 +10,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import open_new_chat, open_options
+from tests.e2e.conftest import held_request, open_new_chat, open_options
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +159,51 @@ def test_a_message_sent_right_after_a_choice_uses_it_without_a_reload(product, p
     open_options(page)
     expect(page.locator("#agent option:checked")).to_have_text(first)
     expect(page.get_by_label("Profile", exact=True)).to_have_value("research")
+    assert page.console_errors == []
+
+
+def test_a_panel_read_before_a_choice_and_answered_after_it_does_not_undo_the_choice(product, page):
+    """Another tab's choice makes this one read its options again; that read is held, as
+    a slow network would, while the person here turns plan mode on and sees it confirmed.
+    The older panel arriving after must not turn it back off."""
+    open_new_chat(page, *product)
+    other = page.context.new_page()
+    other.goto(page.url)
+    open_options(other)
+    open_options(page)
+    options_url = page.locator("[data-options-url]").get_attribute("data-options-url")
+    held: list = []
+    holding = [True]
+
+    def hold(route):
+        if holding[0] and route.request.method == "GET":
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route(f"**{options_url}", hold)
+    other.locator("#tools-off").check()
+    late = held_request(page, held)
+    read_before = late.fetch()
+    holding[0] = False
+
+    page.locator("#plan-mode").check()
+    expect(page.locator("[data-options-said]")).to_contain_text("plan mode is on")
+
+    def read(request):
+        return request.method == "GET" and request.url.endswith(options_url)
+
+    with page.expect_event("requestfinished", read):
+        late.fulfill(response=read_before)
+    # A turn of the page's own tasks: the answer, read, is drawn or dropped by then.
+    page.evaluate("() => new Promise((done) => setTimeout(done))")
+
+    expect(page.locator("#plan-mode")).to_be_checked()
+    expect(page.locator("[data-options-said]")).to_contain_text("plan mode is on")
+    page.reload()
+    open_options(page)
+    expect(page.locator("#plan-mode")).to_be_checked()
+    expect(page.locator("#tools-off")).to_be_checked()
     assert page.console_errors == []
 
 
