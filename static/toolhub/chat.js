@@ -800,23 +800,28 @@ const attached = attachments({
   },
 });
 const sources = {
-  prompt: { url: root.dataset.promptsUrl, key: "prompts", items: null, label: "Prompts of MCP servers", none: "No MCP server offers prompts." },
-  resource: { url: root.dataset.resourcesUrl, key: "resources", items: null, label: "Resources of MCP servers", none: "No MCP server offers resources." },
+  prompt: { url: root.dataset.promptsUrl, key: "prompts", items: [], loading: null, label: "Prompts of MCP servers", none: "No MCP server offers prompts." },
+  resource: { url: root.dataset.resourcesUrl, key: "resources", items: [], loading: null, label: "Resources of MCP servers", none: "No MCP server offers resources." },
 };
 let shown = []; // {entry, kind}
 let picked = 0;
 let fillingPrompt = null;
 let trigger = null; // {kind, start, query}: what the caret is completing
 
+// Each opening of the menu asks for its list afresh (a server connected, relisted, was
+// disabled or failed to answer since it last opened); the list is kept while the menu
+// stays open and the person types on.
 async function load(kind) {
   const source = sources[kind];
-  if (source.items !== null) return source.items;
-  try {
-    const response = await fetch(source.url, { headers: { Accept: "application/json" } });
-    source.items = response.ok ? (await response.json())[source.key] : [];
-  } catch {
-    source.items = [];
-  }
+  source.loading ??= (async () => {
+    try {
+      const response = await fetch(source.url, { headers: { Accept: "application/json" } });
+      return response.ok ? (await response.json())[source.key] : [];
+    } catch {
+      return [];
+    }
+  })();
+  source.items = await source.loading;
   return source.items;
 }
 
@@ -888,6 +893,7 @@ function drawMenu() {
 function closeMenu() {
   fillingPrompt = null;
   trigger = null;
+  for (const source of Object.values(sources)) source.loading = null;
   menu.hidden = true;
   slashArgs.hidden = true;
   slashArgs.replaceChildren();

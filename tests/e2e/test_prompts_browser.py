@@ -30,15 +30,19 @@ def product_with_prompts(tmp_path_factory):
 def open_chat_with_prompts(page, base, password) -> None:
     sign_in(page, base, password)
     # The server connects as the product starts: the ops page says when it has.
+    until_connected(page, base)
+    page.goto(f"{base}/chat/")
+    page.get_by_role("button", name="New chat").first.click()
+    page.wait_for_url(f"{base}/chat/*/")
+
+
+def until_connected(page, base) -> None:
     page.goto(f"{base}/ops/tools/")
     for _ in range(50):
         if "Connected" in page.locator("#mcp-lively").inner_text():
             break
         page.wait_for_timeout(200)
         page.reload()
-    page.goto(f"{base}/chat/")
-    page.get_by_role("button", name="New chat").first.click()
-    page.wait_for_url(f"{base}/chat/*/")
 
 
 def test_slash_lists_the_prompts_narrows_as_typed_and_sends_a_filled_in_prompt(
@@ -145,4 +149,42 @@ def test_a_prompts_use_and_cancel_buttons_are_in_sight_without_scrolling(
         button = arguments.get_by_role("button", name=name).bounding_box()
         assert menu["y"] <= button["y"]
         assert button["y"] + button["height"] <= menu["y"] + menu["height"], name
+    assert page.console_errors == []
+
+
+def test_the_lists_follow_a_server_disabled_and_enabled_again_while_the_chat_stays_open(
+    product_with_prompts, page
+):
+    base, password = product_with_prompts
+    open_chat_with_prompts(page, base, password)
+    message = page.get_by_label("Message")
+    prompts = page.get_by_role("listbox", name="Prompts of MCP servers")
+    resources = page.get_by_role("listbox", name="Resources of MCP servers")
+    message.press_sequentially("/")
+    expect(prompts.get_by_role("option")).to_have_count(2)
+    message.fill("")
+    message.press_sequentially("@")
+    expect(resources.get_by_role("option")).to_have_count(2)
+    message.press("Escape")
+    message.fill("")
+
+    operator = page.context.new_page()
+    operator.goto(f"{base}/ops/tools/")
+    operator.get_by_role("button", name="Disable MCP server lively").click()
+    expect(operator.get_by_role("button", name="Enable MCP server lively")).to_be_visible()
+
+    # The chat was not reloaded: the next "/" or "@" asks again, and nothing is offered
+    # from a server that is off.
+    message.press_sequentially("/")
+    expect(prompts).to_contain_text("No MCP server offers prompts.")
+    message.fill("")
+    message.press_sequentially("@")
+    expect(resources).to_contain_text("No MCP server offers resources.")
+    message.press("Escape")
+    message.fill("")
+
+    operator.get_by_role("button", name="Enable MCP server lively").click()
+    until_connected(operator, base)
+    message.press_sequentially("/")
+    expect(prompts.get_by_role("option")).to_have_count(2)
     assert page.console_errors == []
