@@ -158,6 +158,11 @@ def test_making_an_index_and_a_turn_never_runs_the_model(monkeypatch):
 
 
 def test_registered_tools_are_encoded_in_the_background_before_any_search(semantic, cache_file):
+    # As in a serving process, the tools register before the background starts. What
+    # earlier tests of this process queued is dropped: encoded afresh into this test's
+    # empty cache it cost up to 40 s, and it is not what this test is about.
+    embeddings._background.stop()
+    assert embeddings.wait_prepared(timeout=60)
     registry = ToolRegistry()
     tools = [
         _tool(f"bg_tool_{n}", f"Background encoding check {n} of a tool.", registry)
