@@ -46,6 +46,7 @@ from agent_app.frames import (
 from agent_app.socket_slots import Slots, TooManySockets, socket_slots_take
 from agent_app.turns import (
     running_tails,
+    turn_answer,
     turn_approve,
     turn_cancel,
     turn_elicit,
@@ -166,7 +167,10 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def _on(self, frame: Frame, session: ChatSession, cursor: EventCursor) -> None:
         """Hand a checked frame to its turn service (frames are read only once connect
         accepted the socket: it has its chat and its cursor)."""
-        if frame["type"] == "chat":
+        if frame["type"] == "chat" and frame["answer"]:
+            # Like an approval, an answer is heard by a socket that saw the question.
+            await _served(turn_answer(session=session, text=frame["text"]), "chat")
+        elif frame["type"] == "chat":
             await self._start(cursor, "chat", frame["text"], frame["intent"], files=frame["files"])
         elif frame["type"] == "edit":
             # An edited message keeps the files it carried.

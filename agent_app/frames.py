@@ -38,6 +38,9 @@ class ChatFrame(TypedDict):
     intent: Any
     # Ids of files attached to the chat (sessions_app.attachments); the turn checks them.
     files: list[str]
+    # Sent as the answer to the model's question (``"answer": true``): it answers one that
+    # waits or is refused (``no_question``), never begins a turn of its own.
+    answer: bool
 
 
 class EditFrame(TypedDict):
@@ -145,7 +148,13 @@ def _chat(frame: dict[str, Any]) -> ChatFrame:
         raise FrameError("too_large", exc.message, "chat") from None
     except Invalid:
         raise FrameError("bad_frame", "chat needs a non-empty text", "chat") from None
-    return {"type": "chat", "text": text, "intent": _intent(frame, "chat"), "files": files}
+    answer = frame.get("answer", False)
+    if not isinstance(answer, bool):
+        raise FrameError("bad_frame", "chat's answer is true or false", "chat")
+    intent = _intent(frame, "chat")
+    if answer and (intent is not None or files):
+        raise FrameError("bad_frame", "an answer is words only: no intent, no files", "chat")
+    return {"type": "chat", "text": text, "intent": intent, "files": files, "answer": answer}
 
 
 def _files(value: Any) -> list[str]:

@@ -80,6 +80,14 @@ class UnknownCall(ServiceError):
     status = 409
 
 
+class NoQuestion(ServiceError):
+    """An answer sent as one while the model's question no longer waits (it timed out,
+    the turn was stopped or ended): refused, so it never becomes a message of its own."""
+
+    code = "no_question"
+    status = 409
+
+
 class NotAllowable(ServiceError):
     """ "Allow for this chat" for a call whose ask an operator requires every time."""
 
@@ -211,6 +219,15 @@ async def turn_cancel(*, session: ChatSession) -> str:
     return running.turn_id
 
 
+async def turn_answer(*, session: ChatSession, text: str) -> str:
+    """Answer the question the running turn waits on with ``text`` (the page's answer
+    frame): that turn's id, or ``NoQuestion`` when no question waits."""
+    answered = await _answered_question(session, clean_text(text))
+    if answered is None:
+        raise NoQuestion("The model's question is no longer waiting, so your answer was not sent.")
+    return answered
+
+
 async def _answered_question(session: ChatSession, text: str) -> str | None:
     """``text`` answers the question the running turn asked, if it waits for one: that
     turn's id."""
@@ -296,6 +313,7 @@ def _form_checked(waiting: Waiting, content: Any) -> dict[str, Any]:
 
 
 __all__ = [
+    "NoQuestion",
     "NoTurn",
     "NotAllowable",
     "TurnInProgress",
@@ -308,6 +326,7 @@ __all__ = [
     "remember_server_loop",
     "running_tails",
     "serve_turns_here",
+    "turn_answer",
     "turn_approve",
     "turn_cancel",
     "turn_elicit",

@@ -281,6 +281,10 @@ function draw(frame) {
       attached.stored();
       changed(true);
       return;
+    case "question_answered":
+      // The words this page sent as the answer are stored: a later refusal is not theirs.
+      unconfirmed = "";
+      break;
     case "title":
       showTitle(data.title);
       break;
@@ -492,9 +496,15 @@ async function switchVersion(button) {
   } catch {
     notice("The version could not be switched: the server did not answer. Try again.");
   }
-  if (response && !response.ok) notice((await response.text()) || "The version could not be switched.");
+  if (!response?.ok) {
+    // Nothing changed: the chat stays as drawn (a redraw would wipe the notice, and what
+    // the person had open or typed on its cards), with its switcher usable again.
+    if (response) notice((await response.text()) || "The version could not be switched.");
+    for (const each of group.querySelectorAll("button")) each.disabled = !each.dataset.version;
+    return;
+  }
   await redrawTranscript();
-  if (response?.ok) announce.textContent = "Showing another version.";
+  announce.textContent = "Showing another version.";
 }
 
 // --- what the person does in the transcript ------------------------------------------
@@ -550,9 +560,10 @@ function editMessage(item) {
   });
 }
 
+// One of the question's options, picked on its card.
 function answer(text) {
   answering();
-  send({ type: "chat", text });
+  send({ type: "chat", text, answer: true });
   input.focus();
 }
 
@@ -766,7 +777,12 @@ form.addEventListener("submit", async (submitted) => {
   const frame = { type: "chat", text };
   if (files.length) frame.files = files;
   if (!running) frame.intent = composerIntent();
-  else answering();
+  else {
+    // Refused if the question stopped waiting meanwhile (timed out, stopped): the words
+    // come back to the box, and never start a turn of their own.
+    frame.answer = true;
+    answering();
+  }
   const problem = tooLong(text, frame);
   composerError.hidden = !problem;
   composerError.textContent = problem;
@@ -973,6 +989,7 @@ function pickPrompt(prompt) {
         key.preventDefault();
         usePrompt();
       } else if (key.key === "Escape") {
+        key.stopPropagation();
         closeMenu();
         input.focus();
       }
@@ -1039,7 +1056,9 @@ input.addEventListener("keydown", (key) => {
       return;
     }
     if (key.key === "Escape") {
+      // Esc closes the menu, and only the menu: not the running turn too.
       key.preventDefault();
+      key.stopPropagation();
       closeMenu();
       return;
     }

@@ -177,6 +177,36 @@ def test_a_redraw_read_before_a_turn_and_drawn_after_it_keeps_that_turn(product,
     assert page.console_errors == []
 
 
+def test_a_switch_refused_while_a_turn_runs_says_why_and_leaves_the_chat_as_it_was(product, page):
+    open_new_chat(page, *product)
+    _say(page, "first words")
+    page.locator(".message.user").first.get_by_role("button", name="Edit").click()
+    editor = page.get_by_label("Edit your message")
+    editor.fill("first words, edited")
+    editor.press("Enter")
+    versions = page.get_by_role("group", name="Versions of what you wrote")
+    expect(versions).to_contain_text("2/2", timeout=20_000)
+    page.get_by_label("Message").fill("use ask_user_question: Which colour?")
+    page.get_by_label("Message").press("Enter")
+    card = page.locator(".tool-card")
+    expect(card).to_have_attribute("data-status", "running", timeout=20_000)
+
+    previous = versions.get_by_role("button", name="Previous version")
+    previous.click()
+
+    # Said, and kept in sight: nothing was switched, so nothing is drawn again.
+    expect(previous).to_be_enabled()
+    expect(page.get_by_role("alert")).to_contain_text("still answering")
+    expect(versions).to_contain_text("2/2")
+    expect(card.locator(".question-text")).to_have_text("Which colour?")
+    page.get_by_label("Message").fill("blue")
+    page.get_by_label("Message").press("Enter")
+    expect(card).to_have_attribute("data-status", "ok", timeout=20_000)
+    expect(page.get_by_role("alert")).to_contain_text("still answering")
+    # Chromium logs the refusal's 409 itself; nothing else went wrong.
+    assert [error for error in page.console_errors if "409 (Conflict)" not in error] == []
+
+
 def test_search_finds_a_chat_by_its_words_and_opens_it_there(product, page):
     open_new_chat(page, *product)
     _say(page, "the zebra crossing puzzle")

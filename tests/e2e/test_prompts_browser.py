@@ -102,6 +102,29 @@ def test_escape_closes_the_list_and_a_slash_later_in_a_message_is_only_text(
     expect(page.locator(".bubble.user")).to_have_text(["either a/b or c"], timeout=20_000)
 
 
+def test_escape_closes_the_list_while_a_turn_runs_and_the_turn_goes_on(product_with_prompts, page):
+    open_chat_with_prompts(page, *product_with_prompts)
+    message = page.get_by_label("Message")
+    message.fill("use ask_user_question: Which colour?")
+    message.press("Enter")
+    card = page.locator(".tool-card")
+    expect(card).to_have_attribute("data-status", "running", timeout=20_000)
+
+    message.press_sequentially("/")
+    listbox = page.get_by_role("listbox", name="Prompts of MCP servers")
+    expect(listbox).to_be_visible()
+    message.press("Escape")
+
+    expect(listbox).to_be_hidden()
+    expect(card).to_have_attribute("data-status", "running")
+    expect(page.get_by_role("button", name="Stop")).to_be_visible()
+    message.fill("blue")
+    message.press("Enter")
+    expect(card).to_have_attribute("data-status", "ok", timeout=20_000)
+    expect(card.locator(".answered")).to_have_text("You answered: blue")
+    assert page.console_errors == []
+
+
 def test_at_lists_the_resources_and_the_one_picked_is_added_to_the_message(
     product_with_prompts, page
 ):

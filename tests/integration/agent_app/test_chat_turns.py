@@ -711,6 +711,22 @@ async def test_a_socket_gets_no_events_before_it_resumes(owner, model):
         ('{"type": "regenerate"}', "nothing_to_regenerate", "regenerate"),
         ('{"type": "regenerate", "intent": {"colour": 1}}', "invalid_intent", "regenerate"),
         ('{"type": "cancel"}', "no_turn", "cancel"),
+        # An answer never becomes a message of its own: no question waits here.
+        ('{"type": "chat", "text": "yes", "answer": true}', "no_question", "chat"),
+        ('{"type": "chat", "text": "yes", "answer": "yes"}', "bad_frame", "chat"),
+        ('{"type": "chat", "text": "yes", "answer": true, "intent": {}}', "bad_frame", "chat"),
+        (
+            json.dumps(
+                {
+                    "type": "chat",
+                    "text": "yes",
+                    "answer": True,
+                    "files": ["00000000-0000-4000-8000-000000000000"],
+                }
+            ),
+            "bad_frame",
+            "chat",
+        ),
     ],
 )
 async def test_a_bad_frame_gets_an_error_and_the_socket_stays_usable(owner, model, raw, code, ref):
@@ -864,6 +880,42 @@ async def test_an_attended_turn_asks_the_person_and_takes_the_next_chat_as_the_a
     assert [e["data"]["text"] for e in log if e["kind"] == "user_message"] == [
         "pick a colour for me"
     ]
+    await socket.disconnect()
+
+
+async def test_an_answer_is_taken_while_the_question_waits_and_refused_once_it_stopped(
+    owner, model
+):
+    ask = ("toolu_q", "ask_user_question", {"question": "Colour?", "options": ["red"]})
+    model.replies.extend(
+        [Reply(tool_calls=[ask]), Reply(text="Red it is."), Reply(tool_calls=[ask])]
+    )
+    session = await new_session(owner)
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "chat", "text": "pick a colour for me"})
+    await until(socket, ("tool_call",))
+
+    await send(socket, {"type": "chat", "text": "red", "answer": True})
+    frames = await until(socket)
+    result = events(frames, "tool_result")[0]["data"]
+    assert (result["status"], result["content"]) == ("ok", "The person answered: red")
+
+    # Asked again, then stopped (another tab's Stop) before the answer arrives.
+    await send(socket, {"type": "chat", "text": "and another"})
+    await until(socket, ("tool_call",))
+    await send(socket, {"type": "cancel"})
+    await until(socket)
+    await send(socket, {"type": "chat", "text": "blue", "answer": True})
+    refused = await receive(socket)
+
+    assert (refused["type"], refused["code"], refused["ref"]) == ("error", "no_question", "chat")
+    assert "no longer waiting" in refused["message"]
+    log = await stored(session.pk)
+    assert [e["data"]["text"] for e in log if e["kind"] == "user_message"] == [
+        "pick a colour for me",
+        "and another",
+    ]
+    assert len(model.requests) == 3
     await socket.disconnect()
 
 
