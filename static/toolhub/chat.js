@@ -252,11 +252,17 @@ function draw(frame) {
     }
     if (frame.ref === "elicit" && showFormError(frame.message)) return;
     notice(frame.message);
-    // What was typed is not lost to a refusal.
-    if (unconfirmed && !input.value) input.value = unconfirmed;
-    unconfirmed = "";
-    // Nor the files it carried: they wait in the composer again.
-    if (["chat", "edit", "regenerate"].includes(frame.ref)) attached.refused();
+    if (frame.ref === "chat") {
+      // What was typed is not lost to a refusal,
+      if (unconfirmed && !input.value) input.value = unconfirmed;
+      unconfirmed = "";
+      // nor the files it carried: they wait in the composer again.
+      attached.refused();
+    } else if (frame.ref === "edit" && editSent) {
+      // An edit refused (a turn began meanwhile) opens again with what was written.
+      reopenEdit(editSent);
+      editSent = null;
+    }
     // Stop on a turn the server no longer runs (it stopped while the page was away).
     if (frame.code === "no_turn") setRunning(false);
     return;
@@ -268,6 +274,7 @@ function draw(frame) {
   root.querySelector("[data-starters]")?.remove();
   const follow = nearBottom();
   if (frame.kind === "rewind") {
+    editSent = null;
     dropAfter(frame.data.to);
     // The new version's switcher ("2/2") is drawn with the chat once the turn ends.
     rewound = true;
@@ -555,9 +562,19 @@ function editMessage(item) {
       return;
     }
     send(frame);
+    editSent = { id: item.id, text: area.value };
     close();
     input.focus();
   });
+}
+
+// The edit sent last, until the server stores it (its rewind) or refuses it.
+let editSent = null;
+function reopenEdit({ id, text }) {
+  const item = document.getElementById(id);
+  if (!item?.querySelector("template[data-source]")) return;
+  editMessage(item);
+  item.querySelector(".edit-form textarea").value = text;
 }
 
 // One of the question's options, picked on its card.

@@ -207,6 +207,33 @@ def test_a_switch_refused_while_a_turn_runs_says_why_and_leaves_the_chat_as_it_w
     assert [error for error in page.console_errors if "409 (Conflict)" not in error] == []
 
 
+def test_an_edit_refused_because_a_turn_began_opens_again_with_what_was_written(product, page):
+    open_new_chat(page, *product)
+    _say(page, "first words")
+    page.locator(".message.user").first.get_by_role("button", name="Edit").click()
+    editor = page.get_by_label("Edit your message")
+    message = page.get_by_label("Message", exact=True)
+    editor.fill("first words, rewritten")
+    # Meanwhile a turn begins (this tab's composer here; another tab's would do the same).
+    message.fill("use ask_user_question: Which colour?")
+    message.press("Enter")
+    card = page.locator(".tool-card")
+    expect(card).to_have_attribute("data-status", "running", timeout=20_000)
+
+    editor.press("Enter")
+
+    expect(page.get_by_role("alert")).to_contain_text("still answering")
+    expect(page.get_by_label("Edit your message")).to_have_value("first words, rewritten")
+    expect(message).to_have_value("")
+    message.fill("blue")
+    message.press("Enter")
+    expect(card).to_have_attribute("data-status", "ok", timeout=20_000)
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden(timeout=20_000)
+    page.get_by_label("Edit your message").press("Enter")
+    expect(page.locator(".bubble.user")).to_have_text(["first words, rewritten"], timeout=20_000)
+    assert page.console_errors == []
+
+
 def test_search_finds_a_chat_by_its_words_and_opens_it_there(product, page):
     open_new_chat(page, *product)
     _say(page, "the zebra crossing puzzle")
