@@ -34,6 +34,7 @@ from sessions_app.eventlog import event_append, session_history, user_message_ke
 from sessions_app.models import ChatSession, FullResult, SessionEvent
 from sessions_app.services.chats import session_intent_merge
 from sessions_app.uploads import workspace_of
+from toolhub.lib.catalog_news import chat_options_changed
 from toolhub.lib.chat_services import chat_services
 from toolhub.lib.errors import Conflict
 from toolhub.lib.model_windows import DEFAULT_WINDOW
@@ -73,6 +74,9 @@ class PlanModeAdapter:
 
     def set_plan_mode(self, *, session_id: str, on: bool, plan: str | None = None) -> None:
         ChatSession.objects.filter(pk=session_id).update(plan_mode=on, version=F("version") + 1)
+        # The chat's pages draw their options again, as when a person switches it: the
+        # composer's Plan mode chip says what the next turn does.
+        chat_options_changed(session_id=session_id, tab="")
 
 
 def _uuid_or_none(value: str) -> uuid.UUID | None:

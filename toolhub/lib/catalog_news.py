@@ -1,6 +1,7 @@
 """News for every open chat that the tools on offer changed: an operator disabled or
 enabled a tool, or an MCP server was added, changed or removed; and news for one chat's
-tabs that its options (agent, model, profile, toggles) changed in one of them.
+tabs that its options (agent, model, profile, toggles) changed in one of them, or that a
+turn's ``enter_plan_mode`` or ``exit_plan_mode`` switched its plan mode.
 
 Every session socket is in ``CATALOG_GROUP``; a ``catalog.changed`` message makes each
 page refresh its inspector, so an open chat shows the change before its next turn. The

@@ -72,3 +72,17 @@ async def test_list_agents_and_plan_mode_through_the_adapters(session):
     assert '"name":"default"' in agents.content
     assert "Plan mode is on" in switched.content
     assert (await ChatSession.objects.aget(pk=session.pk)).plan_mode is True
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_plan_mode_switched_by_a_tool_tells_the_chats_open_pages(session, owner):
+    from tests.integration.chat import open_socket, receive, send
+
+    socket = await open_socket(session.pk, owner)
+    await send(socket, {"type": "resume", "after_seq": 0, "render": True})
+
+    await _run("enter_plan_mode", session)
+
+    # As when a person switches it: the page draws its options, and the chip, again.
+    assert await receive(socket) == {"type": "options_changed", "tab": ""}
+    await socket.disconnect()
