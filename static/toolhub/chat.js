@@ -963,14 +963,21 @@ function showProblem(text) {
 
 async function attachResource(resource, at) {
   closeMenu();
+  const typed = input.value;
   const data = await postJson(root.dataset.resourceAttachUrl, { server: resource.server, uri: resource.uri });
   if (data.error) {
     showProblem(data.error);
     return;
   }
   showProblem("");
-  // The "@query" typed becomes the resource's text, between what was before and after.
-  const end = at.start + 1 + at.query.length;
+  // The "@query" typed becomes the resource's text, between what was before and after;
+  // if the person changed the words up to it while the server read it, the text goes at
+  // the end instead, and nothing they wrote is cut.
+  let end = at.start + 1 + at.query.length;
+  if (input.value.slice(0, end) !== typed.slice(0, end)) {
+    at = { start: input.value.length, query: "" };
+    end = at.start;
+  }
   const before = input.value.slice(0, at.start);
   const after = input.value.slice(end);
   const joint = before && !before.endsWith("\n") ? "\n" : "";
@@ -1044,18 +1051,33 @@ function usePrompt() {
   fillPrompt(fillingPrompt, values);
 }
 
+let promptFilling = false; // one prompt is filled in at a time: a second Enter waits
 async function fillPrompt(prompt, values) {
-  const data = await postJson(root.dataset.promptFillUrl, {
-    server: prompt.server,
-    name: prompt.name,
-    arguments: JSON.stringify(values),
-  });
+  if (promptFilling) return;
+  promptFilling = true;
+  const typed = input.value;
+  let data;
+  try {
+    data = await postJson(root.dataset.promptFillUrl, {
+      server: prompt.server,
+      name: prompt.name,
+      arguments: JSON.stringify(values),
+    });
+  } finally {
+    promptFilling = false;
+  }
   if (data.error) {
     showProblem(data.error); // the form stays open, to put it right
     return;
   }
-  showProblem("");
   closeMenu();
+  if (input.value !== typed) {
+    // The person wrote on while the server filled it in: what they wrote is theirs, and
+    // nothing is sent that they did not see.
+    showProblem("The prompt was not used: your message changed while it was being filled in. Pick it again to use it.");
+    return;
+  }
+  showProblem("");
   input.value = data.text;
   form.requestSubmit();
 }

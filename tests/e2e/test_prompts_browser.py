@@ -9,7 +9,7 @@ import sys
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import product_with_server, sign_in
+from tests.e2e.conftest import held_request, product_with_server, sign_in
 from tests.mcp import SERVER
 
 ADD_SERVER = f"""
@@ -122,6 +122,65 @@ def test_escape_closes_the_list_while_a_turn_runs_and_the_turn_goes_on(product_w
     message.press("Enter")
     expect(card).to_have_attribute("data-status", "ok", timeout=20_000)
     expect(card.locator(".answered")).to_have_text("You answered: blue")
+    assert page.console_errors == []
+
+
+def test_a_prompt_filled_in_after_the_person_wrote_on_is_not_sent_over_their_words(
+    product_with_prompts, page
+):
+    open_chat_with_prompts(page, *product_with_prompts)
+    message = page.get_by_label("Message")
+    fill_url = page.locator("[data-prompt-fill-url]").get_attribute("data-prompt-fill-url")
+    held: list = []
+
+    def hold(route):
+        held.append(route)
+
+    page.route(f"**{fill_url}", hold)
+    message.press_sequentially("/hello")
+    listbox = page.get_by_role("listbox", name="Prompts of MCP servers")
+    expect(listbox.get_by_role("option")).to_have_count(1)
+    message.press("Enter")
+    # The server is slow to fill it in; the person goes on writing.
+    late = held_request(page, held)
+    message.press_sequentially(" and my own words")
+    late.continue_()
+
+    expect(page.locator("[data-composer-error]")).to_contain_text("The prompt was not used")
+    expect(message).to_have_value("/hello and my own words")
+    expect(page.locator(".bubble.user")).to_have_count(0)
+    assert page.console_errors == []
+
+
+def test_a_resource_read_while_the_person_edits_before_it_cuts_none_of_their_words(
+    product_with_prompts, page
+):
+    open_chat_with_prompts(page, *product_with_prompts)
+    message = page.get_by_label("Message")
+    attach_url = page.locator("[data-resource-attach-url]").get_attribute(
+        "data-resource-attach-url"
+    )
+    held: list = []
+
+    def hold(route):
+        held.append(route)
+
+    page.route(f"**{attach_url}", hold)
+    message.press_sequentially("Summarise @gree")
+    listbox = page.get_by_role("listbox", name="Resources of MCP servers")
+    expect(listbox.get_by_role("option")).to_have_count(1)
+    message.press("Enter")
+    late = held_request(page, held)
+    message.press("Control+Home")
+    message.press_sequentially("Please ")
+    late.continue_()
+
+    expect(message).to_have_value(
+        re.compile(
+            r"^Please Summarise @gree\n"
+            r"\[Resource greeting \(note://greeting\) from MCP server lively\]\nfirst line\n"
+        )
+    )
     assert page.console_errors == []
 
 
