@@ -366,10 +366,16 @@ function refreshInspector(delay = 150) {
 // Frames sent while the socket is (re)connecting wait here and go out right after the
 // resume, in order: a message typed before the page connected is not lost.
 const outbox = [];
+// The frames sent on this socket before the server said a word on it. A socket the server
+// refuses as it connects (too many connections, Redis out of reach) is closed with one of
+// REFUSED before it reads any frame: those wait in the outbox again for the next socket.
+let unheard = [];
+const REFUSED = [4401, 4404, 4429, 4503];
 
 function send(frame) {
   if (socket && socket.readyState === WebSocket.OPEN) {
     socket.send(JSON.stringify(frame));
+    if (frame.type !== "resume") unheard?.push(frame);
   } else {
     outbox.push(frame);
   }
@@ -381,6 +387,7 @@ function connect() {
   socket.addEventListener("open", () => {
     retry = 0;
     connection.hidden = true;
+    unheard = [];
     send({ type: "resume", after_seq: lastSeq, render: true });
     for (const frame of outbox.splice(0)) send(frame);
     // News that the tools on offer changed is not kept for a page that was away: any
@@ -396,10 +403,17 @@ function connect() {
     }
     firstSocket = false;
   });
-  socket.addEventListener("message", (message) => draw(JSON.parse(message.data)));
+  socket.addEventListener("message", (message) => {
+    const frame = JSON.parse(message.data);
+    // The server took the socket: what it was sent, it reads.
+    if (frame.code !== "too_many_sockets") unheard = null;
+    draw(frame);
+  });
   socket.addEventListener("close", (closed) => {
     firstSocket = false;
     clearTimeout(reconnectRefresh);
+    if (REFUSED.includes(closed.code) && unheard) outbox.unshift(...unheard);
+    unheard = null;
     if (closed.code === 4401 || closed.code === 4404) {
       connection.hidden = false;
       connection.textContent = "This chat is not available; sign in again or pick another chat.";

@@ -76,10 +76,19 @@ async def test_list_agents_and_plan_mode_through_the_adapters(session):
 
 @pytest.mark.django_db(transaction=True)
 async def test_plan_mode_switched_by_a_tool_tells_the_chats_open_pages(session, owner):
+    from asgiref.sync import sync_to_async
+
+    from sessions_app.eventlog import events_append
     from tests.integration.chat import open_socket, receive, send
 
+    # A stored message, so the page's resume is seen done (its replay) before the switch:
+    # news reaches a socket once it resumed.
+    await sync_to_async(events_append)(
+        session_id=session.pk, turn="t1", items=[("user_message", {"text": "plan first"})]
+    )
     socket = await open_socket(session.pk, owner)
     await send(socket, {"type": "resume", "after_seq": 0, "render": True})
+    assert (await receive(socket))["kind"] == "user_message"
 
     await _run("enter_plan_mode", session)
 
