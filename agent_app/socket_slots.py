@@ -72,17 +72,24 @@ def socket_slots_take(*, user_id: Any, session_id: Any, owner: str) -> Slots:
     # while it is refused (which could refuse a socket of another chat meanwhile).
     chat = _take(f"sockets:chat:{session_id}", settings.TOOLHUB_SOCKETS_PER_CHAT, owner)
     if chat is None:
+        places = _counted(settings.TOOLHUB_SOCKETS_PER_CHAT, "place")
         raise TooManySockets(
-            f"This chat is open in {settings.TOOLHUB_SOCKETS_PER_CHAT} places already; close "
-            "some and reload this one."
+            f"This chat is open in {places} already; close it and reload this one."
+            if settings.TOOLHUB_SOCKETS_PER_CHAT == 1
+            else f"This chat is open in {places} already; close some and reload this one."
         )
     slots.keys.append(chat)
     person = _take(f"sockets:person:{user_id}", settings.TOOLHUB_SOCKETS_PER_PERSON, owner)
     if person is None:
         slots.release()
+        connections = _counted(settings.TOOLHUB_SOCKETS_PER_PERSON, "chat connection")
         raise TooManySockets(
-            f"You have {settings.TOOLHUB_SOCKETS_PER_PERSON} chat connections open already "
-            "(tabs or windows); close some and reload this one."
+            f"You have {connections} open already (tabs or windows); close some and reload "
+            "this one."
         )
     slots.keys.append(person)
     return slots
+
+
+def _counted(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"

@@ -45,7 +45,7 @@ def test_a_message_sent_while_the_chat_was_refused_a_connection_goes_once_one_is
     other.clock.install()
     other.goto(page.url)
     connection = other.locator(".connection")
-    expect(connection).to_contain_text("open in 1 places already")
+    expect(connection).to_contain_text("This chat is open in 1 place already")
     message = other.get_by_label("Message", exact=True)
     message.fill("from the second tab")
     message.press("Enter")
