@@ -10,6 +10,7 @@ import contextlib
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,18 +29,26 @@ BROWSER_ARGS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def product():
+@contextlib.contextmanager
+def started_product(**settings: str):
+    """The embedded product, seeded and served, with ``settings`` in its environment;
+    yields its base URL and the demo password."""
     # Outside pytest's temporary root, which is private to whoever runs the tests: the
     # bash sandbox's user must be able to reach the product's workspaces.
     var_dir = Path(tempfile.mkdtemp(prefix="toolhub-product-"))
     var_dir.chmod(0o711)
     try:
         seed = seeded_var_dir(var_dir)
-        with daphne(app_env(var_dir)) as base:
+        with daphne(app_env(var_dir, **settings)) as base:
             yield base, seed.password
     finally:
         shutil.rmtree(var_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def product():
+    with started_product() as started:
+        yield started
 
 
 # Each test's last page, as a screenshot: var/test-output/e2e/<test>.png.
@@ -123,6 +132,22 @@ def open_options(page) -> None:
     button = page.get_by_role("button", name="Chat options")
     if button.get_attribute("aria-expanded") != "true":
         button.click()
+
+
+def hold_requests(page, url: str, keep=lambda request: True) -> tuple[list, Callable[[], None]]:
+    """Hold the requests to ``url`` that ``keep`` picks, as a slow network would, until the
+    test lets each go (``held_request``); the second value stops holding new ones."""
+    held: list = []
+    holding = [True]
+
+    def hold(route):
+        if holding and keep(route.request):
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route(url, hold)
+    return held, lambda: holding.clear()
 
 
 def held_request(page, held: list, *, deadline_ms: int = 20_000):

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import held_request, new_chat, open_new_chat, open_options, sign_in
+from tests.e2e.conftest import (
+    held_request,
+    hold_requests,
+    new_chat,
+    open_new_chat,
+    open_options,
+    sign_in,
+)
 
 
 def _say(page, text: str) -> None:
@@ -14,6 +21,17 @@ def _say(page, text: str) -> None:
     page.get_by_label("Message").fill(text)
     page.get_by_label("Message").press("Enter")
     expect(page.locator(".turn-end")).to_have_count(ends + 1, timeout=20_000)
+
+
+def _edit_the_first(page):
+    """The first message edited into "first words, edited": its switcher, at 2/2."""
+    page.locator(".message.user").first.get_by_role("button", name="Edit").click()
+    editor = page.get_by_label("Edit your message")
+    editor.fill("first words, edited")
+    editor.press("Enter")
+    versions = page.get_by_role("group", name="Versions of what you wrote")
+    expect(versions).to_contain_text("2/2", timeout=20_000)
+    return versions
 
 
 def test_copy_puts_a_message_and_a_code_block_on_the_clipboard(product, page):
@@ -88,15 +106,9 @@ def test_an_edit_keeps_the_first_version_and_the_switcher_brings_it_back(product
     open_new_chat(page, *product)
     _say(page, "first words")
     _say(page, "second words")
-    first = page.locator(".message.user").first
 
-    first.get_by_role("button", name="Edit").click()
-    editor = page.get_by_label("Edit your message")
-    editor.fill("first words, edited")
-    editor.press("Enter")
+    versions = _edit_the_first(page)
     expect(page.locator(".bubble.user")).to_have_text(["first words, edited"], timeout=20_000)
-    versions = page.get_by_role("group", name="Versions of what you wrote")
-    expect(versions).to_contain_text("2/2", timeout=20_000)
     expect(versions.get_by_role("button", name="Next version")).to_be_disabled()
 
     versions.get_by_role("button", name="Previous version").click()
@@ -127,29 +139,16 @@ def test_a_redraw_read_before_a_turn_and_drawn_after_it_keeps_that_turn(product,
     open_new_chat(page, *product)
     _say(page, "first words")
     _say(page, "second words")
-    page.locator(".message.user").first.get_by_role("button", name="Edit").click()
-    editor = page.get_by_label("Edit your message")
-    editor.fill("first words, edited")
-    editor.press("Enter")
-    versions = page.get_by_role("group", name="Versions of what you wrote")
-    expect(versions).to_contain_text("2/2", timeout=20_000)
+    versions = _edit_the_first(page)
 
-    held: list = []
-    holding = [True]
-
-    def hold(route):
-        if holding[0] and route.request.resource_type == "fetch":
-            held.append(route)
-        else:
-            route.continue_()
-
-    page.route(page.url, hold)
+    # The chat page's redraws, not its navigations.
+    held, stop = hold_requests(page, page.url, lambda request: request.resource_type == "fetch")
     versions.get_by_role("button", name="Previous version").click()
     held_request(page, held).continue_()
     expect(page.locator(".bubble.user")).to_have_text(["first words", "second words"])
     late = held_request(page, held)
     read_before = late.fetch()
-    holding[0] = False
+    stop()
 
     _say(page, "third words")
     page.evaluate(
@@ -180,12 +179,7 @@ def test_a_redraw_read_before_a_turn_and_drawn_after_it_keeps_that_turn(product,
 def test_a_switch_refused_while_a_turn_runs_says_why_and_leaves_the_chat_as_it_was(product, page):
     open_new_chat(page, *product)
     _say(page, "first words")
-    page.locator(".message.user").first.get_by_role("button", name="Edit").click()
-    editor = page.get_by_label("Edit your message")
-    editor.fill("first words, edited")
-    editor.press("Enter")
-    versions = page.get_by_role("group", name="Versions of what you wrote")
-    expect(versions).to_contain_text("2/2", timeout=20_000)
+    versions = _edit_the_first(page)
     page.get_by_label("Message").fill("use ask_user_question: Which colour?")
     page.get_by_label("Message").press("Enter")
     card = page.locator(".tool-card")

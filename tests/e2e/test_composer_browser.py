@@ -10,7 +10,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import held_request, open_new_chat, open_options
+from tests.e2e.conftest import held_request, hold_requests, open_new_chat, open_options
 
 
 @pytest.fixture(scope="module")
@@ -172,20 +172,11 @@ def test_a_panel_read_before_a_choice_and_answered_after_it_does_not_undo_the_ch
     open_options(other)
     open_options(page)
     options_url = page.locator("[data-options-url]").get_attribute("data-options-url")
-    held: list = []
-    holding = [True]
-
-    def hold(route):
-        if holding[0] and route.request.method == "GET":
-            held.append(route)
-        else:
-            route.continue_()
-
-    page.route(f"**{options_url}", hold)
+    held, stop = hold_requests(page, f"**{options_url}", lambda request: request.method == "GET")
     other.locator("#tools-off").check()
     late = held_request(page, held)
     read_before = late.fetch()
-    holding[0] = False
+    stop()
 
     page.locator("#plan-mode").check()
     expect(page.locator("[data-options-said]")).to_contain_text("plan mode is on")

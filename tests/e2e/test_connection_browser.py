@@ -4,29 +4,17 @@ neither lost nor sent twice."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from pathlib import Path
-
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
-from tests.conftest import app_env, daphne
-from tests.e2e.conftest import open_new_chat
-from tests.products import seeded_var_dir
+from tests.e2e.conftest import open_new_chat, started_product
 
 
 @pytest.fixture(scope="module")
 def product_of_one_socket_per_chat():
-    var_dir = Path(tempfile.mkdtemp(prefix="toolhub-product-"))
-    var_dir.chmod(0o711)
-    try:
-        seed = seeded_var_dir(var_dir)
-        with daphne(app_env(var_dir, TOOLHUB_SOCKETS_PER_CHAT="1")) as base:
-            yield base, seed.password
-    finally:
-        shutil.rmtree(var_dir, ignore_errors=True)
+    with started_product(TOOLHUB_SOCKETS_PER_CHAT="1") as started:
+        yield started
 
 
 def test_a_message_sent_while_the_chat_was_refused_a_connection_goes_once_one_is_free(

@@ -9,7 +9,7 @@ import sys
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import held_request, product_with_server, sign_in
+from tests.e2e.conftest import held_request, hold_requests, product_with_server, sign_in
 from tests.mcp import SERVER
 
 ADD_SERVER = f"""
@@ -131,12 +131,7 @@ def test_a_prompt_filled_in_after_the_person_wrote_on_is_not_sent_over_their_wor
     open_chat_with_prompts(page, *product_with_prompts)
     message = page.get_by_label("Message")
     fill_url = page.locator("[data-prompt-fill-url]").get_attribute("data-prompt-fill-url")
-    held: list = []
-
-    def hold(route):
-        held.append(route)
-
-    page.route(f"**{fill_url}", hold)
+    held, _ = hold_requests(page, f"**{fill_url}")
     message.press_sequentially("/hello")
     listbox = page.get_by_role("listbox", name="Prompts of MCP servers")
     expect(listbox.get_by_role("option")).to_have_count(1)
@@ -160,12 +155,7 @@ def test_a_resource_read_while_the_person_edits_before_it_cuts_none_of_their_wor
     attach_url = page.locator("[data-resource-attach-url]").get_attribute(
         "data-resource-attach-url"
     )
-    held: list = []
-
-    def hold(route):
-        held.append(route)
-
-    page.route(f"**{attach_url}", hold)
+    held, _ = hold_requests(page, f"**{attach_url}")
     message.press_sequentially("Summarise @gree")
     listbox = page.get_by_role("listbox", name="Resources of MCP servers")
     expect(listbox.get_by_role("option")).to_have_count(1)
